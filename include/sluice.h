@@ -1,0 +1,284 @@
+/*
+ * sluice.h — the whole public API of libsluice, an embeddable rate limiter.
+ *
+ * A rate limiter decides, request by request, whether a key (an API key, a
+ * user, an IP) may proceed. libsluice offers six algorithms with exact,
+ * integer-only semantics (see docs/semantics.md) over a sharded in-memory key
+ * table with idle expiry and a hard memory cap.
+ *
+ * The model, in three objects:
+ *   sl_policy   what to enforce: algorithm, limit per period, burst
+ *               ("gcra:50/s:burst=100"); a plain value, parsed or filled in.
+ *   sl_store    where per-key state lives: a thread-safe table shared by any
+ *               number of limiters, bounded by max_memory bytes.
+ *   sl_limiter  one policy bound to one store; its keys are its own (the same
+ *               key bytes under two limiters are two independent states).
+ *
+ * Conventions, everywhere in this header:
+ *   - Functions that can fail return int: 0 (SL_OK) or a negative SL_E* code;
+ *     sl_strerror() and sl_err_name() describe a code. The library never
+ *     aborts and never prints.
+ *   - Time is int64_t nanoseconds since the Unix epoch, always passed in by
+ *     the caller (`now_ns`); the library never reads a clock. Valid times are
+ *     0 <= now_ns < SL_TIME_MAX_NS (about the year 2116).
+ *   - Durations carry their unit in the name (reset_ns, retry_after_ns).
+ *   - Handles are opaque, created by *_new and released by *_free. Results go
+ *     into caller-owned structs. Allocation failure returns SL_ENOMEM and
+ *     leaves every earlier state intact.
+ */
+#ifndef SLUICE_H
+#define SLUICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SL_VERSION_MAJOR 0
+#define SL_VERSION_MINOR 1
+#define SL_VERSION_PATCH 0
+#define SL_VERSION_HEX \
+  ((SL_VERSION_MAJOR << 16) | (SL_VERSION_MINOR << 8) | SL_VERSION_PATCH)
+
+/* The version of the library actually linked: SL_VERSION_HEX and "0.1.0". */
+unsigned sl_version(void);
+const char *sl_version_string(void);
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* Every error code, with its stable number and message. */
+#define SL_ERRNO_MAP(XX)                                                     \
+  XX(EINVAL, -1, "invalid argument")                                         \
+  XX(ENOMEM, -2, "out of memory")                                            \
+  XX(EPOLICY, -3, "invalid policy")                                          \
+  XX(ECOST, -4, "cost exceeds what the policy can ever allow")               \
+  XX(EKEY, -5, "key longer than SL_KEY_MAX bytes")                           \
+  XX(ETIME, -6, "time out of range")                                         \
+  XX(ELIMITERS, -7, "too many limiters on one store")
+
+typedef enum sl_err {
+  SL_OK = 0,
+#define SL__ERR_ENUM(name, code, msg) SL_##name = (code),
+  SL_ERRNO_MAP(SL__ERR_ENUM)
+#undef SL__ERR_ENUM
+} sl_err;
+
+/* A human-readable message for an SL_E* code ("unknown error" otherwise). */
+const char *sl_strerror(int err);
+/* The code's name without prefix, e.g. "ECOST" ("UNKNOWN" otherwise). */
+const char *sl_err_name(int err);
+
+/* ---- limits of the API ------------------------------------------------- */
+
+#define SL_KEY_MAX 1024               /* longest key, in bytes */
+#define SL_LIMIT_MAX 4294967295u      /* largest LIMIT and burst */
+#define SL_TIME_MAX_NS (INT64_C(1) << 62)
+#define SL_PERIOD_MAX_NS (INT64_C(3650) * 86400 * 1000000000) /* 10 years */
+
+/* ---- policies ------------------------------------------------------------ */
+
+typedef enum sl_algo {
+  SL_TOKEN_BUCKET = 0, /* capacity `burst`, refills continuously */
+  SL_LEAKY_BUCKET,     /* a queue draining at limit/period: delays, a shaper */
+  SL_FIXED_WINDOW,     /* count per epoch-aligned window */
+  SL_SLIDING_LOG,      /* exact: log of allowed requests over the last period */
+  SL_SLIDING_WINDOW,   /* weighted two-window counter (Cloudflare's) */
+  SL_GCRA,             /* generic cell rate algorithm: one timestamp per key */
+  SL_ALGO_COUNT
+} sl_algo;
+
+/* The algorithm's name as spelled in policies ("token_bucket"), or NULL. */
+const char *sl_algo_name(sl_algo algo);
+
+/*
+ * A policy: at most `limit` cost units per `period_ns`. `burst` is the
+ * capacity of the bucket algorithms and gcra (0 means "same as limit");
+ * window algorithms have no burst and require 0.
+ */
+typedef struct sl_policy {
+  sl_algo algo;
+  uint32_t limit;
+  uint32_t burst;
+  int64_t period_ns;
+} sl_policy;
+
+/*
+ * Parses "ALGORITHM:LIMIT/PERIOD[:burst=N]" (PERIOD: [N]ms|s|m|h|d) into *out.
+ * Returns 0, or SL_EPOLICY with a message naming the offending part written
+ * to err (NUL-terminated, truncated to err_len; err may be NULL). On success
+ * out->burst is explicit (= limit when not given) for the bucket algorithms.
+ */
+int sl_policy_parse(const char *spec, sl_policy *out, char *err,
+                    size_t err_len);
+
+/*
+ * Checks a policy filled in by hand: the ranges above plus the exactness
+ * bounds (see docs/semantics.md). Same error reporting as sl_policy_parse.
+ */
+int sl_policy_validate(const sl_policy *policy, char *err, size_t err_len);
+
+/*
+ * Writes the canonical spelling of a valid policy ("gcra:50/s:burst=100";
+ * burst is omitted when equal to limit) into buf. Returns the length it
+ * needs, excluding the NUL, like snprintf; negative SL_EINVAL when invalid.
+ */
+int sl_policy_format(const sl_policy *policy, char *buf, size_t len);
+
+/* ---- decisions ----------------------------------------------------------- */
+
+/*
+ * The answer to one request. All durations are exact nanoseconds, rounded
+ * up where the exact value is fractional.
+ */
+typedef struct sl_decision {
+  int allowed;            /* 1 = go ahead, 0 = deny (HTTP 429) */
+  int64_t limit;          /* burst for buckets and gcra, LIMIT for windows */
+  int64_t remaining;      /* whole units still allowed now, after this one */
+  int64_t reset_ns;       /* until the key is back to fresh, idle meanwhile */
+  int64_t retry_after_ns; /* 0 if allowed; else the least wait after which
+                             this same request would be allowed */
+  int64_t delay_ns;       /* leaky_bucket: how long this allowed request
+                             waits in the queue (0 for the others) */
+} sl_decision;
+
+/* ---- stores -------------------------------------------------------------- */
+
+/*
+ * Allocator hook, Lua-style: called with (ud, NULL, 0, n) to allocate,
+ * (ud, p, old, n) to resize and (ud, p, old, 0) to free (must return NULL).
+ * Returning NULL for a non-zero size is an allocation failure.
+ */
+typedef void *(*sl_alloc_fn)(void *ud, void *ptr, size_t old_size,
+                             size_t new_size);
+
+typedef struct sl_store_options {
+  size_t max_memory;     /* hard cap on all store memory, bytes;
+                            0 = SL_STORE_DEFAULT_MEMORY */
+  unsigned shards;       /* lock stripes, power of two; 0 = default (64) */
+  size_t expected_keys;  /* pre-size for this many keys; 0 = grow as needed */
+  sl_alloc_fn alloc;     /* NULL = malloc/realloc/free */
+  void *alloc_ud;
+  const uint8_t *hash_key; /* 16-byte SipHash key; NULL = random per store */
+} sl_store_options;
+
+#define SL_STORE_DEFAULT_MEMORY ((size_t)128 << 20)
+
+/* Fills *opts with the defaults (all zero/NULL). */
+void sl_store_options_init(sl_store_options *opts);
+
+typedef struct sl_store sl_store;
+
+/*
+ * Creates an empty store. opts may be NULL for defaults. Returns 0 and the
+ * store in *out, or SL_EINVAL (max_memory too small to hold anything,
+ * shards not a power of two) or SL_ENOMEM.
+ */
+int sl_store_new(const sl_store_options *opts, sl_store **out);
+
+/* Frees the store and every key in it. Its limiters must be freed first. */
+void sl_store_free(sl_store *store);
+
+typedef struct sl_store_stats {
+  uint64_t keys;        /* entries held now */
+  uint64_t bytes;       /* memory held now, tables + long keys + logs */
+  uint64_t max_memory;  /* the cap */
+  uint64_t expirations; /* entries dropped because they were back to fresh */
+  uint64_t evictions;   /* live entries dropped to stay under the cap */
+  uint64_t limiters;    /* limiters bound to the store */
+} sl_store_stats;
+
+/* Snapshot of the counters (each shard read under its lock). */
+void sl_store_stats_get(sl_store *store, sl_store_stats *out);
+
+/*
+ * One bounded step of active expiry: examines at most `max_slots` table
+ * slots, round-robin over shards, and drops entries that are back to fresh
+ * at now_ns. Cheap to call from a timer. Keys are also dropped lazily when
+ * touched, and a little of this work runs on every insert.
+ * Returns the number of entries dropped, or a negative SL_E* code.
+ */
+int64_t sl_store_expire(sl_store *store, int64_t now_ns, size_t max_slots);
+
+/* ---- limiters ------------------------------------------------------------- */
+
+typedef struct sl_limiter sl_limiter;
+
+/*
+ * Binds a validated copy of *policy to store. At most 65535 limiters per
+ * store. Returns 0 and *out, or SL_EPOLICY, SL_ELIMITERS or SL_ENOMEM.
+ */
+int sl_limiter_new(sl_store *store, const sl_policy *policy,
+                   sl_limiter **out);
+
+/* Drops the limiter's keys from its store and frees it. NULL is a no-op. */
+void sl_limiter_free(sl_limiter *lim);
+
+/* The limiter's policy (valid while the limiter lives). */
+const sl_policy *sl_limiter_policy(const sl_limiter *lim);
+
+/*
+ * Decides one request of `cost` units for `key` at now_ns, and when allowed
+ * charges it. cost 0 is a peek: always allowed, changes nothing, reports the
+ * current figures. Safe from any number of threads.
+ * Returns 0 with *out filled, or: SL_ECOST (cost above burst/limit: no
+ * request of that size can ever pass; not a deny), SL_EKEY (key_len >
+ * SL_KEY_MAX), SL_ETIME, SL_EINVAL (negative cost, NULL arguments),
+ * SL_ENOMEM (a new key or a log entry could not be stored even after
+ * eviction). On error nothing is charged.
+ */
+int sl_limiter_take(sl_limiter *lim, const void *key, size_t key_len,
+                    int64_t cost, int64_t now_ns, sl_decision *out);
+
+/* One request of a batch. */
+typedef struct sl_request {
+  const void *key;
+  size_t key_len;
+  int64_t cost;
+} sl_request;
+
+/*
+ * n independent sl_limiter_take calls at one instant, faster than a loop:
+ * hashes and prefetches ahead. out[i] and err[i] (0 or SL_E*) per request;
+ * err may be NULL when the caller checks nothing. Requests are decided in
+ * order, so a key repeated within the batch sees its earlier charges.
+ * Returns the number of requests that failed, or SL_EINVAL.
+ */
+int sl_limiter_take_batch(sl_limiter *lim, const sl_request *reqs, size_t n,
+                          int64_t now_ns, sl_decision *out, int *err);
+
+/*
+ * Forgets one key's state (it becomes fresh). Returns 1 if the key had
+ * state, 0 if not, or SL_EKEY / SL_EINVAL.
+ */
+int sl_limiter_reset(sl_limiter *lim, const void *key, size_t key_len);
+
+/* ---- several limits on one request ---------------------------------------- */
+
+/* One rule of a multi-rule request. */
+typedef struct sl_check {
+  sl_limiter *limiter;
+  const void *key;
+  size_t key_len;
+  int64_t cost;
+  int shadow; /* evaluated and reported, but never denies the request */
+} sl_check;
+
+/*
+ * All-or-nothing over several rules (nginx limit_req's account/unlock): every
+ * check is evaluated first under the locks of all shards involved; the
+ * request is allowed iff every non-shadow check allows it, and only then is
+ * each allowing check charged. A denied request charges nothing anywhere.
+ * out[i] holds check i's own figures; *allowed the overall answer. Checks on
+ * the same limiter and key are merged (their costs add up). At most
+ * SL_CHECKS_MAX checks. Returns 0, or the first error (nothing charged).
+ */
+#define SL_CHECKS_MAX 64
+int sl_take_all(const sl_check *checks, size_t n, int64_t now_ns,
+                sl_decision *out, int *allowed);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SLUICE_H */

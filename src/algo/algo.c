@@ -1,0 +1,107 @@
+/*
+ * algo.c — from a policy to the constants its algorithm computes with.
+ *
+ * Validation lives here, next to the arithmetic it protects: every bound
+ * below exists so that the 128-bit intermediates of the algorithms cannot
+ * overflow and every stored quantity fits its int64 field.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "algo.h"
+
+static const algo_ops *const all_ops[SL_ALGO_COUNT] = {
+    [SL_TOKEN_BUCKET] = &algo_token_bucket,
+    [SL_LEAKY_BUCKET] = &algo_leaky_bucket,
+    [SL_FIXED_WINDOW] = &algo_fixed_window,
+    [SL_SLIDING_LOG] = &algo_sliding_log,
+    [SL_SLIDING_WINDOW] = &algo_sliding_window,
+    [SL_GCRA] = &algo_gcra,
+};
+
+const algo_ops *algo_ops_of(sl_algo algo) {
+  return (unsigned)algo < SL_ALGO_COUNT ? all_ops[algo] : NULL;
+}
+
+const char *sl_algo_name(sl_algo algo) {
+  const algo_ops *ops = algo_ops_of(algo);
+  return ops ? ops->name : NULL;
+}
+
+static int fail(char *err, size_t err_len, const char *fmt, ...) {
+  if (err && err_len) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+  }
+  return SL_EPOLICY;
+}
+
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t r = a % b;
+    a = b;
+    b = r;
+  }
+  return a;
+}
+
+static int is_bucket(sl_algo algo) {
+  return algo == SL_TOKEN_BUCKET || algo == SL_LEAKY_BUCKET || algo == SL_GCRA;
+}
+
+/* The longest a bucket may take to refill from empty: B * PERIOD / LIMIT. */
+#define HORIZON_MAX_NS (INT64_C(1) << 60)
+
+int algo_policy_compile(const sl_policy *pub, algo_policy *out, char *err,
+                        size_t err_len) {
+  if (!pub || !out) return SL_EINVAL;
+  const algo_ops *ops = algo_ops_of(pub->algo);
+  if (!ops) return fail(err, err_len, "unknown algorithm %d", (int)pub->algo);
+  if (pub->limit == 0)
+    return fail(err, err_len, "limit must be a positive integer");
+  if (pub->period_ns <= 0)
+    return fail(err, err_len, "period must be positive");
+  if (pub->period_ns > SL_PERIOD_MAX_NS)
+    return fail(err, err_len, "period is longer than 3650 days");
+
+  sl_policy p = *pub;
+  if (is_bucket(p.algo)) {
+    if (p.burst == 0) p.burst = p.limit;
+  } else if (p.burst != 0) {
+    return fail(err, err_len,
+                "burst is not allowed for %s (window algorithms have none)",
+                ops->name);
+  }
+
+  out->pub = p;
+  out->ops = ops;
+  out->L = p.limit;
+  out->W = p.period_ns;
+  out->B = is_bucket(p.algo) ? (int64_t)p.burst : (int64_t)p.limit;
+  int64_t g = gcd64(out->L, out->W);
+  out->Lg = out->L / g;
+  out->Wg = out->W / g;
+  out->cap = (i128)out->B * out->Wg;
+
+  if (is_bucket(p.algo)) {
+    /* Refill horizon B*T must stay far from int64 (times + horizon). */
+    if (out->cap / out->Lg > HORIZON_MAX_NS)
+      return fail(err, err_len,
+                  "burst %u at %u per period takes over 36 years to refill",
+                  p.burst, p.limit);
+    /* token_bucket stores its tokens as an int64 count of ticks. */
+    if (p.algo == SL_TOKEN_BUCKET && out->cap > (i128)INT64_MAX / 2)
+      return fail(err, err_len,
+                  "token_bucket cannot count burst %u exactly at this "
+                  "limit and period; gcra makes the same decisions",
+                  p.burst);
+  }
+  return 0;
+}
+
+int sl_policy_validate(const sl_policy *policy, char *err, size_t err_len) {
+  algo_policy ap;
+  return algo_policy_compile(policy, &ap, err, err_len);
+}

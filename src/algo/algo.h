@@ -1,0 +1,139 @@
+/*
+ * algo.h — the interface shared by the six algorithms.
+ *
+ * An algorithm is a pure function: (policy, state, now, cost) -> decision and
+ * next state. It never reads a clock, never allocates and never does I/O, so
+ * the very same code decides in the library, the daemon and the simulator.
+ * Everything is integer arithmetic; 128-bit intermediates keep it exact.
+ *
+ * Every per-key state fits in 16 bytes (algo_state), which is what the store
+ * keeps per key. sliding_log is the one algorithm whose state grows with the
+ * traffic (up to LIMIT entries): its 16 bytes point at a log block that the
+ * store allocates and that this layer only reads and fills (sliding_log.c).
+ *
+ * Units for the bucket algorithms (token_bucket, leaky_bucket, gcra): with
+ * g = gcd(LIMIT, PERIOD_ns), one nanosecond is Lg = LIMIT/g "ticks" and one
+ * unit of cost is Wg = PERIOD_ns/g ticks, so the emission interval
+ * T = PERIOD/LIMIT is exactly Wg/Lg ns and every quantity is an integer.
+ */
+#ifndef SLUICE_ALGO_H
+#define SLUICE_ALGO_H
+
+#include <stdint.h>
+
+#include "sluice.h"
+
+__extension__ typedef __int128 i128;
+
+/* Per-key state, its meaning private to each algorithm. Zero means nothing. */
+typedef struct algo_state {
+  int64_t a;
+  int64_t b;
+} algo_state;
+
+/* A validated policy with the constants its algorithm needs. */
+typedef struct algo_policy {
+  sl_policy pub;              /* as given (burst made explicit) */
+  const struct algo_ops *ops; /* its algorithm */
+  int64_t L;                  /* LIMIT */
+  int64_t B;                  /* largest cost: burst (buckets) or LIMIT */
+  int64_t W;                  /* PERIOD, ns */
+  int64_t Lg, Wg;             /* ticks per ns, ticks per unit of cost */
+  i128 cap;                   /* B * Wg: a full bucket, in ticks */
+} algo_policy;
+
+typedef struct algo_ops {
+  sl_algo algo;
+  const char *name;
+  /*
+   * The decision for a request of `cost` (0 <= cost <= p->B) at time t
+   * against `st` (NULL = the key is fresh). Fills *d. When the state must
+   * change (an allowed request with cost > 0) writes it to *next and returns
+   * 1; returns 0 when nothing changes (a deny or a peek). For sliding_log,
+   * 1 means "call slog_commit"; *next is untouched.
+   */
+  int (*decide)(const algo_policy *p, const algo_state *st, int64_t t,
+                int64_t cost, sl_decision *d, algo_state *next);
+  /*
+   * The earliest time at which `st` is indistinguishable from a fresh key
+   * (full quota); the store drops the key from then on.
+   */
+  int64_t (*fresh_at)(const algo_policy *p, const algo_state *st);
+} algo_ops;
+
+extern const algo_ops algo_token_bucket, algo_leaky_bucket, algo_fixed_window,
+    algo_sliding_log, algo_sliding_window, algo_gcra;
+
+/* The ops of one algorithm, or NULL. */
+const algo_ops *algo_ops_of(sl_algo algo);
+
+/*
+ * Validates `pub` and derives the constants into *out. Returns 0 or
+ * SL_EPOLICY with a message in err (err may be NULL).
+ */
+int algo_policy_compile(const sl_policy *pub, algo_policy *out, char *err,
+                        size_t err_len);
+
+/* ---- integer helpers shared by the algorithm files ---- */
+
+/* ceil(a / b) for a >= 0, b > 0. */
+static inline i128 ceil_div(i128 a, i128 b) { return (a + b - 1) / b; }
+
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* A peek's or a deny's decision skeleton: nothing is charged. */
+static inline void decision_init(sl_decision *d, const algo_policy *p) {
+  d->allowed = 0;
+  d->limit = p->B;
+  d->remaining = 0;
+  d->reset_ns = 0;
+  d->retry_after_ns = 0;
+  d->delay_ns = 0;
+}
+
+/*
+ * A time-of-arrival in ticks, stored exactly in an algo_state as its ceiling
+ * in whole ns (a) and the distance back down to the exact value (b, < Lg):
+ * tat = a*Lg - b. gcra and leaky_bucket keep one such timestamp.
+ */
+static inline i128 tat_load(const algo_policy *p, const algo_state *st) {
+  return (i128)st->a * p->Lg - st->b;
+}
+static inline void tat_store(const algo_policy *p, i128 ticks,
+                             algo_state *st) {
+  i128 ns = ceil_div(ticks, p->Lg);
+  st->a = (int64_t)ns;
+  st->b = (int64_t)(ns * p->Lg - ticks);
+}
+
+/* ---- sliding_log's growing state (sliding_log.c) ---- */
+
+/*
+ * The log block a sliding_log key points at (algo_state.a holds the pointer,
+ * .b is unused). A ring of (time, cost) pairs, oldest
+ * first, one entry per distinct instant, never more than LIMIT entries.
+ */
+typedef struct slog {
+  uint32_t cap, head, count, pad;
+  int64_t sum; /* of all costs held */
+  /* then int64_t t[cap]; uint32_t c[cap]; */
+} slog;
+
+/* Bytes of a block for cap entries. */
+size_t slog_bytes(uint32_t cap);
+/* Formats `mem` (slog_bytes(cap)) as an empty log. */
+slog *slog_init(void *mem, uint32_t cap);
+/* The log in a sliding_log state, or NULL when there is none yet. */
+static inline slog *slog_of(const algo_state *st) {
+  return st ? (slog *)(uintptr_t)st->a : NULL;
+}
+/* Entries the log needs to commit one more instant at t (after pruning). */
+uint32_t slog_needed(const algo_policy *p, const slog *log, int64_t t);
+/* Copies src's entries still live at t into the empty block dst, which
+   must hold slog_needed() entries. */
+void slog_move(const algo_policy *p, slog *dst, const slog *src, int64_t t);
+/* Records an allowed request; the log must have room (slog_needed). */
+void slog_commit(const algo_policy *p, slog *log, int64_t t, int64_t cost);
+
+#endif /* SLUICE_ALGO_H */

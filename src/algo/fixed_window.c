@@ -1,0 +1,43 @@
+/*
+ * fixed_window.c — a counter per epoch-aligned window [k*W, (k+1)*W).
+ *
+ * State: (window start, count). Allowed iff count + cost <= LIMIT. Cheap and
+ * simple, and it lets up to 2*LIMIT through around a window boundary (LIMIT
+ * at the end of one window, LIMIT at the start of the next); the sliding
+ * algorithms exist to prevent exactly that. A time that falls in a window
+ * before the stored one is treated as the start of the stored window.
+ */
+#include "algo.h"
+
+static int fw_decide(const algo_policy *p, const algo_state *st, int64_t t,
+                     int64_t cost, sl_decision *d, algo_state *next) {
+  int64_t start = t - t % p->W;
+  if (st && st->a > start) {
+    start = st->a; /* clock went back into an earlier window */
+    t = start;
+  }
+  int64_t count = (st && st->a == start) ? st->b : 0;
+  int64_t to_end = start + p->W - t;
+
+  decision_init(d, p);
+  if (count + cost <= p->L) {
+    d->allowed = 1;
+    d->remaining = p->L - count - cost;
+    d->reset_ns = count + cost > 0 ? to_end : 0;
+    if (cost == 0) return 0;
+    next->a = start;
+    next->b = count + cost;
+    return 1;
+  }
+  d->remaining = p->L - count;
+  d->reset_ns = to_end;
+  d->retry_after_ns = to_end; /* a new window always has room: cost <= L */
+  return 0;
+}
+
+static int64_t fw_fresh_at(const algo_policy *p, const algo_state *st) {
+  return st->b > 0 ? st->a + p->W : 0;
+}
+
+const algo_ops algo_fixed_window = {SL_FIXED_WINDOW, "fixed_window",
+                                    fw_decide, fw_fresh_at};

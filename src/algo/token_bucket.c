@@ -1,0 +1,46 @@
+/*
+ * token_bucket.c — the classic token bucket.
+ *
+ * State: (last, tokens) with tokens counted in ticks (tokens * Wg), so the
+ * continuous refill of LIMIT per PERIOD adds exactly Lg ticks per ns. The
+ * bucket starts full (B tokens) and is capped at B. Allowed iff
+ * tokens >= cost, then tokens -= cost. A time before `last` is treated as
+ * `last`: no negative refill, no extra quota.
+ */
+#include "algo.h"
+
+/* Tokens (ticks) at te >= st->a. */
+static i128 tokens_at(const algo_policy *p, const algo_state *st, int64_t te) {
+  i128 tok = (i128)st->b + (i128)(te - st->a) * p->Lg;
+  return tok > p->cap ? p->cap : tok;
+}
+
+static int tb_decide(const algo_policy *p, const algo_state *st, int64_t t,
+                     int64_t cost, sl_decision *d, algo_state *next) {
+  int64_t te = st ? max64(t, st->a) : t;
+  i128 tok = st ? tokens_at(p, st, te) : p->cap;
+  i128 want = (i128)cost * p->Wg;
+
+  decision_init(d, p);
+  if (tok >= want) {
+    tok -= want;
+    d->allowed = 1;
+    d->remaining = (int64_t)(tok / p->Wg);
+    d->reset_ns = (int64_t)ceil_div(p->cap - tok, p->Lg);
+    if (cost == 0) return 0;
+    next->a = te;
+    next->b = (int64_t)tok;
+    return 1;
+  }
+  d->remaining = (int64_t)(tok / p->Wg);
+  d->reset_ns = (int64_t)ceil_div(p->cap - tok, p->Lg);
+  d->retry_after_ns = (int64_t)ceil_div(want - tok, p->Lg);
+  return 0;
+}
+
+static int64_t tb_fresh_at(const algo_policy *p, const algo_state *st) {
+  return st->a + (int64_t)ceil_div(p->cap - st->b, p->Lg);
+}
+
+const algo_ops algo_token_bucket = {SL_TOKEN_BUCKET, "token_bucket",
+                                    tb_decide, tb_fresh_at};

@@ -1,0 +1,80 @@
+/*
+ * main.c — the `sluice` binary: one program, one subcommand per job.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "sluice.h"
+
+static const struct {
+  const char *name;
+  int (*run)(int, char **);
+  const char *what;
+} commands[] = {
+    {"replay", cmd_replay, "decide a trace of requests under a policy"},
+    {"bench", cmd_bench, "measure decisions per second and bytes per key"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: sluice COMMAND [OPTIONS]\n"
+          "\n"
+          "sluice is a rate limiter: six exact algorithms over a bounded\n"
+          "in-memory key store.\n"
+          "\n"
+          "commands:\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].what);
+  fprintf(f,
+          "  %-10s print the version\n"
+          "\n"
+          "Run 'sluice COMMAND --help' for a command's options.\n"
+          "Policies are written ALGORITHM:LIMIT/PERIOD[:burst=N], e.g.\n"
+          "gcra:50/s:burst=100 or sliding_window:100/m (see README.md).\n",
+          "version");
+}
+
+int cli_parse_int(const char *s, int64_t min, int64_t max, int suffix,
+                  int64_t *out) {
+  if (!s || !*s || *s == '-' || *s == '+' || *s == ' ') return -1;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || end == s) return -1;
+  if (suffix && *end) {
+    unsigned shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+    if (!shift || end[1] || v > (unsigned long long)INT64_MAX >> shift)
+      return -1;
+    v <<= shift;
+    end++;
+  }
+  if (*end || v > (unsigned long long)INT64_MAX) return -1;
+  if ((int64_t)v < min || (int64_t)v > max) return -1;
+  *out = (int64_t)v;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+    printf("sluice %s\n", sl_version_string());
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (!strcmp(cmd, commands[i].name))
+      return commands[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "sluice: unknown command '%s'\n\n", cmd);
+  usage(stderr);
+  return 2;
+}

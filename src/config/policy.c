@@ -1,0 +1,192 @@
+/*
+ * policy.c — the policy syntax: "ALGORITHM:LIMIT/PERIOD[:burst=N]".
+ *
+ * One grammar for the CLI, the config file, RESP and HTTP:
+ *   ALGORITHM  token_bucket | leaky_bucket | fixed_window | sliding_log |
+ *              sliding_window | gcra
+ *   LIMIT      1..4294967295
+ *   PERIOD     [N]UNIT, UNIT one of ms s m h d; a bare unit means 1 of it
+ *   burst=N    bucket algorithms and gcra only; default LIMIT
+ * Every error names the part it is about, quoted as the user wrote it.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../algo/algo.h"
+
+static int fail(char *err, size_t err_len, const char *fmt, ...) {
+  if (err && err_len) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+  }
+  return SL_EPOLICY;
+}
+
+static const struct {
+  const char *name;
+  int64_t ns;
+} units[] = {
+    {"ms", INT64_C(1000000)},
+    {"s", INT64_C(1000000000)},
+    {"m", INT64_C(60000000000)},
+    {"h", INT64_C(3600000000000)},
+    {"d", INT64_C(86400000000000)},
+};
+
+/*
+ * Reads the decimal digits at *s into *out, advancing *s. Returns the number
+ * of digits, or -1 if the value exceeds max.
+ */
+static int read_uint(const char **s, uint64_t max, uint64_t *out) {
+  uint64_t v = 0;
+  int n = 0;
+  while (**s >= '0' && **s <= '9') {
+    unsigned dgt = (unsigned)(**s - '0');
+    if (v > (max - dgt) / 10) {
+      while (**s >= '0' && **s <= '9') (*s)++;
+      return -1;
+    }
+    v = v * 10 + dgt;
+    (*s)++;
+    n++;
+  }
+  *out = v;
+  return n;
+}
+
+/* Length of the token at s, up to the next ':' or '/' or the end. */
+static int token_len(const char *s) { return (int)strcspn(s, ":/"); }
+
+static int is_window(sl_algo a) {
+  return a == SL_FIXED_WINDOW || a == SL_SLIDING_LOG || a == SL_SLIDING_WINDOW;
+}
+
+int sl_policy_parse(const char *spec, sl_policy *out, char *err,
+                    size_t err_len) {
+  if (!spec || !out) return fail(err, err_len, "no policy given");
+  sl_policy p = {0};
+  const char *s = spec;
+
+  /* ALGORITHM */
+  int n = (int)strcspn(s, ":");
+  int found = 0;
+  for (int a = 0; a < SL_ALGO_COUNT; a++) {
+    const char *name = sl_algo_name((sl_algo)a);
+    if ((int)strlen(name) == n && strncmp(s, name, (size_t)n) == 0) {
+      p.algo = (sl_algo)a;
+      found = 1;
+    }
+  }
+  if (!found) {
+    if (s[n] != ':')
+      return fail(err, err_len,
+                  "policy '%s' is not ALGORITHM:LIMIT/PERIOD[:burst=N]", spec);
+    return fail(err, err_len,
+                "unknown algorithm '%.*s' (expected token_bucket, "
+                "leaky_bucket, fixed_window, sliding_log, sliding_window "
+                "or gcra)",
+                n, s);
+  }
+  s += n;
+  if (*s != ':')
+    return fail(err, err_len, "missing ':LIMIT/PERIOD' after '%.*s'", n,
+                spec);
+  s++;
+
+  /* LIMIT */
+  const char *lim = s;
+  uint64_t v;
+  int digits = read_uint(&s, SL_LIMIT_MAX, &v);
+  if (digits < 0)
+    return fail(err, err_len, "limit '%.*s' is too large (max %u)",
+                token_len(lim), lim, SL_LIMIT_MAX);
+  if (digits == 0 || (*s != '/' && *s != '\0' && *s != ':'))
+    return fail(err, err_len, "limit '%.*s' is not a positive integer",
+                token_len(lim), lim);
+  if (v == 0)
+    return fail(err, err_len, "limit '%.*s' must be positive", digits, lim);
+  p.limit = (uint32_t)v;
+  if (*s != '/')
+    return fail(err, err_len, "missing '/PERIOD' after limit '%.*s'", digits,
+                lim);
+  s++;
+
+  /* PERIOD = [N]UNIT */
+  const char *per = s;
+  int per_len = token_len(per);
+  uint64_t count = 1;
+  digits = read_uint(&s, (uint64_t)INT64_MAX, &count);
+  if (digits < 0)
+    return fail(err, err_len, "period '%.*s' is too large", per_len, per);
+  if (digits == 0) count = 1; /* a bare unit means 1 of it */
+  if (count == 0)
+    return fail(err, err_len, "period '%.*s' must be positive", per_len, per);
+  int64_t unit = 0;
+  int ulen = (int)strcspn(s, ":");
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+    if ((int)strlen(units[i].name) == ulen &&
+        strncmp(s, units[i].name, (size_t)ulen) == 0)
+      unit = units[i].ns;
+  if (!unit)
+    return fail(err, err_len,
+                "period '%.*s' needs a unit: ms, s, m, h or d (e.g. 15m)",
+                per_len, per);
+  if (count > (uint64_t)(SL_PERIOD_MAX_NS / unit))
+    return fail(err, err_len, "period '%.*s' is longer than 3650 days",
+                per_len, per);
+  p.period_ns = (int64_t)count * unit;
+  s += ulen;
+
+  /* [:burst=N] */
+  if (*s == ':') {
+    s++;
+    if (strncmp(s, "burst=", 6) != 0)
+      return fail(err, err_len, "unexpected '%s' after the period "
+                  "(only ':burst=N' may follow)", s);
+    if (is_window(p.algo))
+      return fail(err, err_len,
+                  "burst is not allowed for %s (window algorithms have none)",
+                  sl_algo_name(p.algo));
+    s += 6;
+    const char *b = s;
+    digits = read_uint(&s, SL_LIMIT_MAX, &v);
+    if (digits < 0)
+      return fail(err, err_len, "burst '%s' is too large (max %u)", b,
+                  SL_LIMIT_MAX);
+    if (digits == 0 || *s != '\0')
+      return fail(err, err_len, "burst '%s' is not a positive integer", b);
+    if (v == 0) return fail(err, err_len, "burst '%s' must be positive", b);
+    p.burst = (uint32_t)v;
+  } else if (*s != '\0') {
+    return fail(err, err_len, "unexpected '%s' after the period", s);
+  }
+  if (!is_window(p.algo) && p.burst == 0) p.burst = p.limit;
+
+  int rc = sl_policy_validate(&p, err, err_len);
+  if (rc == 0) *out = p;
+  return rc;
+}
+
+int sl_policy_format(const sl_policy *policy, char *buf, size_t len) {
+  algo_policy ap;
+  if (algo_policy_compile(policy, &ap, NULL, 0) != 0) return SL_EINVAL;
+  /* The largest unit that divides the period exactly. */
+  size_t u = sizeof units / sizeof units[0];
+  while (u > 1 && ap.W % units[u - 1].ns != 0) u--;
+  int64_t count = ap.W / units[u - 1].ns;
+  char period[32];
+  if (ap.W % units[0].ns != 0) /* not whole ms: only a hand-built policy */
+    snprintf(period, sizeof period, "%lldns", (long long)ap.W);
+  else if (count == 1)
+    snprintf(period, sizeof period, "%s", units[u - 1].name);
+  else
+    snprintf(period, sizeof period, "%lld%s", (long long)count,
+             units[u - 1].name);
+  if (!is_window(ap.pub.algo) && ap.pub.burst != ap.pub.limit)
+    return snprintf(buf, len, "%s:%u/%s:burst=%u", ap.ops->name, ap.pub.limit,
+                    period, ap.pub.burst);
+  return snprintf(buf, len, "%s:%u/%s", ap.ops->name, ap.pub.limit, period);
+}

@@ -1,0 +1,179 @@
+/*
+ * limiter.c — the public limiter API: one policy bound to one store.
+ *
+ * Checks arguments (so the store and the algorithms can trust them), hashes
+ * keys, and orchestrates the batch and multi-rule calls: sl_take_all locks
+ * every shard involved in ascending order (no deadlock between concurrent
+ * callers), evaluates all checks without charging, and charges only when
+ * every non-shadow check allows — nginx limit_req's account/unlock.
+ */
+#include <string.h>
+
+#include "store/mem.h"
+
+struct sl_limiter {
+  sl_store *store;
+  algo_policy p;
+  uint16_t id;
+};
+
+int sl_limiter_new(sl_store *store, const sl_policy *policy,
+                   sl_limiter **out) {
+  if (!store || !policy || !out) return SL_EINVAL;
+  *out = NULL;
+  algo_policy p;
+  int rc = algo_policy_compile(policy, &p, NULL, 0);
+  if (rc) return rc;
+  sl_limiter *lim = store_alloc(store, sizeof *lim);
+  if (!lim) return SL_ENOMEM;
+  lim->store = store;
+  lim->p = p;
+  rc = store_register(store, &lim->p, &lim->id);
+  if (rc) {
+    store_free(store, lim, sizeof *lim);
+    return rc;
+  }
+  *out = lim;
+  return 0;
+}
+
+void sl_limiter_free(sl_limiter *lim) {
+  if (!lim) return;
+  store_unregister(lim->store, lim->id);
+  store_free(lim->store, lim, sizeof *lim);
+}
+
+const sl_policy *sl_limiter_policy(const sl_limiter *lim) {
+  return lim ? &lim->p.pub : NULL;
+}
+
+/* The checks every request passes before the store sees it. */
+static int check_request(const sl_limiter *lim, const void *key,
+                         size_t key_len, int64_t cost, int64_t now) {
+  if (!lim || (!key && key_len)) return SL_EINVAL;
+  if (key_len > SL_KEY_MAX) return SL_EKEY;
+  if (cost < 0) return SL_EINVAL;
+  if (cost > lim->p.B) return SL_ECOST;
+  if (now < 0 || now >= SL_TIME_MAX_NS) return SL_ETIME;
+  return 0;
+}
+
+int sl_limiter_take(sl_limiter *lim, const void *key, size_t key_len,
+                    int64_t cost, int64_t now_ns, sl_decision *out) {
+  if (!out) return SL_EINVAL;
+  int rc = check_request(lim, key, key_len, cost, now_ns);
+  if (rc) return rc;
+  store_ref r;
+  store_ref_init(lim->store, &r, &lim->p, lim->id, key, key_len);
+  return store_take(lim->store, &r, cost, now_ns, out);
+}
+
+#define BATCH_AHEAD 16
+
+int sl_limiter_take_batch(sl_limiter *lim, const sl_request *reqs, size_t n,
+                          int64_t now_ns, sl_decision *out, int *err) {
+  if (!lim || (n && (!reqs || !out))) return SL_EINVAL;
+  int failed = 0;
+  store_ref refs[BATCH_AHEAD];
+  int rcs[BATCH_AHEAD];
+  for (size_t base = 0; base < n; base += BATCH_AHEAD) {
+    size_t m = n - base < BATCH_AHEAD ? n - base : BATCH_AHEAD;
+    /* Hash the group and start its cache misses before deciding any. */
+    for (size_t k = 0; k < m; k++) {
+      const sl_request *q = &reqs[base + k];
+      rcs[k] = check_request(lim, q->key, q->key_len, q->cost, now_ns);
+      if (rcs[k]) continue;
+      store_ref_init(lim->store, &refs[k], &lim->p, lim->id, q->key,
+                     q->key_len);
+      store_prefetch(lim->store, &refs[k]);
+    }
+    for (size_t k = 0; k < m; k++) {
+      int rc = rcs[k];
+      if (!rc)
+        rc = store_take(lim->store, &refs[k], reqs[base + k].cost, now_ns,
+                        &out[base + k]);
+      if (err) err[base + k] = rc;
+      if (rc) failed++;
+    }
+  }
+  return failed;
+}
+
+int sl_limiter_reset(sl_limiter *lim, const void *key, size_t key_len) {
+  if (!lim || (!key && key_len)) return SL_EINVAL;
+  if (key_len > SL_KEY_MAX) return SL_EKEY;
+  store_ref r;
+  store_ref_init(lim->store, &r, &lim->p, lim->id, key, key_len);
+  return store_remove(lim->store, &r);
+}
+
+static int same_key(const sl_check *a, const sl_check *b) {
+  return a->limiter == b->limiter && a->key_len == b->key_len &&
+         a->shadow == b->shadow &&
+         (a->key_len == 0 || memcmp(a->key, b->key, a->key_len) == 0);
+}
+
+int sl_take_all(const sl_check *checks, size_t n, int64_t now_ns,
+                sl_decision *out, int *allowed) {
+  if (!allowed || n > SL_CHECKS_MAX || (n && (!checks || !out)))
+    return SL_EINVAL;
+  *allowed = 1;
+  if (n == 0) return 0;
+  sl_store *store = checks[0].limiter ? checks[0].limiter->store : NULL;
+
+  /* Merge repeated (limiter, key) pairs: their costs add up. */
+  size_t uniq[SL_CHECKS_MAX], map[SL_CHECKS_MAX], nu = 0;
+  int64_t cost[SL_CHECKS_MAX];
+  for (size_t i = 0; i < n; i++) {
+    const sl_check *c = &checks[i];
+    if (!c->limiter || c->limiter->store != store || (!c->key && c->key_len))
+      return SL_EINVAL;
+    if (c->cost < 0) return SL_EINVAL;
+    size_t u = 0;
+    while (u < nu && !same_key(&checks[uniq[u]], c)) u++;
+    if (u == nu) {
+      uniq[nu] = i;
+      cost[nu++] = 0;
+    }
+    if (c->cost > c->limiter->p.B - cost[u]) return SL_ECOST;
+    cost[u] += c->cost;
+    map[i] = u;
+  }
+  store_ref refs[SL_CHECKS_MAX];
+  unsigned shards[SL_CHECKS_MAX], ns = 0;
+  for (size_t u = 0; u < nu; u++) {
+    const sl_check *c = &checks[uniq[u]];
+    int rc = check_request(c->limiter, c->key, c->key_len, cost[u], now_ns);
+    if (rc) return rc;
+    store_ref_init(store, &refs[u], &c->limiter->p, c->limiter->id, c->key,
+                   c->key_len);
+    /* Insertion sort into the distinct shards, ascending. */
+    unsigned sh = refs[u].shard, k = ns;
+    int dup = 0;
+    for (unsigned j = 0; j < ns; j++) dup |= shards[j] == sh;
+    if (dup) continue;
+    while (k > 0 && shards[k - 1] > sh) {
+      shards[k] = shards[k - 1];
+      k--;
+    }
+    shards[k] = sh;
+    ns++;
+  }
+
+  sl_decision dec[SL_CHECKS_MAX];
+  int rc = 0, all = 1;
+  for (unsigned j = 0; j < ns; j++) store_lock(store, shards[j]);
+  for (size_t u = 0; u < nu && !rc; u++) {
+    rc = store_decide_locked(store, &refs[u], cost[u], now_ns, 0, &dec[u]);
+    if (!rc && !dec[u].allowed && !checks[uniq[u]].shadow) all = 0;
+  }
+  for (size_t u = 0; u < nu && !rc && all; u++)
+    if (dec[u].allowed && cost[u] > 0)
+      rc = store_decide_locked(store, &refs[u], cost[u], now_ns, 1, &dec[u]);
+  for (unsigned j = ns; j-- > 0;) store_unlock(store, shards[j]);
+  if (rc) return rc;
+
+  for (size_t i = 0; i < n; i++) out[i] = dec[map[i]];
+  *allowed = all;
+  return 0;
+}

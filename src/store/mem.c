@@ -1,0 +1,741 @@
+/*
+ * mem.c — the in-memory store: a sharded hash table of per-key states with
+ * idle expiry and a hard memory cap.
+ *
+ * Layout. Each shard is an open-addressing table with linear probing over
+ * two arrays: 32-byte slots (16 key bytes inline + the 16-byte algo_state)
+ * and one 32-bit control word per slot: probe distance + 1 (0 = empty,
+ * saturating at 255), key length (0xff = long key) and the limiter id. A
+ * lookup scans control words from the key's home and compares key bytes
+ * only where distance, length and id all match; a key longer than 16 bytes
+ * lives in its own block ({ptr, hash} in the slot). So a key of up to 16
+ * bytes costs 36 bytes of table; the table grows by 1/8 at a load of 7/8,
+ * which keeps the load between 0.78 and 0.875: 41 to 46 bytes per key.
+ * Deletion shifts the rest of the cluster back (no tombstones); the stored
+ * distance gives each slot's home without rehashing.
+ *
+ * Hashing. SipHash-2-4 (libsodium) under a random 128-bit key per store:
+ * nobody outside can aim keys at one probe run (hash flooding). The low bits
+ * of the hash pick the shard, the high bits the home slot.
+ *
+ * Expiry, the Redis way. A key whose state is back to fresh carries no
+ * information, so it is dropped: lazily when touched, by a bounded sweep
+ * (sl_store_expire, plus two slots examined on every insert), and first of
+ * all when room is needed.
+ *
+ * The memory cap. Every byte the store allocates (tables, long keys, logs,
+ * its own structs, plus a per-allocation overhead estimate) is reserved
+ * against one atomic budget before it is allocated, so the total never
+ * exceeds max_memory, even during a table's growth (old and new tables both
+ * count). When a table cannot grow, inserting evicts the entry closest to
+ * fresh among the 16 slots from the new key's home — the entry whose loss
+ * gives its owner the least unearned quota — and counts an eviction.
+ */
+#include "mem.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <sodium.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KEY_INLINE 16
+#define LEN_LONG 0xffu
+#define DIST_SAT 255u
+#define MIN_CAP 32
+#define EVICT_WINDOW 16
+#define SWEEP_ON_INSERT 2
+#define ALLOC_OVERHEAD 16 /* what malloc keeps per block, roughly */
+#define MIN_SHARD_BYTES 8192
+#define DEFAULT_SHARDS 64
+#define REG_CHUNK 256
+
+typedef struct slot {
+  union {
+    uint8_t bytes[KEY_INLINE];
+    struct {
+      uint8_t *ptr; /* [uint16_t len][len bytes] */
+      uint64_t h;
+    } big;
+  } key;
+  algo_state st;
+} slot;
+
+_Static_assert(sizeof(slot) == 32, "a slot is half a cache line");
+
+typedef struct shard {
+  atomic_int lock;
+  size_t cap, count, cursor;
+  slot *slots;
+  uint32_t *ctrl;
+  uint64_t expirations, evictions;
+  /* Copies of slots/ctrl/cap for lock-free prefetch hints. */
+  _Atomic uintptr_t hint_slots, hint_ctrl;
+  atomic_size_t hint_cap;
+} __attribute__((aligned(64))) shard;
+
+typedef _Atomic(const algo_policy *) reg_entry;
+
+struct sl_store {
+  sl_alloc_fn alloc;
+  void *alloc_ud;
+  size_t max_memory;
+  atomic_size_t bytes;
+  size_t own_bytes; /* this struct and the shard array */
+  unsigned nshards;
+  uint8_t hkey[crypto_shorthash_KEYBYTES];
+  shard *shards;
+  void *shards_raw; /* the allocation shards is aligned within */
+  atomic_uint sweep_next;
+  pthread_mutex_t reg_lock;
+  unsigned nlimiters;
+  _Atomic(reg_entry *) reg[65536 / REG_CHUNK];
+};
+
+/* ---- allocation against the budget ---- */
+
+static void *default_alloc(void *ud, void *ptr, size_t old_size,
+                           size_t new_size) {
+  (void)ud;
+  (void)old_size;
+  if (new_size == 0) {
+    free(ptr);
+    return NULL;
+  }
+  return realloc(ptr, new_size);
+}
+
+static void *s_alloc(sl_store *s, size_t n) {
+  return s->alloc(s->alloc_ud, NULL, 0, n);
+}
+
+static void s_free(sl_store *s, void *p, size_t n) {
+  if (p) s->alloc(s->alloc_ud, p, n, 0);
+}
+
+/* Claims n bytes of the budget: 0, or -1 when that would pass the cap. */
+static int reserve(sl_store *s, size_t n) {
+  size_t cur = atomic_load_explicit(&s->bytes, memory_order_relaxed);
+  do {
+    if (n > s->max_memory || cur > s->max_memory - n) return -1;
+  } while (!atomic_compare_exchange_weak_explicit(
+      &s->bytes, &cur, cur + n, memory_order_relaxed, memory_order_relaxed));
+  return 0;
+}
+
+static void release(sl_store *s, size_t n) {
+  atomic_fetch_sub_explicit(&s->bytes, n, memory_order_relaxed);
+}
+
+/* Reserves and allocates n bytes; NULL when over budget or out of memory. */
+static void *budget_alloc(sl_store *s, size_t n) {
+  if (reserve(s, n + ALLOC_OVERHEAD)) return NULL;
+  void *p = s_alloc(s, n);
+  if (!p) release(s, n + ALLOC_OVERHEAD);
+  return p;
+}
+
+static void budget_free(sl_store *s, void *p, size_t n) {
+  if (!p) return;
+  s_free(s, p, n);
+  release(s, n + ALLOC_OVERHEAD);
+}
+
+static size_t table_size(size_t cap) {
+  return cap * (sizeof(slot) + sizeof(uint32_t));
+}
+
+/* ---- locks: test-and-test-and-set, yielding when the holder is off-CPU ---- */
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static void spin_lock(atomic_int *l) {
+  for (;;) {
+    if (!atomic_exchange_explicit(l, 1, memory_order_acquire)) return;
+    unsigned spins = 0;
+    while (atomic_load_explicit(l, memory_order_relaxed)) {
+      if (++spins < 100) {
+        cpu_relax();
+      } else {
+        sched_yield();
+        spins = 0;
+      }
+    }
+  }
+}
+
+static void spin_unlock(atomic_int *l) {
+  atomic_store_explicit(l, 0, memory_order_release);
+}
+
+void store_lock(sl_store *s, unsigned n) {
+  spin_lock(&s->shards[n].lock);
+}
+
+void store_unlock(sl_store *s, unsigned n) {
+  spin_unlock(&s->shards[n].lock);
+}
+
+/* ---- hashing and control words ---- */
+
+static uint64_t fmix64(uint64_t k) {
+  k ^= k >> 33;
+  k *= UINT64_C(0xff51afd7ed558ccd);
+  k ^= k >> 33;
+  k *= UINT64_C(0xc4ceb9fe1a85ec53);
+  k ^= k >> 33;
+  return k;
+}
+
+static uint64_t hash_key(const sl_store *s, uint16_t id, const void *key,
+                         size_t len) {
+  uint64_t h;
+  crypto_shorthash((unsigned char *)&h, len ? key : (const void *)"", len,
+                   s->hkey);
+  return fmix64(h ^ ((uint64_t)id + 1) * UINT64_C(0x9e3779b97f4a7c15));
+}
+
+static inline size_t home_of(uint64_t h, size_t cap) {
+  return (size_t)(((unsigned __int128)h * cap) >> 64);
+}
+
+static inline size_t next_i(size_t i, size_t cap) {
+  return i + 1 == cap ? 0 : i + 1;
+}
+
+static inline uint32_t len_byte(size_t len) {
+  return len <= KEY_INLINE ? (uint32_t)len : LEN_LONG;
+}
+
+static inline uint32_t ctrl_make(size_t dist, uint32_t lenb, uint16_t id) {
+  uint32_t d = dist + 1 < DIST_SAT ? (uint32_t)dist + 1 : DIST_SAT;
+  return d | lenb << 8 | (uint32_t)id << 16;
+}
+
+#define CTRL_DIST(c) ((c) & 0xffu)
+#define CTRL_LEN(c) ((c) >> 8 & 0xffu)
+#define CTRL_ID(c) ((uint16_t)((c) >> 16))
+
+void store_ref_init(sl_store *s, store_ref *r, const algo_policy *p,
+                    uint16_t id, const void *key, size_t len) {
+  r->p = p;
+  r->id = id;
+  r->key = key;
+  r->len = len;
+  r->h = hash_key(s, id, key, len);
+  r->shard = (unsigned)(r->h & (s->nshards - 1));
+}
+
+/* The full hash of the entry in slot i (for rehashing). */
+static uint64_t slot_hash(const sl_store *s, const shard *sh, size_t i) {
+  uint32_t c = sh->ctrl[i];
+  const slot *sl = &sh->slots[i];
+  if (CTRL_LEN(c) == LEN_LONG) return sl->key.big.h;
+  return hash_key(s, CTRL_ID(c), sl->key.bytes, CTRL_LEN(c));
+}
+
+/* The home index of the entry in slot i. */
+static size_t slot_home(const sl_store *s, const shard *sh, size_t i) {
+  uint32_t d = CTRL_DIST(sh->ctrl[i]);
+  if (d < DIST_SAT) return (i + sh->cap - (d - 1)) % sh->cap;
+  return home_of(slot_hash(s, sh, i), sh->cap);
+}
+
+static int key_eq(const slot *sl, uint32_t lenb, const store_ref *r) {
+  if (lenb != LEN_LONG) return memcmp(sl->key.bytes, r->key, r->len) == 0;
+  const uint8_t *b = sl->key.big.ptr;
+  uint16_t len;
+  memcpy(&len, b, sizeof len);
+  return sl->key.big.h == r->h && len == r->len &&
+         memcmp(b + sizeof len, r->key, r->len) == 0;
+}
+
+/* The slot holding r, or -1. */
+static long find(const shard *sh, const store_ref *r) {
+  if (sh->count == 0) return -1;
+  uint32_t lenb = len_byte(r->len);
+  size_t cap = sh->cap, i = home_of(r->h, cap);
+  for (size_t k = 0;; k++) {
+    uint32_t c = sh->ctrl[i];
+    if (!c) return -1;
+    if (c == ctrl_make(k, lenb, r->id) && key_eq(&sh->slots[i], lenb, r))
+      return (long)i;
+    i = next_i(i, cap);
+  }
+}
+
+/* Claims the first empty slot from h's home and returns it. */
+static size_t place(shard *sh, uint64_t h, uint32_t lenb, uint16_t id) {
+  size_t i = home_of(h, sh->cap), k = 0;
+  while (sh->ctrl[i]) {
+    i = next_i(i, sh->cap);
+    k++;
+  }
+  sh->ctrl[i] = ctrl_make(k, lenb, id);
+  sh->count++;
+  return i;
+}
+
+/* ---- the policy registry ---- */
+
+static const algo_policy *reg_get(sl_store *s, uint16_t id) {
+  reg_entry *chunk =
+      atomic_load_explicit(&s->reg[id / REG_CHUNK], memory_order_acquire);
+  return atomic_load_explicit(&chunk[id % REG_CHUNK], memory_order_acquire);
+}
+
+/* ---- removing entries ---- */
+
+/* Frees what slot i owns outside the table: a long key, a log. */
+static void free_payload(sl_store *s, shard *sh, size_t i) {
+  uint32_t c = sh->ctrl[i];
+  slot *sl = &sh->slots[i];
+  if (CTRL_LEN(c) == LEN_LONG) {
+    uint16_t len;
+    memcpy(&len, sl->key.big.ptr, sizeof len);
+    budget_free(s, sl->key.big.ptr, sizeof len + len);
+  }
+  const algo_policy *p = reg_get(s, CTRL_ID(c));
+  if (p->pub.algo == SL_SLIDING_LOG && sl->st.a) {
+    slog *log = slog_of(&sl->st);
+    budget_free(s, log, slog_bytes(log->cap));
+  }
+}
+
+/* Removes slot i, shifting the rest of its cluster back (Knuth's R). */
+static void erase(sl_store *s, shard *sh, size_t i) {
+  free_payload(s, sh, i);
+  sh->count--;
+  size_t cap = sh->cap, j = i;
+  for (;;) {
+    j = next_i(j, cap);
+    uint32_t c = sh->ctrl[j];
+    if (!c) break;
+    size_t h = slot_home(s, sh, j);
+    size_t dj = (j + cap - h) % cap, di = (i + cap - h) % cap;
+    if (di < dj) { /* i lies between j's home and j: move j back to i */
+      sh->slots[i] = sh->slots[j];
+      sh->ctrl[i] = ctrl_make(di, CTRL_LEN(c), CTRL_ID(c));
+      i = j;
+    }
+  }
+  sh->ctrl[i] = 0;
+}
+
+static int64_t slot_fresh_at(sl_store *s, const shard *sh, size_t i) {
+  const algo_policy *p = reg_get(s, CTRL_ID(sh->ctrl[i]));
+  return p->ops->fresh_at(p, &sh->slots[i].st);
+}
+
+/*
+ * Examines up to `budget` slots from the shard's cursor and drops entries
+ * that are fresh at now. Returns the number dropped.
+ */
+static size_t sweep(sl_store *s, shard *sh, int64_t now, size_t budget) {
+  size_t dropped = 0;
+  while (budget-- && sh->count) {
+    size_t i = sh->cursor < sh->cap ? sh->cursor : 0;
+    if (sh->ctrl[i] && slot_fresh_at(s, sh, i) <= now) {
+      erase(s, sh, i); /* may pull a later entry into i: look again */
+      sh->expirations++;
+      dropped++;
+      sh->cursor = i;
+    } else {
+      sh->cursor = i + 1;
+    }
+  }
+  return dropped;
+}
+
+/*
+ * Drops the entry closest to fresh among the EVICT_WINDOW slots from h's
+ * home (or the next occupied slot after them), never r's own entry.
+ * Returns 0, or -1 when there is nothing else to drop.
+ */
+static int evict_one(sl_store *s, shard *sh, const store_ref *r, int64_t now) {
+  size_t cap = sh->cap, i = home_of(r->h, cap), best = SIZE_MAX;
+  int64_t best_at = INT64_MAX;
+  uint32_t lenb = len_byte(r->len);
+  for (size_t k = 0; k < cap && (k < EVICT_WINDOW || best == SIZE_MAX);
+       k++, i = next_i(i, cap)) {
+    uint32_t c = sh->ctrl[i];
+    if (!c) continue;
+    if (CTRL_ID(c) == r->id && CTRL_LEN(c) == lenb &&
+        key_eq(&sh->slots[i], lenb, r))
+      continue;
+    int64_t at = slot_fresh_at(s, sh, i);
+    if (at < best_at || best == SIZE_MAX) {
+      best_at = at;
+      best = i;
+    }
+  }
+  if (best == SIZE_MAX) return -1;
+  erase(s, sh, best);
+  if (best_at <= now)
+    sh->expirations++;
+  else
+    sh->evictions++;
+  return 0;
+}
+
+/*
+ * Allocates n bytes for r's entry, evicting other entries of the shard while
+ * the budget is short. NULL when even that cannot make room.
+ */
+static void *alloc_evicting(sl_store *s, shard *sh, const store_ref *r,
+                            int64_t now, size_t n) {
+  for (int tries = 0;; tries++) {
+    void *p = budget_alloc(s, n);
+    if (p || tries == 64 || evict_one(s, sh, r, now)) return p;
+  }
+}
+
+/* ---- growth ---- */
+
+static void set_hints(shard *sh) {
+  atomic_store_explicit(&sh->hint_slots, (uintptr_t)sh->slots,
+                        memory_order_relaxed);
+  atomic_store_explicit(&sh->hint_ctrl, (uintptr_t)sh->ctrl,
+                        memory_order_relaxed);
+  atomic_store_explicit(&sh->hint_cap, sh->cap, memory_order_relaxed);
+}
+
+/* Moves the shard into a table of ncap slots. 0, or -1 (budget/memory). */
+static int resize(sl_store *s, shard *sh, size_t ncap) {
+  slot *ns = budget_alloc(s, table_size(ncap));
+  if (!ns) return -1;
+  uint32_t *nc = (uint32_t *)(ns + ncap);
+  memset(nc, 0, ncap * sizeof *nc);
+  for (size_t i = 0; i < sh->cap; i++) {
+    uint32_t c = sh->ctrl[i];
+    if (!c) continue;
+    size_t j = home_of(slot_hash(s, sh, i), ncap), k = 0;
+    while (nc[j]) {
+      j = next_i(j, ncap);
+      k++;
+    }
+    nc[j] = ctrl_make(k, CTRL_LEN(c), CTRL_ID(c));
+    ns[j] = sh->slots[i];
+  }
+  budget_free(s, sh->slots, table_size(sh->cap));
+  sh->slots = ns;
+  sh->ctrl = nc;
+  sh->cap = ncap;
+  sh->cursor = 0;
+  set_hints(sh);
+  return 0;
+}
+
+static int over_load(size_t count, size_t cap) { return count * 8 > cap * 7; }
+
+/*
+ * Inserts r with state *st and returns its slot, or SL_ENOMEM. Makes room
+ * first: a little sweeping, then growth, and eviction when growth would pass
+ * the cap.
+ */
+static long insert(sl_store *s, shard *sh, const store_ref *r, int64_t now,
+                   const algo_state *st) {
+  sweep(s, sh, now, SWEEP_ON_INSERT);
+  uint32_t lenb = len_byte(r->len);
+  uint8_t *big = NULL;
+  if (lenb == LEN_LONG) {
+    uint16_t len = (uint16_t)r->len;
+    big = alloc_evicting(s, sh, r, now, sizeof len + r->len);
+    if (!big) return SL_ENOMEM;
+    memcpy(big, &len, sizeof len);
+    memcpy(big + sizeof len, r->key, r->len);
+  }
+  if (over_load(sh->count + 1, sh->cap) &&
+      resize(s, sh, sh->cap + sh->cap / 8) != 0 && evict_one(s, sh, r, now)) {
+    if (big) budget_free(s, big, sizeof(uint16_t) + r->len);
+    return SL_ENOMEM;
+  }
+  size_t i = place(sh, r->h, lenb, r->id);
+  slot *sl = &sh->slots[i];
+  if (big) {
+    sl->key.big.ptr = big;
+    sl->key.big.h = r->h;
+  } else {
+    memset(sl->key.bytes, 0, KEY_INLINE);
+    memcpy(sl->key.bytes, r->key, r->len);
+  }
+  sl->st = *st;
+  return (long)i;
+}
+
+/* ---- sliding_log's blocks ---- */
+
+/* Records an allowed sliding_log request, giving its log room first. */
+static int log_charge(sl_store *s, shard *sh, const store_ref *r, long i,
+                      int64_t now, int64_t cost) {
+  const algo_policy *p = r->p;
+  slog *log = i >= 0 ? slog_of(&sh->slots[i].st) : NULL;
+  uint32_t need = slog_needed(p, log, now);
+  uint32_t cap = log ? log->cap : 0;
+  if (need > cap || (cap > 16 && need * 4 <= cap)) {
+    /* Grow by doubling, shrink by half, never past LIMIT entries. */
+    uint32_t ncap = need > cap ? (cap * 2 > need ? cap * 2 : need) : cap / 2;
+    if (ncap < 4) ncap = 4;
+    if (ncap > (uint64_t)p->L) ncap = (uint32_t)p->L;
+    if (ncap < need) ncap = need;
+    void *mem = alloc_evicting(s, sh, r, now, slog_bytes(ncap));
+    if (!mem) return SL_ENOMEM;
+    slog *nlog = slog_init(mem, ncap);
+    algo_state st = {(int64_t)(uintptr_t)nlog, 0};
+    if (i >= 0) i = find(sh, r); /* eviction may have moved it */
+    if (i >= 0) {
+      log = slog_of(&sh->slots[i].st);
+      slog_move(p, nlog, log, now);
+      budget_free(s, log, slog_bytes(log->cap));
+      sh->slots[i].st = st;
+    } else {
+      i = insert(s, sh, r, now, &st);
+      if (i < 0) {
+        budget_free(s, nlog, slog_bytes(ncap));
+        return (int)i;
+      }
+    }
+  }
+  slog_commit(p, slog_of(&sh->slots[i].st), now, cost);
+  return 0;
+}
+
+/* ---- decisions ---- */
+
+int store_decide_locked(sl_store *s, const store_ref *r, int64_t cost,
+                        int64_t now, int charge, sl_decision *d) {
+  shard *sh = &s->shards[r->shard];
+  const algo_policy *p = r->p;
+  long i = find(sh, r);
+  if (i >= 0 && p->ops->fresh_at(p, &sh->slots[i].st) <= now) {
+    erase(s, sh, (size_t)i); /* back to fresh: same as absent */
+    sh->expirations++;
+    i = -1;
+  }
+  algo_state next = {0, 0};
+  int change =
+      p->ops->decide(p, i >= 0 ? &sh->slots[i].st : NULL, now, cost, d, &next);
+  if (!change || !charge) return 0;
+  if (p->pub.algo == SL_SLIDING_LOG) return log_charge(s, sh, r, i, now, cost);
+  if (i >= 0) {
+    sh->slots[i].st = next;
+    return 0;
+  }
+  i = insert(s, sh, r, now, &next);
+  return i < 0 ? (int)i : 0;
+}
+
+int store_take(sl_store *s, const store_ref *r, int64_t cost, int64_t now,
+               sl_decision *d) {
+  store_lock(s, r->shard);
+  int rc = store_decide_locked(s, r, cost, now, 1, d);
+  store_unlock(s, r->shard);
+  return rc;
+}
+
+int store_remove(sl_store *s, const store_ref *r) {
+  shard *sh = &s->shards[r->shard];
+  store_lock(s, r->shard);
+  long i = find(sh, r);
+  if (i >= 0) erase(s, sh, (size_t)i);
+  store_unlock(s, r->shard);
+  return i >= 0;
+}
+
+void store_prefetch(sl_store *s, const store_ref *r) {
+  shard *sh = &s->shards[r->shard];
+  size_t cap = atomic_load_explicit(&sh->hint_cap, memory_order_relaxed);
+  if (!cap) return;
+  size_t i = home_of(r->h, cap);
+  uintptr_t c = atomic_load_explicit(&sh->hint_ctrl, memory_order_relaxed);
+  uintptr_t sl = atomic_load_explicit(&sh->hint_slots, memory_order_relaxed);
+  /* Integer arithmetic: the table may have moved; a stale hint is harmless. */
+  __builtin_prefetch((const void *)(c + i * sizeof(uint32_t)));
+  __builtin_prefetch((const void *)(sl + i * sizeof(slot)));
+}
+
+/* ---- limiter registry ---- */
+
+int store_register(sl_store *s, const algo_policy *p, uint16_t *id) {
+  int rc = SL_ELIMITERS;
+  pthread_mutex_lock(&s->reg_lock);
+  for (unsigned c = 0; c < 65536 / REG_CHUNK && rc == SL_ELIMITERS; c++) {
+    reg_entry *chunk = atomic_load_explicit(&s->reg[c], memory_order_relaxed);
+    if (!chunk) {
+      chunk = budget_alloc(s, REG_CHUNK * sizeof *chunk);
+      if (!chunk) {
+        rc = SL_ENOMEM;
+        break;
+      }
+      for (unsigned k = 0; k < REG_CHUNK; k++) atomic_init(&chunk[k], NULL);
+      atomic_store_explicit(&s->reg[c], chunk, memory_order_release);
+    }
+    for (unsigned k = 0; k < REG_CHUNK; k++) {
+      if (c * REG_CHUNK + k == 65535) break; /* keep ids in 16 bits */
+      if (!atomic_load_explicit(&chunk[k], memory_order_relaxed)) {
+        atomic_store_explicit(&chunk[k], p, memory_order_release);
+        *id = (uint16_t)(c * REG_CHUNK + k);
+        s->nlimiters++;
+        rc = 0;
+        break;
+      }
+    }
+  }
+  pthread_mutex_unlock(&s->reg_lock);
+  return rc;
+}
+
+void store_unregister(sl_store *s, uint16_t id) {
+  for (unsigned n = 0; n < s->nshards; n++) {
+    shard *sh = &s->shards[n];
+    store_lock(s, n);
+    for (size_t i = 0; i < sh->cap;) {
+      if (sh->ctrl[i] && CTRL_ID(sh->ctrl[i]) == id)
+        erase(s, sh, i); /* a later entry may move into i: look again */
+      else
+        i++;
+    }
+    store_unlock(s, n);
+  }
+  pthread_mutex_lock(&s->reg_lock);
+  reg_entry *chunk = atomic_load_explicit(&s->reg[id / REG_CHUNK],
+                                          memory_order_relaxed);
+  atomic_store_explicit(&chunk[id % REG_CHUNK], NULL, memory_order_release);
+  s->nlimiters--;
+  pthread_mutex_unlock(&s->reg_lock);
+}
+
+void *store_alloc(sl_store *s, size_t n) { return budget_alloc(s, n); }
+void store_free(sl_store *s, void *p, size_t n) { budget_free(s, p, n); }
+unsigned store_nshards(const sl_store *s) { return s->nshards; }
+
+/* ---- the public store API ---- */
+
+void sl_store_options_init(sl_store_options *opts) {
+  memset(opts, 0, sizeof *opts);
+}
+
+int sl_store_new(const sl_store_options *opts, sl_store **out) {
+  sl_store_options o;
+  if (opts)
+    o = *opts;
+  else
+    sl_store_options_init(&o);
+  if (!out) return SL_EINVAL;
+  *out = NULL;
+  if (o.shards & (o.shards - 1)) return SL_EINVAL;
+  size_t max_memory = o.max_memory ? o.max_memory : SL_STORE_DEFAULT_MEMORY;
+  unsigned nshards = o.shards ? o.shards : DEFAULT_SHARDS;
+  /* Small caps get fewer shards, so each can still hold a useful table. */
+  while (nshards > 1 && max_memory / nshards < MIN_SHARD_BYTES) nshards /= 2;
+  size_t own = sizeof(sl_store) + nshards * sizeof(shard);
+  size_t min_tables = nshards * (table_size(MIN_CAP) + ALLOC_OVERHEAD);
+  if (max_memory < own + min_tables + 2 * ALLOC_OVERHEAD) return SL_EINVAL;
+
+  sl_alloc_fn alloc = o.alloc ? o.alloc : default_alloc;
+  sl_store *s = alloc(o.alloc_ud, NULL, 0, sizeof *s);
+  if (!s) return SL_ENOMEM;
+  memset(s, 0, sizeof *s);
+  s->alloc = alloc;
+  s->alloc_ud = o.alloc_ud;
+  s->max_memory = max_memory;
+  s->nshards = nshards;
+  s->own_bytes = own + 2 * ALLOC_OVERHEAD;
+  atomic_init(&s->bytes, s->own_bytes);
+  atomic_init(&s->sweep_next, 0);
+  for (size_t c = 0; c < 65536 / REG_CHUNK; c++) atomic_init(&s->reg[c], NULL);
+  if (o.hash_key) {
+    memcpy(s->hkey, o.hash_key, sizeof s->hkey);
+  } else {
+    if (sodium_init() < 0) {
+      alloc(o.alloc_ud, s, sizeof *s, 0);
+      return SL_ENOMEM;
+    }
+    randombytes_buf(s->hkey, sizeof s->hkey);
+  }
+  void *mem = alloc(o.alloc_ud, NULL, 0, nshards * sizeof(shard) + 63);
+  if (!mem) {
+    alloc(o.alloc_ud, s, sizeof *s, 0);
+    return SL_ENOMEM;
+  }
+  s->shards = (shard *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+  memset(s->shards, 0, nshards * sizeof(shard));
+  s->shards_raw = mem;
+  pthread_mutex_init(&s->reg_lock, NULL);
+
+  /* Every shard starts with a table, sized for expected_keys. */
+  size_t per = o.expected_keys / nshards * 8 / 7 + 1;
+  for (unsigned n = 0; n < nshards; n++) {
+    shard *sh = &s->shards[n];
+    atomic_init(&sh->lock, 0);
+    size_t cap = per > MIN_CAP ? per : MIN_CAP;
+    if (resize(s, sh, cap) != 0 && resize(s, sh, MIN_CAP) != 0) {
+      sl_store_free(s);
+      return SL_ENOMEM;
+    }
+  }
+  *out = s;
+  return 0;
+}
+
+void sl_store_free(sl_store *s) {
+  if (!s) return;
+  for (unsigned n = 0; n < s->nshards; n++) {
+    shard *sh = &s->shards[n];
+    for (size_t i = 0; i < sh->cap; i++)
+      if (sh->ctrl[i]) free_payload(s, sh, i);
+    budget_free(s, sh->slots, table_size(sh->cap));
+  }
+  for (size_t c = 0; c < 65536 / REG_CHUNK; c++) {
+    reg_entry *chunk = atomic_load_explicit(&s->reg[c], memory_order_relaxed);
+    budget_free(s, chunk, REG_CHUNK * sizeof *chunk);
+  }
+  pthread_mutex_destroy(&s->reg_lock);
+  s_free(s, s->shards_raw, s->nshards * sizeof(shard) + 63);
+  s_free(s, s, sizeof *s);
+}
+
+void sl_store_stats_get(sl_store *s, sl_store_stats *out) {
+  memset(out, 0, sizeof *out);
+  for (unsigned n = 0; n < s->nshards; n++) {
+    shard *sh = &s->shards[n];
+    store_lock(s, n);
+    out->keys += sh->count;
+    out->expirations += sh->expirations;
+    out->evictions += sh->evictions;
+    store_unlock(s, n);
+  }
+  out->bytes = atomic_load_explicit(&s->bytes, memory_order_relaxed);
+  out->max_memory = s->max_memory;
+  pthread_mutex_lock(&s->reg_lock);
+  out->limiters = s->nlimiters;
+  pthread_mutex_unlock(&s->reg_lock);
+}
+
+int64_t sl_store_expire(sl_store *s, int64_t now, size_t max_slots) {
+  if (!s) return SL_EINVAL;
+  if (now < 0 || now >= SL_TIME_MAX_NS) return SL_ETIME;
+  /* Round-robin, a bounded slice per shard, until the budget is spent. */
+  size_t slice = max_slots / s->nshards;
+  if (slice < 64) slice = 64;
+  int64_t dropped = 0;
+  for (unsigned visited = 0; max_slots > 0 && visited < s->nshards;
+       visited++) {
+    unsigned n = atomic_fetch_add_explicit(&s->sweep_next, 1,
+                                           memory_order_relaxed) &
+                 (s->nshards - 1);
+    size_t budget = slice < max_slots ? slice : max_slots;
+    store_lock(s, n);
+    dropped += (int64_t)sweep(s, &s->shards[n], now, budget);
+    store_unlock(s, n);
+    max_slots -= budget;
+  }
+  return dropped;
+}

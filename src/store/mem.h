@@ -1,0 +1,69 @@
+/*
+ * mem.h — the in-memory store as the limiter layer sees it.
+ *
+ * The store keeps one algo_state per (limiter id, key) in a sharded hash
+ * table and runs the algorithm under the shard's lock, so a decision and its
+ * charge are atomic. limiter.c hashes keys (store_ref_init), locks shards and
+ * asks for decisions; it never touches table memory itself.
+ */
+#ifndef SLUICE_STORE_MEM_H
+#define SLUICE_STORE_MEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../algo/algo.h"
+#include "sluice.h"
+
+/* One key of one limiter, hashed and routed to its shard. */
+typedef struct store_ref {
+  const algo_policy *p;
+  uint16_t id; /* the limiter's id in this store */
+  const uint8_t *key;
+  size_t len; /* <= SL_KEY_MAX */
+  uint64_t h; /* keyed hash of (id, key) */
+  unsigned shard;
+} store_ref;
+
+/* Hashes (id, key) with the store's secret key and fills *r. */
+void store_ref_init(sl_store *s, store_ref *r, const algo_policy *p,
+                    uint16_t id, const void *key, size_t len);
+
+/* Starts loading the table lines r will touch (a hint; no lock needed). */
+void store_prefetch(sl_store *s, const store_ref *r);
+
+void store_lock(sl_store *s, unsigned shard);
+void store_unlock(sl_store *s, unsigned shard);
+
+/*
+ * Under the lock of r->shard: decides a request of `cost` (0 <= cost <= B)
+ * at now. With charge = 1 an allowed request is recorded (inserting the key,
+ * growing or evicting as needed); with charge = 0 nothing is recorded.
+ * Returns 0 with *d filled, or SL_ENOMEM (nothing charged).
+ */
+int store_decide_locked(sl_store *s, const store_ref *r, int64_t cost,
+                        int64_t now, int charge, sl_decision *d);
+
+/* store_decide_locked with charge = 1 between lock and unlock. */
+int store_take(sl_store *s, const store_ref *r, int64_t cost, int64_t now,
+               sl_decision *d);
+
+/* Drops r's state. Returns 1 if it existed, 0 if not. */
+int store_remove(sl_store *s, const store_ref *r);
+
+/*
+ * Limiter ids: a store knows the policy behind every id, so expiry and
+ * eviction can judge any entry. store_register gives *p (which must outlive
+ * the registration) an id; store_unregister drops all of the id's keys and
+ * frees the id.
+ */
+int store_register(sl_store *s, const algo_policy *p, uint16_t *id);
+void store_unregister(sl_store *s, uint16_t id);
+
+/* Allocates / frees n bytes of bookkeeping against the store's budget. */
+void *store_alloc(sl_store *s, size_t n);
+void store_free(sl_store *s, void *p, size_t n);
+
+unsigned store_nshards(const sl_store *s);
+
+#endif /* SLUICE_STORE_MEM_H */
