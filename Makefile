@@ -4,6 +4,7 @@
 #   make check           every test (installs missing Debian packages first)
 #   make run             the main job: a replay demo of a boundary burst
 #   make bench           the engine benchmarks, with their anchors, one run
+#   make fuzz            the libFuzzer harnesses, FUZZ_SECONDS each (clang)
 #   make SANITIZE=address,undefined check    (or SANITIZE=thread)
 #
 # Instrumented builds live in their own directory, so they never mix objects
@@ -37,7 +38,7 @@ TEST_SRC = $(wildcard tests/unit/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 INTEG    = $(wildcard tests/integration/*.sh)
 
-.PHONY: all check unit integration run bench deps deps-bench clean
+.PHONY: all check unit integration examples run bench fuzz deps deps-bench deps-fuzz clean
 all: $(BUILD)/libsluice.a $(BUILD)/libsluice.so $(BUILD)/sluice
 
 $(BUILD)/obj/%.o: %.c
@@ -67,10 +68,18 @@ deps:
 deps-bench:
 	@scripts/deps.sh build bench
 
-# Every test: unit tests (cmocka), then the CLI's integration scripts.
+# Every test: unit tests (cmocka), the CLI's integration scripts, and the
+# README's C example (built against the static library and run).
 check: deps
-	@$(MAKE) --no-print-directory all $(TEST_BIN)
-	@$(MAKE) --no-print-directory unit integration
+	@$(MAKE) --no-print-directory all $(TEST_BIN) $(BUILD)/examples/quickstart
+	@$(MAKE) --no-print-directory unit integration examples
+
+$(BUILD)/examples/%: examples/%.c $(BUILD)/libsluice.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libsluice.a $(LIBS)
+
+examples: $(BUILD)/examples/quickstart
+	@echo "== $(BUILD)/examples/quickstart"; $(BUILD)/examples/quickstart >/dev/null
 
 unit: $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
@@ -85,6 +94,27 @@ run: deps
 bench: deps-bench
 	@$(MAKE) --no-print-directory all
 	@SLUICE=$(BUILD)/sluice BUILD=$(BUILD) bench/run.sh
+
+# libFuzzer harnesses (clang), each run for FUZZ_SECONDS from the committed
+# seeds in fuzz/corpus/NAME; new inputs go to build/fuzz/corpus-NAME.
+FUZZ_SECONDS ?= 30
+FUZZ_CC ?= clang
+FUZZ_BIN = $(patsubst fuzz/%.c,build/fuzz/%,$(wildcard fuzz/*_fuzz.c))
+FUZZ_CFLAGS = -std=c17 -g -O1 -fsanitize=fuzzer,address,undefined \
+  -fno-sanitize-recover=all $(CPPFLAGS) -pthread
+
+build/fuzz/%_fuzz: fuzz/%_fuzz.c $(LIB_SRC) src/cli/replay.c src/cli/util.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) src/cli/replay.c src/cli/util.c $(LIBS)
+
+fuzz: deps-fuzz $(FUZZ_BIN)
+	@set -e; for f in $(FUZZ_BIN); do n=$$(basename $$f _fuzz); \
+	  mkdir -p build/fuzz/corpus-$$n; echo "== $$f ($(FUZZ_SECONDS)s)"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    build/fuzz/corpus-$$n fuzz/corpus/$$n 2>&1 | tail -n 4; done
+
+deps-fuzz:
+	@scripts/deps.sh build fuzz
 
 clean:
 	rm -rf build

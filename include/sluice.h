@@ -54,7 +54,7 @@ const char *sl_version_string(void);
   XX(ENOMEM, -2, "out of memory")                                            \
   XX(EPOLICY, -3, "invalid policy")                                          \
   XX(ECOST, -4, "cost exceeds what the policy can ever allow")               \
-  XX(EKEY, -5, "key longer than SL_KEY_MAX bytes")                           \
+  XX(EKEY, -5, "key longer than 1024 bytes")                           \
   XX(ETIME, -6, "time out of range")                                         \
   XX(ELIMITERS, -7, "too many limiters on one store")
 
@@ -93,7 +93,8 @@ typedef enum sl_algo {
 const char *sl_algo_name(sl_algo algo);
 
 /*
- * A policy: at most `limit` cost units per `period_ns`. `burst` is the
+ * A policy: at most `limit` cost units per `period_ns` (a whole number of
+ * milliseconds, 1 ms to SL_PERIOD_MAX_NS). `burst` is the
  * capacity of the bucket algorithms and gcra (0 means "same as limit");
  * window algorithms have no burst and require 0.
  */
@@ -266,6 +267,7 @@ typedef struct sl_check {
 } sl_check;
 
 /*
+ * All limiters of one call must share one store (else SL_EINVAL).
  * All-or-nothing over several rules (nginx limit_req's account/unlock): every
  * check is evaluated first under the locks of all shards involved; the
  * request is allowed iff every non-shadow check allows it, and only then is

@@ -1,7 +1,7 @@
 #!/bin/sh
 # deps.sh — installs the Debian packages sluice needs that are missing.
 #
-#   scripts/deps.sh [GROUP...]     GROUP: build (default), bench
+#   scripts/deps.sh [GROUP...]     GROUP: build (default), bench, fuzz
 #
 # Idempotent: checks each package with dpkg first and installs only what is
 # missing, in one apt-get call. Without root it says what to run instead and
@@ -10,6 +10,7 @@ set -eu
 
 build="gcc make libc6-dev libsodium-dev libcmocka-dev pkg-config"
 bench="golang-go golang-golang-x-time-dev"
+fuzz="clang libclang-rt-dev"
 
 [ $# -gt 0 ] || set -- build
 want=""
@@ -17,7 +18,8 @@ for group in "$@"; do
   case "$group" in
     build) want="$want $build" ;;
     bench) want="$want $bench" ;;
-    *) echo "deps.sh: unknown group '$group' (expected build or bench)" >&2; exit 2 ;;
+    fuzz) want="$want $fuzz" ;;
+    *) echo "deps.sh: unknown group '$group' (expected build, bench or fuzz)" >&2; exit 2 ;;
   esac
 done
 

@@ -63,6 +63,10 @@ int algo_policy_compile(const sl_policy *pub, algo_policy *out, char *err,
     return fail(err, err_len, "limit must be a positive integer");
   if (pub->period_ns <= 0)
     return fail(err, err_len, "period must be positive");
+  if (pub->period_ns % 1000000 != 0)
+    return fail(err, err_len,
+                "period must be a whole number of milliseconds (%lld ns)",
+                (long long)pub->period_ns);
   if (pub->period_ns > SL_PERIOD_MAX_NS)
     return fail(err, err_len, "period is longer than 3650 days");
 

@@ -21,16 +21,16 @@ static int gcra_decide(const algo_policy *p, const algo_state *st, int64_t t,
   decision_init(d, p);
   if (after <= p->cap) {
     d->allowed = 1;
-    d->remaining = (int64_t)((p->cap - after) / p->Wg);
-    d->reset_ns = (int64_t)ceil_div(after, p->Lg);
+    d->remaining = div_floor(p->cap - after, p->Wg);
+    d->reset_ns = div_ceil(after, p->Lg);
     if (cost == 0) return 0;
     tat_store(p, tat + (i128)cost * p->Wg, next);
     return 1;
   }
   /* Denied: the debt must drain until `after` fits; nothing changes. */
-  d->remaining = debt >= p->cap ? 0 : (int64_t)((p->cap - debt) / p->Wg);
-  d->reset_ns = (int64_t)ceil_div(debt, p->Lg);
-  d->retry_after_ns = (int64_t)ceil_div(after - p->cap, p->Lg);
+  d->remaining = debt >= p->cap ? 0 : div_floor(p->cap - debt, p->Wg);
+  d->reset_ns = div_ceil(debt, p->Lg);
+  d->retry_after_ns = div_ceil(after - p->cap, p->Lg);
   return 0;
 }
 

@@ -22,16 +22,16 @@ static int leaky_decide(const algo_policy *p, const algo_state *st, int64_t t,
   decision_init(d, p);
   if (after <= p->cap) {
     d->allowed = 1;
-    d->delay_ns = (int64_t)ceil_div(level, p->Lg);
-    d->remaining = (int64_t)((p->cap - after) / p->Wg);
-    d->reset_ns = (int64_t)ceil_div(after, p->Lg);
+    d->delay_ns = div_ceil(level, p->Lg);
+    d->remaining = div_floor(p->cap - after, p->Wg);
+    d->reset_ns = div_ceil(after, p->Lg);
     if (cost == 0) return 0; /* a peek reports the current queue wait */
     tat_store(p, free + (i128)cost * p->Wg, next);
     return 1;
   }
-  d->remaining = level >= p->cap ? 0 : (int64_t)((p->cap - level) / p->Wg);
-  d->reset_ns = (int64_t)ceil_div(level, p->Lg);
-  d->retry_after_ns = (int64_t)ceil_div(after - p->cap, p->Lg);
+  d->remaining = level >= p->cap ? 0 : div_floor(p->cap - level, p->Wg);
+  d->reset_ns = div_ceil(level, p->Lg);
+  d->retry_after_ns = div_ceil(after - p->cap, p->Lg);
   return 0;
 }
 

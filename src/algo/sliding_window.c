@@ -62,7 +62,7 @@ static int64_t sw_retry(const algo_policy *p, const sw_view *v, int64_t cost) {
   int64_t room = p->L - v->curr - cost;
   if (room >= 0 && v->prev > 0) {
     /* In this window: prev * (left - d) <= room * W. */
-    int64_t d = left - (int64_t)((i128)room * W / v->prev);
+    int64_t d = left - div_floor((i128)room * W, v->prev);
     if (d < left) return d;
   }
   /* In the next window, curr becomes prev: curr * (W - e) <= (L - cost) * W. */
@@ -84,14 +84,14 @@ static int sw_decide(const algo_policy *p, const algo_state *st, int64_t t,
   if (est + (i128)cost * p->W <= full) {
     int64_t curr = v.curr + cost;
     d->allowed = 1;
-    d->remaining = (int64_t)((full - sw_scaled(p, &v, curr)) / p->W);
+    d->remaining = div_floor(full - sw_scaled(p, &v, curr), p->W);
     d->reset_ns = sw_reset(p, &v, curr);
     if (cost == 0) return 0;
     next->a = v.start;
     next->b = (int64_t)((uint64_t)v.prev << 32 | (uint64_t)curr);
     return 1;
   }
-  d->remaining = est >= full ? 0 : (int64_t)((full - est) / p->W);
+  d->remaining = est >= full ? 0 : div_floor(full - est, p->W);
   d->reset_ns = sw_reset(p, &v, v.curr);
   d->retry_after_ns = sw_retry(p, &v, cost);
   return 0;

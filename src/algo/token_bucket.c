@@ -25,21 +25,21 @@ static int tb_decide(const algo_policy *p, const algo_state *st, int64_t t,
   if (tok >= want) {
     tok -= want;
     d->allowed = 1;
-    d->remaining = (int64_t)(tok / p->Wg);
-    d->reset_ns = (int64_t)ceil_div(p->cap - tok, p->Lg);
+    d->remaining = div_floor(tok, p->Wg);
+    d->reset_ns = div_ceil(p->cap - tok, p->Lg);
     if (cost == 0) return 0;
     next->a = te;
     next->b = (int64_t)tok;
     return 1;
   }
-  d->remaining = (int64_t)(tok / p->Wg);
-  d->reset_ns = (int64_t)ceil_div(p->cap - tok, p->Lg);
-  d->retry_after_ns = (int64_t)ceil_div(want - tok, p->Lg);
+  d->remaining = div_floor(tok, p->Wg);
+  d->reset_ns = div_ceil(p->cap - tok, p->Lg);
+  d->retry_after_ns = div_ceil(want - tok, p->Lg);
   return 0;
 }
 
 static int64_t tb_fresh_at(const algo_policy *p, const algo_state *st) {
-  return st->a + (int64_t)ceil_div(p->cap - st->b, p->Lg);
+  return st->a + div_ceil(p->cap - st->b, p->Lg);
 }
 
 const algo_ops algo_token_bucket = {SL_TOKEN_BUCKET, "token_bucket",

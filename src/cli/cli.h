@@ -11,6 +11,20 @@
 int cmd_replay(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 
+typedef struct replay_counts {
+  uint64_t requests, allowed, denied;
+} replay_counts;
+
+struct sl_limiter;
+struct sl_store;
+/*
+ * Decides every request of the trace `in` with lim (whose store is `store`)
+ * and writes one line per request to `out`. Returns 0, or 1 after printing
+ * "sluice replay: NAME:LINE: message" to stderr for the first bad line.
+ */
+int replay_stream(FILE *in, FILE *out, const char *name, struct sl_limiter *lim,
+                  struct sl_store *store, replay_counts *n);
+
 /* Parses a decimal integer in [min, max] with optional K/M/G suffix
    (binary, for byte sizes) when `suffix` is set. 0 or -1. */
 int cli_parse_int(const char *s, int64_t min, int64_t max, int suffix,

@@ -1,7 +1,6 @@
 /*
  * main.c — the `sluice` binary: one program, one subcommand per job.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,26 +34,6 @@ static void usage(FILE *f) {
           "Policies are written ALGORITHM:LIMIT/PERIOD[:burst=N], e.g.\n"
           "gcra:50/s:burst=100 or sliding_window:100/m (see README.md).\n",
           "version");
-}
-
-int cli_parse_int(const char *s, int64_t min, int64_t max, int suffix,
-                  int64_t *out) {
-  if (!s || !*s || *s == '-' || *s == '+' || *s == ' ') return -1;
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s) return -1;
-  if (suffix && *end) {
-    unsigned shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
-    if (!shift || end[1] || v > (unsigned long long)INT64_MAX >> shift)
-      return -1;
-    v <<= shift;
-    end++;
-  }
-  if (*end || v > (unsigned long long)INT64_MAX) return -1;
-  if ((int64_t)v < min || (int64_t)v > max) return -1;
-  *out = (int64_t)v;
-  return 0;
 }
 
 int main(int argc, char **argv) {

@@ -9,6 +9,7 @@
  * library's own (same store, same algorithm code), so a replay of last week's
  * access log shows what a candidate policy would have done to it.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,13 +38,10 @@ static void replay_usage(FILE *f) {
           "  -s, --summary           print totals to standard error at the end\n"
           "  -h, --help              this help\n"
           "\n"
-          "Exit status: 0, 1 on a malformed line (reported with its line\n"
-          "number), 2 on bad options.\n");
+          "Exit status: 0; 1 on a malformed line (reported with its line\n"
+          "number) or an unreadable file; 2 on bad options or policy.\n");
 }
 
-typedef struct counters {
-  uint64_t requests, allowed, denied;
-} counters;
 
 /* Splits off the next whitespace-delimited field of *s (NUL-terminated). */
 static char *next_field(char **s) {
@@ -55,8 +53,8 @@ static char *next_field(char **s) {
   return p;
 }
 
-static int replay_stream(FILE *in, const char *name, sl_limiter *lim,
-                         sl_store *store, counters *n) {
+int replay_stream(FILE *in, FILE *out, const char *name, sl_limiter *lim,
+                  sl_store *store, replay_counts *n) {
   char *line = NULL;
   size_t cap = 0;
   long lineno = 0;
@@ -104,7 +102,8 @@ static int replay_stream(FILE *in, const char *name, sl_limiter *lim,
       rc = 1;
       break;
     }
-    printf("%s %s %s remaining=%lld reset=%lld retry_after=%lld delay=%lld\n",
+    fprintf(out,
+            "%s %s %s remaining=%lld reset=%lld retry_after=%lld delay=%lld\n",
            t, key, d.allowed ? "allow" : "deny", (long long)d.remaining,
            (long long)ns_to_ms_up(d.reset_ns),
            (long long)ns_to_ms_up(d.retry_after_ns),
@@ -177,7 +176,7 @@ int cmd_replay(int argc, char **argv) {
   const char *name = optind < argc ? argv[optind] : "-";
   FILE *in = stdin;
   if (strcmp(name, "-") != 0 && !(in = fopen(name, "r"))) {
-    perror(name);
+    fprintf(stderr, "sluice replay: %s: %s\n", name, strerror(errno));
     return 1;
   }
   sl_store_options so;
@@ -195,8 +194,9 @@ int cmd_replay(int argc, char **argv) {
     if (in != stdin) fclose(in);
     return 2;
   }
-  counters n = {0, 0, 0};
-  rc = replay_stream(in, strcmp(name, "-") ? name : "<stdin>", lim, store, &n);
+  replay_counts n = {0, 0, 0};
+  rc = replay_stream(in, stdout, strcmp(name, "-") ? name : "<stdin>", lim,
+                     store, &n);
   if (summary) {
     sl_store_stats st;
     sl_store_stats_get(store, &st);

@@ -6,6 +6,7 @@
  *              sliding_window | gcra
  *   LIMIT      1..4294967295
  *   PERIOD     [N]UNIT, UNIT one of ms s m h d; a bare unit means 1 of it
+ *              (so a period is always a whole number of milliseconds)
  *   burst=N    bucket algorithms and gcra only; default LIMIT
  * Every error names the part it is about, quoted as the user wrote it.
  */
@@ -116,16 +117,14 @@ int sl_policy_parse(const char *spec, sl_policy *out, char *err,
 
   /* PERIOD = [N]UNIT */
   const char *per = s;
-  int per_len = token_len(per);
+  int per_len = (int)strcspn(per, ":"); /* as the user wrote it, for errors */
   uint64_t count = 1;
   digits = read_uint(&s, (uint64_t)INT64_MAX, &count);
   if (digits < 0)
     return fail(err, err_len, "period '%.*s' is too large", per_len, per);
   if (digits == 0) count = 1; /* a bare unit means 1 of it */
-  if (count == 0)
-    return fail(err, err_len, "period '%.*s' must be positive", per_len, per);
   int64_t unit = 0;
-  int ulen = (int)strcspn(s, ":");
+  int ulen = (int)strspn(s, "abcdefghijklmnopqrstuvwxyz");
   for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
     if ((int)strlen(units[i].name) == ulen &&
         strncmp(s, units[i].name, (size_t)ulen) == 0)
@@ -134,9 +133,12 @@ int sl_policy_parse(const char *spec, sl_policy *out, char *err,
     return fail(err, err_len,
                 "period '%.*s' needs a unit: ms, s, m, h or d (e.g. 15m)",
                 per_len, per);
+  if (count == 0)
+    return fail(err, err_len, "period '%.*s' must be positive", digits + ulen,
+                per);
   if (count > (uint64_t)(SL_PERIOD_MAX_NS / unit))
     return fail(err, err_len, "period '%.*s' is longer than 3650 days",
-                per_len, per);
+                digits + ulen, per);
   p.period_ns = (int64_t)count * unit;
   s += ulen;
 
@@ -178,9 +180,7 @@ int sl_policy_format(const sl_policy *policy, char *buf, size_t len) {
   while (u > 1 && ap.W % units[u - 1].ns != 0) u--;
   int64_t count = ap.W / units[u - 1].ns;
   char period[32];
-  if (ap.W % units[0].ns != 0) /* not whole ms: only a hand-built policy */
-    snprintf(period, sizeof period, "%lldns", (long long)ap.W);
-  else if (count == 1)
+  if (count == 1)
     snprintf(period, sizeof period, "%s", units[u - 1].name);
   else
     snprintf(period, sizeof period, "%lld%s", (long long)count,

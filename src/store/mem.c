@@ -231,6 +231,8 @@ void store_ref_init(sl_store *s, store_ref *r, const algo_policy *p,
   r->len = len;
   r->h = hash_key(s, id, key, len);
   r->shard = (unsigned)(r->h & (s->nshards - 1));
+  r->inl[0] = r->inl[1] = 0;
+  if (len <= KEY_INLINE) memcpy(r->inl, key, len);
 }
 
 /* The full hash of the entry in slot i (for rehashing). */
@@ -249,7 +251,11 @@ static size_t slot_home(const sl_store *s, const shard *sh, size_t i) {
 }
 
 static int key_eq(const slot *sl, uint32_t lenb, const store_ref *r) {
-  if (lenb != LEN_LONG) return memcmp(sl->key.bytes, r->key, r->len) == 0;
+  if (lenb != LEN_LONG) { /* two words: inline keys are zero-padded */
+    uint64_t w[2];
+    memcpy(w, sl->key.bytes, sizeof w);
+    return ((w[0] ^ r->inl[0]) | (w[1] ^ r->inl[1])) == 0;
+  }
   const uint8_t *b = sl->key.big.ptr;
   uint16_t len;
   memcpy(&len, b, sizeof len);
@@ -463,8 +469,7 @@ static long insert(sl_store *s, shard *sh, const store_ref *r, int64_t now,
     sl->key.big.ptr = big;
     sl->key.big.h = r->h;
   } else {
-    memset(sl->key.bytes, 0, KEY_INLINE);
-    memcpy(sl->key.bytes, r->key, r->len);
+    memcpy(sl->key.bytes, r->inl, KEY_INLINE);
   }
   sl->st = *st;
   return (long)i;
@@ -514,15 +519,18 @@ int store_decide_locked(sl_store *s, const store_ref *r, int64_t cost,
   shard *sh = &s->shards[r->shard];
   const algo_policy *p = r->p;
   long i = find(sh, r);
-  if (i >= 0 && p->ops->fresh_at(p, &sh->slots[i].st) <= now) {
-    erase(s, sh, (size_t)i); /* back to fresh: same as absent */
-    sh->expirations++;
-    i = -1;
-  }
+  /* A state that is back to fresh decides exactly like no state at all, so
+     it is used as it is; only when it is left untouched is it dropped. */
   algo_state next = {0, 0};
   int change =
       p->ops->decide(p, i >= 0 ? &sh->slots[i].st : NULL, now, cost, d, &next);
-  if (!change || !charge) return 0;
+  if (!change || !charge) {
+    if (i >= 0 && p->ops->fresh_at(p, &sh->slots[i].st) <= now) {
+      erase(s, sh, (size_t)i);
+      sh->expirations++;
+    }
+    return 0;
+  }
   if (p->pub.algo == SL_SLIDING_LOG) return log_charge(s, sh, r, i, now, cost);
   if (i >= 0) {
     sh->slots[i].st = next;
@@ -534,6 +542,7 @@ int store_decide_locked(sl_store *s, const store_ref *r, int64_t cost,
 
 int store_take(sl_store *s, const store_ref *r, int64_t cost, int64_t now,
                sl_decision *d) {
+  store_prefetch(s, r); /* both lines load while we take the lock */
   store_lock(s, r->shard);
   int rc = store_decide_locked(s, r, cost, now, 1, d);
   store_unlock(s, r->shard);
@@ -559,6 +568,8 @@ void store_prefetch(sl_store *s, const store_ref *r) {
   /* Integer arithmetic: the table may have moved; a stale hint is harmless. */
   __builtin_prefetch((const void *)(c + i * sizeof(uint32_t)));
   __builtin_prefetch((const void *)(sl + i * sizeof(slot)));
+  __builtin_prefetch((const void *)(sl + (i + 2) * sizeof(slot)));
+  __builtin_prefetch((const void *)(sl + (i + 4) * sizeof(slot)));
 }
 
 /* ---- limiter registry ---- */

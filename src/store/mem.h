@@ -23,6 +23,7 @@ typedef struct store_ref {
   size_t len; /* <= SL_KEY_MAX */
   uint64_t h; /* keyed hash of (id, key) */
   unsigned shard;
+  uint64_t inl[2]; /* a key of <= 16 bytes, zero-padded, as slots hold it */
 } store_ref;
 
 /* Hashes (id, key) with the store's secret key and fills *r. */

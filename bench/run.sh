@@ -1,0 +1,69 @@
+#!/bin/sh
+# run.sh — `make bench`: the engine's benchmarks beside their anchors, all
+# measured in this one run on this machine, and the targets as ratios.
+#
+#   anchor  golang.org/x/time/rate, 1M limiters in a sharded map (Go)
+#   anchor  the floor: hash the key + one cache line, no locks (sluice bench)
+#   sluice  every algorithm, 1M keys, 1 thread; gcra at 1 and 2 threads on
+#           distinct keys; one hot key shared by 2 threads (lost updates)
+#
+# Targets (issue #2): 1 thread at 1M keys >= 5x x/time/rate and >= 0.7x the
+# floor; bytes_per_key <= 48 for the O(1) algorithms; 2 threads >= 1.8x one;
+# a hot key loses no update. Each verdict line says ok or MISS; the exit
+# status is 0 either way (a benchmark reports, a test asserts).
+#
+# BENCH_SECONDS (default 2) sets the timed seconds per configuration.
+set -eu
+SLUICE=${SLUICE:-build/sluice}
+S=${BENCH_SECONDS:-2}
+KEYS=1000000
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+echo "# machine: $(nproc) cores, $(uname -m); $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "# anchors"
+(cd bench/xtime && GO111MODULE=off GOPATH=/usr/share/gocode \
+  GOCACHE="$tmp/gocache" go build -o "$tmp/xtime" .)
+"$tmp/xtime" -keys $KEYS -threads 1 -seconds "$S" | tee "$tmp/xtime.txt"
+"$SLUICE" bench --algo floor --keys $KEYS --seconds "$S" | tee "$tmp/floor.txt"
+
+echo "# sluice, 1 thread, $KEYS keys"
+"$SLUICE" bench --algo token_bucket,leaky_bucket,fixed_window,sliding_log,sliding_window,gcra \
+  --keys $KEYS --seconds "$S" | tee "$tmp/one.txt"
+echo "# sluice, batch calls (sl_limiter_take_batch, 16 per call)"
+"$SLUICE" bench --algo gcra --keys $KEYS --seconds "$S" --batch 16 | tee "$tmp/batch.txt"
+echo "# scaling: gcra on distinct keys, 1 and 2 threads"
+"$SLUICE" bench --algo gcra --keys $KEYS --threads 1,2 --seconds "$S" | tee "$tmp/scale.txt"
+echo "# one hot key, 2 threads"
+"$SLUICE" bench --algo token_bucket,leaky_bucket,fixed_window,sliding_log,sliding_window,gcra \
+  --keys 1 --threads 2 --seconds 1 | tee "$tmp/hot.txt"
+
+echo "# verdicts"
+cat "$tmp/xtime.txt" "$tmp/floor.txt" "$tmp/one.txt" "$tmp/scale.txt" "$tmp/hot.txt" | awk '
+  function val(line, k,   n, i, kv) {
+    n = split(line, kv, " ")
+    for (i = 1; i <= n; i++) if (index(kv[i], k "=") == 1) return substr(kv[i], length(k) + 2)
+    return ""
+  }
+  function verdict(name, v, op, target) {
+    ok = (op == ">=") ? (v >= target) : (v <= target)
+    printf "%s=%.2f target%s%s %s\n", name, v, op, target, ok ? "ok" : "MISS"
+  }
+  /^anchor=x_time_rate/ { xt = val($0, "decisions_per_s"); xtb = val($0, "bytes_per_key") }
+  /^algo=floor/ { fl = val($0, "decisions_per_s") }
+  /^algo=/ && val($0, "keys") == 1 { hot[val($0, "algo")] = val($0, "lost_updates"); next }
+  /^algo=/ && val($0, "threads") == 1 && !/^algo=floor/ && !(val($0, "algo") in one) {
+    a = val($0, "algo"); one[a] = val($0, "decisions_per_s"); bpk[a] = val($0, "bytes_per_key"); order[++n] = a }
+  /^algo=gcra/ && val($0, "threads") == 1 { g1 = val($0, "decisions_per_s") }
+  /^algo=gcra/ && val($0, "threads") == 2 { g2 = val($0, "decisions_per_s") }
+  END {
+    for (i = 1; i <= n; i++) {
+      a = order[i]
+      verdict("ratio_vs_x_time_rate algo=" a, one[a] / xt, ">=", 5)
+      verdict("ratio_vs_floor algo=" a, one[a] / fl, ">=", 0.7)
+      if (a != "sliding_log") verdict("bytes_per_key algo=" a, bpk[a], "<=", 48)
+    }
+    printf "bytes_per_key anchor=x_time_rate %s (for comparison)\n", xtb
+    verdict("scaling_2_threads algo=gcra", g2 / g1, ">=", 1.8)
+    for (a in hot) printf "lost_updates algo=%s %s %s\n", a, hot[a], hot[a] == "0" ? "ok" : "MISS"
+  }'

@@ -1,0 +1,62 @@
+/*
+ * helpers.h — what every unit test includes: cmocka, the public API, and
+ * small helpers to build stores and limiters from policy strings.
+ */
+#ifndef SLUICE_TEST_HELPERS_H
+#define SLUICE_TEST_HELPERS_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "sluice.h"
+
+#define NS_PER_MS INT64_C(1000000)
+#define NS_PER_S INT64_C(1000000000)
+#define MS(x) ((int64_t)(x) * NS_PER_MS)
+#define SEC(x) ((int64_t)(x) * NS_PER_S)
+
+/* A fixed "now" well inside the valid range, on a whole-hour boundary. */
+#define T0 (INT64_C(1767225600) * NS_PER_S) /* 2026-01-01T00:00:00Z */
+
+static inline sl_policy policy_of(const char *spec) {
+  sl_policy p;
+  char err[256];
+  int rc = sl_policy_parse(spec, &p, err, sizeof err);
+  if (rc) fail_msg("policy '%s': %s", spec, err);
+  return p;
+}
+
+/* A store with default options (random hash key) or the given cap. */
+static inline sl_store *store_with_cap(size_t max_memory) {
+  sl_store_options o;
+  sl_store_options_init(&o);
+  o.max_memory = max_memory;
+  sl_store *s = NULL;
+  assert_int_equal(sl_store_new(&o, &s), 0);
+  return s;
+}
+
+static inline sl_limiter *limiter_of(sl_store *s, const char *spec) {
+  sl_policy p = policy_of(spec);
+  sl_limiter *lim = NULL;
+  assert_int_equal(sl_limiter_new(s, &p, &lim), 0);
+  return lim;
+}
+
+/* Takes `cost` for a NUL-terminated key and returns the decision. */
+static inline sl_decision take(sl_limiter *lim, const char *key, int64_t cost,
+                               int64_t now) {
+  sl_decision d;
+  int rc = sl_limiter_take(lim, key, strlen(key), cost, now, &d);
+  if (rc) fail_msg("take(%s, %lld): %s", key, (long long)cost, sl_strerror(rc));
+  return d;
+}
+
+#endif /* SLUICE_TEST_HELPERS_H */
