@@ -267,14 +267,18 @@ typedef struct sl_check {
 } sl_check;
 
 /*
- * All limiters of one call must share one store (else SL_EINVAL).
  * All-or-nothing over several rules (nginx limit_req's account/unlock): every
  * check is evaluated first under the locks of all shards involved; the
  * request is allowed iff every non-shadow check allows it, and only then is
- * each allowing check charged. A denied request charges nothing anywhere.
+ * each allowing check charged (shadow ones included). A denied request
+ * charges nothing anywhere, and neither does a failed one: if a charge runs
+ * out of memory, the charges made before it are taken back.
  * out[i] holds check i's own figures; *allowed the overall answer. Checks on
- * the same limiter and key are merged (their costs add up). At most
- * SL_CHECKS_MAX checks. Returns 0, or the first error (nothing charged).
+ * the same limiter and key are one state, so they are merged: their costs
+ * add up, and the merged check is shadow only if all its parts are. All
+ * limiters of one call must share one store. At most SL_CHECKS_MAX checks.
+ * Returns 0, or SL_EINVAL / SL_ECOST / SL_EKEY / SL_ETIME / SL_ENOMEM with
+ * nothing charged.
  */
 #define SL_CHECKS_MAX 64
 int sl_take_all(const sl_check *checks, size_t n, int64_t now_ns,

@@ -109,7 +109,6 @@ int sl_limiter_reset(sl_limiter *lim, const void *key, size_t key_len) {
 
 static int same_key(const sl_check *a, const sl_check *b) {
   return a->limiter == b->limiter && a->key_len == b->key_len &&
-         a->shadow == b->shadow &&
          (a->key_len == 0 || memcmp(a->key, b->key, a->key_len) == 0);
 }
 
@@ -121,9 +120,11 @@ int sl_take_all(const sl_check *checks, size_t n, int64_t now_ns,
   if (n == 0) return 0;
   sl_store *store = checks[0].limiter ? checks[0].limiter->store : NULL;
 
-  /* Merge repeated (limiter, key) pairs: their costs add up. */
+  /* Merge repeated (limiter, key) pairs: one state, so one check whose cost
+     is the sum, and which is shadow only if every part of it is. */
   size_t uniq[SL_CHECKS_MAX], map[SL_CHECKS_MAX], nu = 0;
   int64_t cost[SL_CHECKS_MAX];
+  int shadow[SL_CHECKS_MAX];
   for (size_t i = 0; i < n; i++) {
     const sl_check *c = &checks[i];
     if (!c->limiter || c->limiter->store != store || (!c->key && c->key_len))
@@ -133,8 +134,10 @@ int sl_take_all(const sl_check *checks, size_t n, int64_t now_ns,
     while (u < nu && !same_key(&checks[uniq[u]], c)) u++;
     if (u == nu) {
       uniq[nu] = i;
+      shadow[nu] = 1;
       cost[nu++] = 0;
     }
+    shadow[u] &= c->shadow != 0;
     if (c->cost > c->limiter->p.B - cost[u]) return SL_ECOST;
     cost[u] += c->cost;
     map[i] = u;
@@ -161,15 +164,29 @@ int sl_take_all(const sl_check *checks, size_t n, int64_t now_ns,
   }
 
   sl_decision dec[SL_CHECKS_MAX];
+  store_undo undo[SL_CHECKS_MAX];
   int rc = 0, all = 1;
   for (unsigned j = 0; j < ns; j++) store_lock(store, shards[j]);
   for (size_t u = 0; u < nu && !rc; u++) {
-    rc = store_decide_locked(store, &refs[u], cost[u], now_ns, 0, &dec[u]);
-    if (!rc && !dec[u].allowed && !checks[uniq[u]].shadow) all = 0;
+    rc = store_decide_locked(store, &refs[u], cost[u], now_ns, 0, &dec[u],
+                             NULL);
+    if (!rc && !dec[u].allowed && !shadow[u]) all = 0;
   }
-  for (size_t u = 0; u < nu && !rc && all; u++)
-    if (dec[u].allowed && cost[u] > 0)
-      rc = store_decide_locked(store, &refs[u], cost[u], now_ns, 1, &dec[u]);
+  /* Charge; if one charge fails (memory), take back those made before it,
+     so that a failed request, like a denied one, charges nothing. */
+  if (!rc && all) {
+    size_t u = 0;
+    for (; u < nu; u++) {
+      undo[u].kind = UNDO_NONE;
+      if (dec[u].allowed && cost[u] > 0) {
+        rc = store_decide_locked(store, &refs[u], cost[u], now_ns, 1, &dec[u],
+                                 &undo[u]);
+        if (rc) break;
+      }
+    }
+    if (rc)
+      while (u-- > 0) store_undo_locked(store, &refs[u], &undo[u]);
+  }
   for (unsigned j = ns; j-- > 0;) store_unlock(store, shards[j]);
   if (rc) return rc;
 

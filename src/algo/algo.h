@@ -146,5 +146,7 @@ uint32_t slog_needed(const algo_policy *p, const slog *log, int64_t t);
 void slog_move(const algo_policy *p, slog *dst, const slog *src, int64_t t);
 /* Records an allowed request; the log must have room (slog_needed). */
 void slog_commit(const algo_policy *p, slog *log, int64_t t, int64_t cost);
+/* Takes back the cost the last slog_commit added (its newest entry). */
+void slog_uncommit(slog *log, int64_t cost);
 
 #endif /* SLUICE_ALGO_H */

@@ -129,6 +129,13 @@ void slog_commit(const algo_policy *p, slog *log, int64_t t, int64_t cost) {
   log->sum += cost;
 }
 
+void slog_uncommit(slog *log, int64_t cost) {
+  uint32_t k = slog_idx(log, log->count - 1);
+  slog_c(log)[k] -= (uint32_t)cost;
+  if (slog_c(log)[k] == 0) log->count--;
+  log->sum -= cost;
+}
+
 static int64_t slog_fresh_at(const algo_policy *p, const algo_state *st) {
   const slog *log = slog_of(st);
   return log && log->count ? slog_newest(log) + p->W : 0;

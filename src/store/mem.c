@@ -90,6 +90,7 @@ struct sl_store {
   atomic_uint sweep_next;
   pthread_mutex_t reg_lock;
   unsigned nlimiters;
+  unsigned reg_hint; /* where the search for a free id starts */
   _Atomic(reg_entry *) reg[65536 / REG_CHUNK];
 };
 
@@ -128,12 +129,30 @@ static void release(sl_store *s, size_t n) {
   atomic_fetch_sub_explicit(&s->bytes, n, memory_order_relaxed);
 }
 
-/* Reserves and allocates n bytes; NULL when over budget or out of memory. */
-static void *budget_alloc(sl_store *s, size_t n) {
-  if (reserve(s, n + ALLOC_OVERHEAD)) return NULL;
+/* Why an allocation failed: the cap, or the allocator itself. */
+enum { OVER_BUDGET = 1, ALLOC_FAILED = 2 };
+
+/*
+ * Reserves and allocates n bytes. NULL when over budget or out of memory,
+ * with the reason in *why (may be NULL).
+ */
+static void *budget_alloc_why(sl_store *s, size_t n, int *why) {
+  int dummy;
+  if (!why) why = &dummy;
+  if (n > SIZE_MAX - ALLOC_OVERHEAD || reserve(s, n + ALLOC_OVERHEAD)) {
+    *why = OVER_BUDGET;
+    return NULL;
+  }
   void *p = s_alloc(s, n);
-  if (!p) release(s, n + ALLOC_OVERHEAD);
+  if (!p) {
+    release(s, n + ALLOC_OVERHEAD);
+    *why = ALLOC_FAILED;
+  }
   return p;
+}
+
+static void *budget_alloc(sl_store *s, size_t n) {
+  return budget_alloc_why(s, n, NULL);
 }
 
 static void budget_free(sl_store *s, void *p, size_t n) {
@@ -142,8 +161,10 @@ static void budget_free(sl_store *s, void *p, size_t n) {
   release(s, n + ALLOC_OVERHEAD);
 }
 
+/* Bytes of a table of cap slots; SIZE_MAX when that overflows. */
 static size_t table_size(size_t cap) {
-  return cap * (sizeof(slot) + sizeof(uint32_t));
+  size_t per = sizeof(slot) + sizeof(uint32_t);
+  return cap > SIZE_MAX / per ? SIZE_MAX : cap * per;
 }
 
 /* ---- locks: test-and-test-and-set, yielding when the holder is off-CPU ---- */
@@ -232,7 +253,7 @@ void store_ref_init(sl_store *s, store_ref *r, const algo_policy *p,
   r->h = hash_key(s, id, key, len);
   r->shard = (unsigned)(r->h & (s->nshards - 1));
   r->inl[0] = r->inl[1] = 0;
-  if (len <= KEY_INLINE) memcpy(r->inl, key, len);
+  if (len && len <= KEY_INLINE) memcpy(r->inl, key, len);
 }
 
 /* The full hash of the entry in slot i (for rehashing). */
@@ -341,12 +362,13 @@ static int64_t slot_fresh_at(sl_store *s, const shard *sh, size_t i) {
 }
 
 /*
- * Examines up to `budget` slots from the shard's cursor and drops entries
- * that are fresh at now. Returns the number dropped.
+ * Examines up to `budget` slots from the shard's cursor, at most one pass
+ * over the table, and drops entries that are fresh at now. Returns the
+ * number dropped.
  */
 static size_t sweep(sl_store *s, shard *sh, int64_t now, size_t budget) {
-  size_t dropped = 0;
-  while (budget-- && sh->count) {
+  size_t dropped = 0, passed = 0;
+  while (budget-- && passed < sh->cap && sh->count) {
     size_t i = sh->cursor < sh->cap ? sh->cursor : 0;
     if (sh->ctrl[i] && slot_fresh_at(s, sh, i) <= now) {
       erase(s, sh, i); /* may pull a later entry into i: look again */
@@ -355,27 +377,45 @@ static size_t sweep(sl_store *s, shard *sh, int64_t now, size_t budget) {
       sh->cursor = i;
     } else {
       sh->cursor = i + 1;
+      passed++;
     }
   }
   return dropped;
 }
 
+/* Whether slot i owns bytes outside the table (a long key or a log). */
+static int owns_payload(sl_store *s, const shard *sh, size_t i) {
+  uint32_t c = sh->ctrl[i];
+  if (CTRL_LEN(c) == LEN_LONG) return 1;
+  return reg_get(s, CTRL_ID(c))->pub.algo == SL_SLIDING_LOG &&
+         sh->slots[i].st.a != 0;
+}
+
+enum { FOR_SLOT = 0, FOR_BYTES = 1 };
+
 /*
- * Drops the entry closest to fresh among the EVICT_WINDOW slots from h's
- * home (or the next occupied slot after them), never r's own entry.
- * Returns 0, or -1 when there is nothing else to drop.
+ * Drops the entry closest to fresh among the EVICT_WINDOW slots from r's
+ * home, never r's own entry. FOR_SLOT: any entry (a slot is what is
+ * needed); if the window is empty, the first entry after it. FOR_BYTES: only
+ * entries that own bytes outside the table, looking up to 4 windows far —
+ * dropping any other entry would give nothing back. Returns 0, or -1 when
+ * there is nothing suitable to drop.
  */
-static int evict_one(sl_store *s, shard *sh, const store_ref *r, int64_t now) {
+static int evict_one(sl_store *s, shard *sh, const store_ref *r, int64_t now,
+                     int mode) {
   size_t cap = sh->cap, i = home_of(r->h, cap), best = SIZE_MAX;
+  size_t window = mode == FOR_BYTES ? 4 * EVICT_WINDOW : EVICT_WINDOW;
   int64_t best_at = INT64_MAX;
   uint32_t lenb = len_byte(r->len);
-  for (size_t k = 0; k < cap && (k < EVICT_WINDOW || best == SIZE_MAX);
+  for (size_t k = 0; k < cap && (k < window || (mode == FOR_SLOT &&
+                                                best == SIZE_MAX));
        k++, i = next_i(i, cap)) {
     uint32_t c = sh->ctrl[i];
     if (!c) continue;
     if (CTRL_ID(c) == r->id && CTRL_LEN(c) == lenb &&
         key_eq(&sh->slots[i], lenb, r))
       continue;
+    if (mode == FOR_BYTES && !owns_payload(s, sh, i)) continue;
     int64_t at = slot_fresh_at(s, sh, i);
     if (at < best_at || best == SIZE_MAX) {
       best_at = at;
@@ -392,14 +432,18 @@ static int evict_one(sl_store *s, shard *sh, const store_ref *r, int64_t now) {
 }
 
 /*
- * Allocates n bytes for r's entry, evicting other entries of the shard while
- * the budget is short. NULL when even that cannot make room.
+ * Allocates n bytes for r's entry. When the cap is what stands in the way,
+ * evicts entries of the shard that give bytes back, closest to fresh first;
+ * when the allocator itself fails, evicts nothing. NULL when no room.
  */
 static void *alloc_evicting(sl_store *s, shard *sh, const store_ref *r,
                             int64_t now, size_t n) {
   for (int tries = 0;; tries++) {
-    void *p = budget_alloc(s, n);
-    if (p || tries == 64 || evict_one(s, sh, r, now)) return p;
+    int why = 0;
+    void *p = budget_alloc_why(s, n, &why);
+    if (p || why == ALLOC_FAILED || tries == 64 ||
+        evict_one(s, sh, r, now, FOR_BYTES))
+      return p;
   }
 }
 
@@ -413,10 +457,14 @@ static void set_hints(shard *sh) {
   atomic_store_explicit(&sh->hint_cap, sh->cap, memory_order_relaxed);
 }
 
-/* Moves the shard into a table of ncap slots. 0, or -1 (budget/memory). */
+/*
+ * Moves the shard into a table of ncap slots. 0, or OVER_BUDGET /
+ * ALLOC_FAILED with the shard unchanged.
+ */
 static int resize(sl_store *s, shard *sh, size_t ncap) {
-  slot *ns = budget_alloc(s, table_size(ncap));
-  if (!ns) return -1;
+  int why = 0;
+  slot *ns = budget_alloc_why(s, table_size(ncap), &why);
+  if (!ns) return why;
   uint32_t *nc = (uint32_t *)(ns + ncap);
   memset(nc, 0, ncap * sizeof *nc);
   for (size_t i = 0; i < sh->cap; i++) {
@@ -458,10 +506,14 @@ static long insert(sl_store *s, shard *sh, const store_ref *r, int64_t now,
     memcpy(big, &len, sizeof len);
     memcpy(big + sizeof len, r->key, r->len);
   }
-  if (over_load(sh->count + 1, sh->cap) &&
-      resize(s, sh, sh->cap + sh->cap / 8) != 0 && evict_one(s, sh, r, now)) {
-    if (big) budget_free(s, big, sizeof(uint16_t) + r->len);
-    return SL_ENOMEM;
+  if (over_load(sh->count + 1, sh->cap)) {
+    /* Grow; at the cap, make a slot by eviction instead. */
+    int why = resize(s, sh, sh->cap + sh->cap / 8);
+    if (why == ALLOC_FAILED ||
+        (why == OVER_BUDGET && evict_one(s, sh, r, now, FOR_SLOT))) {
+      if (big) budget_free(s, big, sizeof(uint16_t) + r->len);
+      return SL_ENOMEM;
+    }
   }
   size_t i = place(sh, r->h, lenb, r->id);
   slot *sl = &sh->slots[i];
@@ -477,34 +529,45 @@ static long insert(sl_store *s, shard *sh, const store_ref *r, int64_t now,
 
 /* ---- sliding_log's blocks ---- */
 
-/* Records an allowed sliding_log request, giving its log room first. */
+/*
+ * Records an allowed sliding_log request, resizing its log block first when
+ * it is full (doubling) or mostly empty (halving; skipped if that allocation
+ * fails, since the old block still fits). *inserted says whether the key
+ * was new.
+ */
 static int log_charge(sl_store *s, shard *sh, const store_ref *r, long i,
-                      int64_t now, int64_t cost) {
+                      int64_t now, int64_t cost, int *inserted) {
   const algo_policy *p = r->p;
   slog *log = i >= 0 ? slog_of(&sh->slots[i].st) : NULL;
   uint32_t need = slog_needed(p, log, now);
   uint32_t cap = log ? log->cap : 0;
-  if (need > cap || (cap > 16 && need * 4 <= cap)) {
+  int grow = need > cap;
+  *inserted = 0;
+  if (grow || (cap > 16 && need * 4 <= cap)) {
     /* Grow by doubling, shrink by half, never past LIMIT entries. */
-    uint32_t ncap = need > cap ? (cap * 2 > need ? cap * 2 : need) : cap / 2;
+    uint32_t ncap = grow ? (cap * 2 > need ? cap * 2 : need) : cap / 2;
     if (ncap < 4) ncap = 4;
     if (ncap > (uint64_t)p->L) ncap = (uint32_t)p->L;
     if (ncap < need) ncap = need;
-    void *mem = alloc_evicting(s, sh, r, now, slog_bytes(ncap));
-    if (!mem) return SL_ENOMEM;
-    slog *nlog = slog_init(mem, ncap);
-    algo_state st = {(int64_t)(uintptr_t)nlog, 0};
-    if (i >= 0) i = find(sh, r); /* eviction may have moved it */
-    if (i >= 0) {
-      log = slog_of(&sh->slots[i].st);
-      slog_move(p, nlog, log, now);
-      budget_free(s, log, slog_bytes(log->cap));
-      sh->slots[i].st = st;
-    } else {
-      i = insert(s, sh, r, now, &st);
-      if (i < 0) {
-        budget_free(s, nlog, slog_bytes(ncap));
-        return (int)i;
+    void *mem = grow ? alloc_evicting(s, sh, r, now, slog_bytes(ncap))
+                     : budget_alloc(s, slog_bytes(ncap));
+    if (!mem && grow) return SL_ENOMEM;
+    if (mem) {
+      slog *nlog = slog_init(mem, ncap);
+      algo_state st = {(int64_t)(uintptr_t)nlog, 0};
+      if (i >= 0) i = find(sh, r); /* eviction may have moved it */
+      if (i >= 0) {
+        log = slog_of(&sh->slots[i].st);
+        slog_move(p, nlog, log, now);
+        budget_free(s, log, slog_bytes(log->cap));
+        sh->slots[i].st = st;
+      } else {
+        i = insert(s, sh, r, now, &st);
+        if (i < 0) {
+          budget_free(s, nlog, slog_bytes(ncap));
+          return (int)i;
+        }
+        *inserted = 1;
       }
     }
   }
@@ -515,10 +578,12 @@ static int log_charge(sl_store *s, shard *sh, const store_ref *r, long i,
 /* ---- decisions ---- */
 
 int store_decide_locked(sl_store *s, const store_ref *r, int64_t cost,
-                        int64_t now, int charge, sl_decision *d) {
+                        int64_t now, int charge, sl_decision *d,
+                        store_undo *undo) {
   shard *sh = &s->shards[r->shard];
   const algo_policy *p = r->p;
   long i = find(sh, r);
+  if (undo) undo->kind = UNDO_NONE;
   /* A state that is back to fresh decides exactly like no state at all, so
      it is used as it is; only when it is left untouched is it dropped. */
   algo_state next = {0, 0};
@@ -531,20 +596,53 @@ int store_decide_locked(sl_store *s, const store_ref *r, int64_t cost,
     }
     return 0;
   }
-  if (p->pub.algo == SL_SLIDING_LOG) return log_charge(s, sh, r, i, now, cost);
+  if (p->pub.algo == SL_SLIDING_LOG) {
+    int inserted, rc = log_charge(s, sh, r, i, now, cost, &inserted);
+    if (!rc && undo) {
+      undo->kind = inserted ? UNDO_REMOVE : UNDO_LOG;
+      undo->cost = cost;
+    }
+    return rc;
+  }
   if (i >= 0) {
+    if (undo) {
+      undo->kind = UNDO_RESTORE;
+      undo->old = sh->slots[i].st;
+    }
     sh->slots[i].st = next;
     return 0;
   }
   i = insert(s, sh, r, now, &next);
-  return i < 0 ? (int)i : 0;
+  if (i < 0) return (int)i;
+  if (undo) undo->kind = UNDO_REMOVE;
+  return 0;
+}
+
+void store_undo_locked(sl_store *s, const store_ref *r,
+                       const store_undo *undo) {
+  shard *sh = &s->shards[r->shard];
+  long i = undo->kind == UNDO_NONE ? -1 : find(sh, r);
+  if (i < 0) return; /* nothing charged, or evicted since: nothing to undo */
+  switch (undo->kind) {
+  case UNDO_RESTORE:
+    sh->slots[i].st = undo->old;
+    break;
+  case UNDO_REMOVE:
+    erase(s, sh, (size_t)i);
+    break;
+  case UNDO_LOG:
+    slog_uncommit(slog_of(&sh->slots[i].st), undo->cost);
+    break;
+  case UNDO_NONE:
+    break;
+  }
 }
 
 int store_take(sl_store *s, const store_ref *r, int64_t cost, int64_t now,
                sl_decision *d) {
   store_prefetch(s, r); /* both lines load while we take the lock */
   store_lock(s, r->shard);
-  int rc = store_decide_locked(s, r, cost, now, 1, d);
+  int rc = store_decide_locked(s, r, cost, now, 1, d, NULL);
   store_unlock(s, r->shard);
   return rc;
 }
@@ -577,26 +675,27 @@ void store_prefetch(sl_store *s, const store_ref *r) {
 int store_register(sl_store *s, const algo_policy *p, uint16_t *id) {
   int rc = SL_ELIMITERS;
   pthread_mutex_lock(&s->reg_lock);
-  for (unsigned c = 0; c < 65536 / REG_CHUNK && rc == SL_ELIMITERS; c++) {
-    reg_entry *chunk = atomic_load_explicit(&s->reg[c], memory_order_relaxed);
+  /* Ids 0..65534, searched round-robin from the last one given. */
+  for (unsigned k = 0; k < 65535 && rc == SL_ELIMITERS; k++) {
+    unsigned n = (s->reg_hint + k) % 65535;
+    reg_entry *chunk =
+        atomic_load_explicit(&s->reg[n / REG_CHUNK], memory_order_relaxed);
     if (!chunk) {
       chunk = budget_alloc(s, REG_CHUNK * sizeof *chunk);
       if (!chunk) {
         rc = SL_ENOMEM;
         break;
       }
-      for (unsigned k = 0; k < REG_CHUNK; k++) atomic_init(&chunk[k], NULL);
-      atomic_store_explicit(&s->reg[c], chunk, memory_order_release);
+      for (unsigned j = 0; j < REG_CHUNK; j++) atomic_init(&chunk[j], NULL);
+      atomic_store_explicit(&s->reg[n / REG_CHUNK], chunk,
+                            memory_order_release);
     }
-    for (unsigned k = 0; k < REG_CHUNK; k++) {
-      if (c * REG_CHUNK + k == 65535) break; /* keep ids in 16 bits */
-      if (!atomic_load_explicit(&chunk[k], memory_order_relaxed)) {
-        atomic_store_explicit(&chunk[k], p, memory_order_release);
-        *id = (uint16_t)(c * REG_CHUNK + k);
-        s->nlimiters++;
-        rc = 0;
-        break;
-      }
+    if (!atomic_load_explicit(&chunk[n % REG_CHUNK], memory_order_relaxed)) {
+      atomic_store_explicit(&chunk[n % REG_CHUNK], p, memory_order_release);
+      *id = (uint16_t)n;
+      s->reg_hint = n + 1;
+      s->nlimiters++;
+      rc = 0;
     }
   }
   pthread_mutex_unlock(&s->reg_lock);
@@ -681,8 +780,13 @@ int sl_store_new(const sl_store_options *opts, sl_store **out) {
   s->shards_raw = mem;
   pthread_mutex_init(&s->reg_lock, NULL);
 
-  /* Every shard starts with a table, sized for expected_keys. */
-  size_t per = o.expected_keys / nshards * 8 / 7 + 1;
+  /* Every shard starts with a table, sized for expected_keys as far as its
+     share of the cap allows. */
+  size_t share = (max_memory - own) / nshards / table_size(1);
+  size_t per = o.expected_keys / nshards;
+  if (per > share) per = share;
+  per += per / 7 + 1; /* at the load where tables grow */
+  if (per > share) per = share;
   for (unsigned n = 0; n < nshards; n++) {
     shard *sh = &s->shards[n];
     atomic_init(&sh->lock, 0);

@@ -36,14 +36,30 @@ void store_prefetch(sl_store *s, const store_ref *r);
 void store_lock(sl_store *s, unsigned shard);
 void store_unlock(sl_store *s, unsigned shard);
 
+/* How to take back one charge (store_undo_locked). */
+typedef struct store_undo {
+  enum { UNDO_NONE, UNDO_RESTORE, UNDO_REMOVE, UNDO_LOG } kind;
+  algo_state old; /* UNDO_RESTORE: the state before */
+  int64_t cost;   /* UNDO_LOG: the cost logged */
+} store_undo;
+
 /*
  * Under the lock of r->shard: decides a request of `cost` (0 <= cost <= B)
  * at now. With charge = 1 an allowed request is recorded (inserting the key,
  * growing or evicting as needed); with charge = 0 nothing is recorded.
- * Returns 0 with *d filled, or SL_ENOMEM (nothing charged).
+ * When undo is not NULL it receives what store_undo_locked needs to take
+ * the charge back. Returns 0 with *d filled, or SL_ENOMEM (nothing charged).
  */
 int store_decide_locked(sl_store *s, const store_ref *r, int64_t cost,
-                        int64_t now, int charge, sl_decision *d);
+                        int64_t now, int charge, sl_decision *d,
+                        store_undo *undo);
+
+/*
+ * Under the same lock, takes back a charge recorded in *undo (if the key
+ * has been evicted since, there is nothing left to take back). Never fails.
+ */
+void store_undo_locked(sl_store *s, const store_ref *r,
+                       const store_undo *undo);
 
 /* store_decide_locked with charge = 1 between lock and unlock. */
 int store_take(sl_store *s, const store_ref *r, int64_t cost, int64_t now,
