@@ -10,12 +10,16 @@
 # Targets (issue #2): 1 thread at 1M keys >= 5x x/time/rate and >= 0.7x the
 # floor; bytes_per_key <= 48 for the O(1) algorithms; 2 threads >= 1.8x one;
 # a hot key loses no update. Each verdict line says ok or MISS; the exit
-# status is 0 either way (a benchmark reports, a test asserts).
+# status is 0 either way (a benchmark reports, a test asserts). The floor's
+# own ratio to x/time/rate is printed too: no limiter that does at least the
+# floor's work can beat it.
 #
-# BENCH_SECONDS (default 2) sets the timed seconds per configuration.
+# Every figure is the best of BENCH_REPEAT runs (default 3) of BENCH_SECONDS
+# (default 2) each: on a shared machine, noise only ever slows a run down.
 set -eu
 SLUICE=${SLUICE:-build/sluice}
 S=${BENCH_SECONDS:-2}
+R=${BENCH_REPEAT:-3}
 KEYS=1000000
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
@@ -24,16 +28,20 @@ echo "# machine: $(nproc) cores, $(uname -m); $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "# anchors"
 (cd bench/xtime && GO111MODULE=off GOPATH=/usr/share/gocode \
   GOCACHE="$tmp/gocache" go build -o "$tmp/xtime" .)
-"$tmp/xtime" -keys $KEYS -threads 1 -seconds "$S" | tee "$tmp/xtime.txt"
-"$SLUICE" bench --algo floor --keys $KEYS --seconds "$S" | tee "$tmp/floor.txt"
+i=0
+while [ $i -lt "$R" ]; do
+  "$tmp/xtime" -keys $KEYS -threads 1 -seconds "$S"
+  i=$((i + 1))
+done | sort -t= -k5 -n | awk '{ best = $0 } END { print best }' | tee "$tmp/xtime.txt"
+"$SLUICE" bench --algo floor --keys $KEYS --seconds "$S" --repeat "$R" | tee "$tmp/floor.txt"
 
 echo "# sluice, 1 thread, $KEYS keys"
 "$SLUICE" bench --algo token_bucket,leaky_bucket,fixed_window,sliding_log,sliding_window,gcra \
-  --keys $KEYS --seconds "$S" | tee "$tmp/one.txt"
+  --keys $KEYS --seconds "$S" --repeat "$R" | tee "$tmp/one.txt"
 echo "# sluice, batch calls (sl_limiter_take_batch, 16 per call)"
-"$SLUICE" bench --algo gcra --keys $KEYS --seconds "$S" --batch 16 | tee "$tmp/batch.txt"
+"$SLUICE" bench --algo gcra --keys $KEYS --seconds "$S" --batch 16 --repeat "$R" | tee "$tmp/batch.txt"
 echo "# scaling: gcra on distinct keys, 1 and 2 threads"
-"$SLUICE" bench --algo gcra --keys $KEYS --threads 1,2 --seconds "$S" | tee "$tmp/scale.txt"
+"$SLUICE" bench --algo gcra --keys $KEYS --threads 1,2 --seconds "$S" --repeat "$R" | tee "$tmp/scale.txt"
 echo "# one hot key, 2 threads"
 "$SLUICE" bench --algo token_bucket,leaky_bucket,fixed_window,sliding_log,sliding_window,gcra \
   --keys 1 --threads 2 --seconds 1 | tee "$tmp/hot.txt"
@@ -64,6 +72,7 @@ cat "$tmp/xtime.txt" "$tmp/floor.txt" "$tmp/one.txt" "$tmp/scale.txt" "$tmp/hot.
       if (a != "sliding_log") verdict("bytes_per_key algo=" a, bpk[a], "<=", 48)
     }
     printf "bytes_per_key anchor=x_time_rate %s (for comparison)\n", xtb
+    printf "ratio_vs_x_time_rate algo=floor=%.2f (the most any limiter doing the floor'"'"'s work reaches here)\n", fl / xt
     verdict("scaling_2_threads algo=gcra", g2 / g1, ">=", 1.8)
     for (a in hot) printf "lost_updates algo=%s %s %s\n", a, hot[a], hot[a] == "0" ? "ok" : "MISS"
   }'

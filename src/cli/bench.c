@@ -50,6 +50,8 @@ static void bench_usage(FILE *f) {
           "  -s, --seconds S     timed seconds per configuration (default 2)\n"
           "  -b, --batch N       decide N requests per sl_limiter_take_batch\n"
           "                      call instead of one per sl_limiter_take\n"
+          "  -r, --repeat N      run each configuration N times and print the\n"
+          "                      best (for noisy machines; default 1)\n"
           "  -p, --policy SPEC   use this policy (its algorithm) instead of\n"
           "                      ALGO:1000/h, which keeps every key live\n"
           "  -h, --help          this help\n");
@@ -62,6 +64,7 @@ typedef struct bench_cfg {
   int threads;
   int seconds;
   int batch;
+  int repeat;
 } bench_cfg;
 
 typedef struct keyset {
@@ -184,32 +187,24 @@ static void *run_limiter(void *arg) {
 }
 
 
-/* Resident set size in bytes, from /proc/self/statm (0 if unknown). */
-static long long rss_bytes(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  long long pages = 0, resident = 0;
-  if (f) {
-    if (fscanf(f, "%lld %lld", &pages, &resident) != 2) resident = 0;
-    fclose(f);
-  }
-  return resident * 4096;
-}
-
-/* Runs one configuration and prints its line. 0, or 1 on any error. */
-static int bench_one(const bench_cfg *cfg, const keyset *ks) {
+/*
+ * Runs one configuration and writes its line to out; *rate gets its
+ * decisions per second. 0, or 1 on any error.
+ */
+static int bench_one(const bench_cfg *cfg, const keyset *ks, FILE *out,
+                     double *rate) {
   int is_floor = strcmp(cfg->algo, "floor") == 0;
   sl_store *store = NULL;
   sl_limiter *lim = NULL;
   uint8_t *table = NULL;
   uint8_t hkey[crypto_shorthash_KEYBYTES];
   randombytes_buf(hkey, sizeof hkey);
-  long long rss0 = rss_bytes();
   int64_t keys_live = ks->n, now = 0;
   char spec[128];
   if (cfg->policy)
     snprintf(spec, sizeof spec, "%s", cfg->policy);
   else if (ks->n == 1) /* a hot key: a limit it never reaches */
-    snprintf(spec, sizeof spec, "%s:4294967295/d", cfg->algo);
+    snprintf(spec, sizeof spec, "%s:1000000000/s", cfg->algo);
   else
     snprintf(spec, sizeof spec, "%s:1000/h", cfg->algo);
 
@@ -285,25 +280,22 @@ static int bench_one(const bench_cfg *cfg, const keyset *ks) {
     keys_live = (int64_t)st.keys;
     bytes_per_key = st.keys ? (double)st.bytes / (double)st.keys : 0;
   }
-  long long rss1 = rss_bytes();
-  printf("algo=%s keys=%lld threads=%d decisions_per_s=%.0f "
-         "ns_per_decision=%.1f bytes_per_key=%.1f",
-         cfg->algo, (long long)ks->n, cfg->threads, (double)total / elapsed,
-         elapsed * 1e9 * cfg->threads / (double)total, bytes_per_key);
+  *rate = (double)total / elapsed;
+  fprintf(out, "algo=%s keys=%lld threads=%d decisions_per_s=%.0f "
+          "ns_per_decision=%.1f bytes_per_key=%.1f",
+          cfg->algo, (long long)ks->n, cfg->threads, *rate,
+          elapsed * 1e9 * cfg->threads / (double)total, bytes_per_key);
   if (!is_floor)
-    printf(" rss_bytes_per_key=%.1f live_keys=%lld policy=%s",
-           keys_live ? (double)(rss1 - rss0) / (double)keys_live : 0.0,
-           (long long)keys_live, spec);
-  if (cfg->batch > 1) printf(" batch=%d", cfg->batch);
+    fprintf(out, " live_keys=%lld policy=%s", (long long)keys_live, spec);
+  if (cfg->batch > 1) fprintf(out, " batch=%d", cfg->batch);
   if (!is_floor && ks->n == 1) {
     /* The hot key's limit is never reached: every decision must count. */
     sl_decision d;
     sl_limiter_take(lim, "user:0", 6, 0, now, &d);
     long long counted = (long long)(d.limit - d.remaining) - 1; /* warm-up */
-    printf(" lost_updates=%lld", (long long)allowed - counted);
+    fprintf(out, " lost_updates=%lld", (long long)allowed - counted);
   }
-  printf(" errors=%d\n", errors);
-  fflush(stdout);
+  fprintf(out, " errors=%d\n", errors);
   free(ws);
   free(table);
   sl_limiter_free(lim);
@@ -327,14 +319,15 @@ int cmd_bench(int argc, char **argv) {
       {"seconds", required_argument, NULL, 's'},
       {"batch", required_argument, NULL, 'b'},
       {"policy", required_argument, NULL, 'p'},
+      {"repeat", required_argument, NULL, 'r'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   char algos_buf[256] = "all", threads_buf[256] = "1";
-  bench_cfg base = {.keys = 1000000, .seconds = 2, .batch = 1};
+  bench_cfg base = {.keys = 1000000, .seconds = 2, .batch = 1, .repeat = 1};
   int c;
   int64_t v;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "a:k:t:s:b:p:h", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "a:k:t:s:b:p:r:h", opts, NULL)) != -1) {
     switch (c) {
     case 'a':
       snprintf(algos_buf, sizeof algos_buf, "%s", optarg);
@@ -359,6 +352,10 @@ int cmd_bench(int argc, char **argv) {
       break;
     case 'p':
       base.policy = optarg;
+      break;
+    case 'r':
+      if (cli_parse_int(optarg, 1, 100, 0, &v)) goto bad;
+      base.repeat = (int)v;
       break;
     case 'h':
       bench_usage(stdout);
@@ -411,7 +408,28 @@ int cmd_bench(int argc, char **argv) {
       cfg.algo = algos[a];
       cli_parse_int(threads[t], 1, 256, 0, &v);
       cfg.threads = (int)v;
-      rc |= bench_one(&cfg, &ks);
+      /* Best of `repeat` runs: noise on a shared machine only slows down. */
+      char *best = NULL;
+      double best_rate = -1;
+      for (int r = 0; r < cfg.repeat; r++) {
+        char *line = NULL;
+        size_t len = 0;
+        double rate = 0;
+        FILE *out = open_memstream(&line, &len);
+        if (!out) return 1;
+        rc |= bench_one(&cfg, &ks, out, &rate);
+        fclose(out);
+        if (rate > best_rate) {
+          free(best);
+          best = line;
+          best_rate = rate;
+        } else {
+          free(line);
+        }
+      }
+      if (best) fputs(best, stdout);
+      fflush(stdout);
+      free(best);
     }
   return rc;
 bad:
