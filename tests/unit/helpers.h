@@ -59,4 +59,55 @@ static inline sl_decision take(sl_limiter *lim, const char *key, int64_t cost,
   return d;
 }
 
+/* The PRNG of every randomized test: deterministic for a given seed. */
+static inline uint64_t splitmix64(uint64_t *x) {
+  uint64_t z = (*x += UINT64_C(0x9e3779b97f4a7c15));
+  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+  return z ^ (z >> 31);
+}
+
+/* A fixed SipHash key, for tests whose outcome depends on placement. */
+static inline const uint8_t *test_hash_key(void) {
+  static const uint8_t hash_key[16] = {1, 2,  3,  4,  5,  6,  7,  8,
+                                       9, 10, 11, 12, 13, 14, 15, 16};
+  return hash_key;
+}
+
+/* A store with the fixed hash key, the given cap and shard count (0 =
+   defaults). */
+static inline sl_store *store_opts(size_t max_memory, unsigned shards) {
+  sl_store_options o;
+  sl_store_options_init(&o);
+  o.max_memory = max_memory;
+  o.shards = shards;
+  o.hash_key = test_hash_key();
+  sl_store *s = NULL;
+  assert_int_equal(sl_store_new(&o, &s), 0);
+  assert_non_null(s);
+  return s;
+}
+
+static inline sl_store_stats stats_of(sl_store *s) {
+  sl_store_stats st;
+  sl_store_stats_get(s, &st);
+  return st;
+}
+
+/* What a peek reports as remaining for a NUL-terminated key. */
+static inline int64_t remaining(sl_limiter *lim, const char *key,
+                                int64_t now) {
+  return take(lim, key, 0, now).remaining;
+}
+
+static inline void assert_same_decision(const sl_decision *a,
+                                        const sl_decision *b) {
+  assert_int_equal(a->allowed, b->allowed);
+  assert_int_equal(a->limit, b->limit);
+  assert_int_equal(a->remaining, b->remaining);
+  assert_int_equal(a->reset_ns, b->reset_ns);
+  assert_int_equal(a->retry_after_ns, b->retry_after_ns);
+  assert_int_equal(a->delay_ns, b->delay_ns);
+}
+
 #endif /* SLUICE_TEST_HELPERS_H */

@@ -37,15 +37,6 @@ static int take_rc(sl_limiter *lim, const char *key, int64_t cost, int64_t now) 
   return sl_limiter_take(lim, key, strlen(key), cost, now, &d);
 }
 
-static void assert_same_decision(const sl_decision *a, const sl_decision *b) {
-  assert_int_equal(a->allowed, b->allowed);
-  assert_int_equal(a->limit, b->limit);
-  assert_int_equal(a->remaining, b->remaining);
-  assert_int_equal(a->reset_ns, b->reset_ns);
-  assert_int_equal(a->retry_after_ns, b->retry_after_ns);
-  assert_int_equal(a->delay_ns, b->delay_ns);
-}
-
 /* ---- worked example 1: 2/s burst 10 ---------------------------------------- */
 
 static void check_example_one(const char *spec) {

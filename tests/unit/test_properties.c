@@ -15,12 +15,7 @@ typedef struct rng {
   uint64_t s;
 } rng;
 
-static uint64_t rng_next(rng *r) {
-  uint64_t z = (r->s += UINT64_C(0x9e3779b97f4a7c15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
-}
+static uint64_t rng_next(rng *r) { return splitmix64(&r->s); }
 
 /* Uniform-ish in [lo, hi] (modulo bias is irrelevant here). */
 static int64_t rng_range(rng *r, int64_t lo, int64_t hi) {

@@ -12,35 +12,6 @@
 
 /* ---- local helpers ---- */
 
-static uint64_t splitmix64(uint64_t *x) {
-  uint64_t z = (*x += UINT64_C(0x9e3779b97f4a7c15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
-}
-
-static const uint8_t HASH_KEY[16] = {1, 2,  3,  4,  5,  6,  7,  8,
-                                     9, 10, 11, 12, 13, 14, 15, 16};
-
-/* A store with a fixed hash key (deterministic placement). */
-static sl_store *store_fixed(size_t max_memory, unsigned shards) {
-  sl_store_options o;
-  sl_store_options_init(&o);
-  o.max_memory = max_memory;
-  o.shards = shards;
-  o.hash_key = HASH_KEY;
-  sl_store *s = NULL;
-  assert_int_equal(sl_store_new(&o, &s), 0);
-  assert_non_null(s);
-  return s;
-}
-
-static sl_store_stats stats_of(sl_store *s) {
-  sl_store_stats st;
-  sl_store_stats_get(s, &st);
-  return st;
-}
-
 /* take/peek on arbitrary bytes; fails the test on any error. */
 static sl_decision take_bin(sl_limiter *lim, const void *key, size_t len,
                             int64_t cost, int64_t now) {
@@ -224,7 +195,7 @@ static void expected_keys_presizes_without_passing_cap(void **state) {
 
 static void stats_count_keys_and_limiters(void **state) {
   (void)state;
-  sl_store *s = store_fixed(0, 0);
+  sl_store *s = store_opts(0, 0);
   sl_limiter *a = limiter_of(s, "gcra:10/s");
   sl_limiter *b = limiter_of(s, "fixed_window:10/s");
   assert_int_equal(stats_of(s).limiters, 2);
@@ -252,7 +223,7 @@ static void stats_count_keys_and_limiters(void **state) {
 
 static void denied_request_inserts_no_key(void **state) {
   (void)state;
-  sl_store *s = store_fixed(0, 0);
+  sl_store *s = store_opts(0, 0);
   sl_limiter *lim = limiter_of(s, "fixed_window:2/s");
   take(lim, "k", 2, T0);
   assert_int_equal(stats_of(s).keys, 1);
@@ -267,7 +238,7 @@ static void denied_request_inserts_no_key(void **state) {
 
 static void lazy_expiry_on_take_starts_the_key_afresh(void **state) {
   (void)state;
-  sl_store *s = store_fixed(0, 0);
+  sl_store *s = store_opts(0, 0);
   sl_limiter *lim = limiter_of(s, "fixed_window:5/s");
   take(lim, "k", 3, T0);
   sl_store_stats st = stats_of(s);
@@ -293,7 +264,7 @@ static void lazy_expiry_on_take_starts_the_key_afresh(void **state) {
 
 static void lazy_expiry_on_peek_drops_key(void **state) {
   (void)state;
-  sl_store *s = store_fixed(0, 0);
+  sl_store *s = store_opts(0, 0);
   sl_limiter *lim = limiter_of(s, "fixed_window:5/s");
   take(lim, "k", 3, T0);
   /* Not yet fresh: kept. */
@@ -321,7 +292,7 @@ static void fill_fixed_window_keys(sl_limiter *lim, int n, int64_t now) {
 
 static void expire_drops_all_fresh_keys_given_budget(void **state) {
   (void)state;
-  sl_store *s = store_fixed(0, 0);
+  sl_store *s = store_opts(0, 0);
   sl_limiter *lim = limiter_of(s, "fixed_window:5/s");
   fill_fixed_window_keys(lim, 10000, T0);
   assert_int_equal(stats_of(s).keys, 10000);
@@ -339,7 +310,7 @@ static void expire_drops_all_fresh_keys_given_budget(void **state) {
 
 static void expire_work_is_bounded_per_call(void **state) {
   (void)state;
-  sl_store *s = store_fixed(0, 0);
+  sl_store *s = store_opts(0, 0);
   sl_limiter *lim = limiter_of(s, "fixed_window:5/s");
   fill_fixed_window_keys(lim, 10000, T0);
   assert_int_equal(sl_store_expire(s, T0 + SEC(2), 0), 0);
@@ -366,7 +337,7 @@ static void expire_work_is_bounded_per_call(void **state) {
 
 static void expire_keeps_keys_not_yet_fresh(void **state) {
   (void)state;
-  sl_store *s = store_fixed(0, 0);
+  sl_store *s = store_opts(0, 0);
   sl_limiter *hour = limiter_of(s, "fixed_window:10/h");
   sl_limiter *sec = limiter_of(s, "fixed_window:5/s");
   char key[32];
@@ -433,7 +404,7 @@ static void expire_with_size_max_budget_returns(void **state) {
 
 static void expire_rejects_bad_arguments(void **state) {
   (void)state;
-  sl_store *s = store_fixed(0, 0);
+  sl_store *s = store_opts(0, 0);
   assert_int_equal(sl_store_expire(s, -1, 64), SL_ETIME);
   assert_int_equal(sl_store_expire(s, SL_TIME_MAX_NS, 64), SL_ETIME);
   assert_int_equal(sl_store_expire(s, SL_TIME_MAX_NS - 1, 64), 0);
@@ -449,7 +420,7 @@ static void expire_rejects_bad_arguments(void **state) {
  * capped at `cap` and checks the cap, the error-free path and the counters.
  */
 static void flood_short_keys(size_t cap, uint32_t n) {
-  sl_store *s = store_fixed(cap, 0);
+  sl_store *s = store_opts(cap, 0);
   sl_limiter *lim = limiter_of(s, "token_bucket:10/h");
   uint64_t seed = 42;
   for (uint32_t i = 0; i < n; i++) {
@@ -488,7 +459,7 @@ static void cap_holds_under_unique_key_flood_256kib(void **state) {
 
 static void eviction_prefers_entries_closest_to_fresh(void **state) {
   (void)state;
-  sl_store *s = store_fixed((size_t)256 << 10, 0);
+  sl_store *s = store_opts((size_t)256 << 10, 0);
   sl_limiter *heavy = limiter_of(s, "token_bucket:100/h");
   sl_limiter *light = limiter_of(s, "gcra:1000/s");
   char key[32];
@@ -520,7 +491,7 @@ static void eviction_counts_dropped_fresh_entries_as_expirations(void **state) {
   (void)state;
   /* Keys that are already fresh when room is needed are expirations, not
      evictions. */
-  sl_store *s = store_fixed((size_t)256 << 10, 0);
+  sl_store *s = store_opts((size_t)256 << 10, 0);
   sl_limiter *lim = limiter_of(s, "gcra:1000/s");
   uint64_t seed = 9;
   for (int i = 0; i < 100000; i++) {
@@ -545,7 +516,7 @@ static void eviction_counts_dropped_fresh_entries_as_expirations(void **state) {
 static void enomem_at_the_cap_evicts_nothing(void **state) {
   (void)state;
   size_t cap = (size_t)256 << 10;
-  sl_store *s = store_fixed(cap, 0);
+  sl_store *s = store_opts(cap, 0);
   sl_limiter *g = limiter_of(s, "token_bucket:10/h");
   sl_limiter *l = limiter_of(s, "sliding_log:10/h");
   /* Short keys until the tables have taken the whole budget. */
@@ -580,7 +551,7 @@ static void enomem_at_the_cap_evicts_nothing(void **state) {
 
 static void long_keys_are_distinct_by_every_byte(void **state) {
   (void)state;
-  sl_store *s = store_fixed(0, 0);
+  sl_store *s = store_opts(0, 0);
   sl_limiter *lim = limiter_of(s, "token_bucket:3/h");
   static uint8_t key[SL_KEY_MAX];
   size_t lens[] = {17, 31, 100, 255, 256, 1023, 1024};
@@ -605,7 +576,7 @@ static void long_keys_are_distinct_by_every_byte(void **state) {
 
 static void key_length_boundary_16_17_are_distinct(void **state) {
   (void)state;
-  sl_store *s = store_fixed(0, 0);
+  sl_store *s = store_opts(0, 0);
   sl_limiter *lim = limiter_of(s, "fixed_window:5/h");
   const char *k17 = "abcdefghijklmnopq";
   take_bin(lim, k17, 16, 1, T0);
@@ -621,7 +592,7 @@ static void key_length_boundary_16_17_are_distinct(void **state) {
 
 static void long_keys_count_their_bytes(void **state) {
   (void)state;
-  sl_store *s = store_fixed(0, 0);
+  sl_store *s = store_opts(0, 0);
   sl_limiter *lim = limiter_of(s, "fixed_window:5/h");
   static uint8_t key[SL_KEY_MAX];
   memset(key, 'x', sizeof key);
@@ -642,7 +613,7 @@ static void long_keys_count_their_bytes(void **state) {
 
 static void key_longer_than_max_is_rejected(void **state) {
   (void)state;
-  sl_store *s = store_fixed(0, 0);
+  sl_store *s = store_opts(0, 0);
   sl_limiter *lim = limiter_of(s, "fixed_window:5/h");
   static uint8_t key[SL_KEY_MAX + 1];
   memset(key, 'y', sizeof key);
@@ -661,7 +632,7 @@ static void key_longer_than_max_is_rejected(void **state) {
 
 static void empty_key_is_a_key(void **state) {
   (void)state;
-  sl_store *s = store_fixed(0, 0);
+  sl_store *s = store_opts(0, 0);
   sl_limiter *lim = limiter_of(s, "fixed_window:5/h");
   assert_int_equal(take_bin(lim, "", 0, 2, T0).remaining, 3);
   assert_int_equal(stats_of(s).keys, 1);
@@ -682,7 +653,7 @@ static void empty_key_is_a_key(void **state) {
  */
 static void null_key_with_zero_length_is_the_empty_key(void **state) {
   (void)state;
-  sl_store *s = store_fixed(0, 0);
+  sl_store *s = store_opts(0, 0);
   sl_limiter *lim = limiter_of(s, "fixed_window:5/h");
   /* New key through NULL, then the same key through NULL and "". */
   assert_int_equal(take_bin(lim, NULL, 0, 2, T0).remaining, 3);
@@ -697,7 +668,7 @@ static void null_key_with_zero_length_is_the_empty_key(void **state) {
 
 static void binary_keys_with_nul_bytes_are_distinct(void **state) {
   (void)state;
-  sl_store *s = store_fixed(0, 0);
+  sl_store *s = store_opts(0, 0);
   sl_limiter *lim = limiter_of(s, "fixed_window:9/h");
   take_bin(lim, "a\0b", 3, 1, T0);
   take_bin(lim, "a\0c", 3, 2, T0);
@@ -729,7 +700,7 @@ static void grow_log(sl_limiter *lim, const char *key, int n) {
 
 static void sliding_log_memory_grows_and_is_freed_on_lazy_expiry(void **state) {
   (void)state;
-  sl_store *s = store_fixed(0, 0);
+  sl_store *s = store_opts(0, 0);
   sl_limiter *lim = limiter_of(s, "sliding_log:1000/s");
   uint64_t base = stats_of(s).bytes;
   grow_log(lim, "k", 500);
@@ -746,7 +717,7 @@ static void sliding_log_memory_grows_and_is_freed_on_lazy_expiry(void **state) {
 
 static void sliding_log_memory_is_freed_by_active_expiry(void **state) {
   (void)state;
-  sl_store *s = store_fixed(0, 0);
+  sl_store *s = store_opts(0, 0);
   sl_limiter *lim = limiter_of(s, "sliding_log:1000/s");
   uint64_t base = stats_of(s).bytes;
   char key[16];
@@ -763,7 +734,7 @@ static void sliding_log_memory_is_freed_by_active_expiry(void **state) {
 
 static void sliding_log_memory_is_freed_by_limiter_free(void **state) {
   (void)state;
-  sl_store *s = store_fixed(0, 0);
+  sl_store *s = store_opts(0, 0);
   sl_limiter *keep = limiter_of(s, "gcra:10/s");
   take(keep, "other", 1, T0);
   uint64_t base = stats_of(s).bytes;
@@ -784,7 +755,7 @@ static void sliding_log_memory_is_freed_by_limiter_free(void **state) {
 
 static void sliding_log_shrinks_when_traffic_drops(void **state) {
   (void)state;
-  sl_store *s = store_fixed(0, 0);
+  sl_store *s = store_opts(0, 0);
   sl_limiter *lim = limiter_of(s, "sliding_log:1000/s");
   uint64_t base = stats_of(s).bytes;
   grow_log(lim, "k", 512);
@@ -804,7 +775,7 @@ static void sliding_log_shrinks_when_traffic_drops(void **state) {
 static void sliding_log_flood_respects_cap(void **state) {
   (void)state;
   size_t cap = (size_t)256 << 10;
-  sl_store *s = store_fixed(cap, 0);
+  sl_store *s = store_opts(cap, 0);
   sl_limiter *lim = limiter_of(s, "sliding_log:100000/h");
   uint64_t seed = 11;
   int enomem = 0;
@@ -833,7 +804,7 @@ static void sliding_log_flood_respects_cap(void **state) {
 static void long_key_flood_respects_cap(void **state) {
   (void)state;
   size_t cap = (size_t)1 << 20;
-  sl_store *s = store_fixed(cap, 0);
+  sl_store *s = store_opts(cap, 0);
   sl_limiter *lim = limiter_of(s, "token_bucket:10/h");
   static uint8_t key[SL_KEY_MAX];
   uint64_t seed = 5;
@@ -951,7 +922,7 @@ static int run_alloc_workload(alloc_ctx *c, op_result *res) {
   sl_store_options o;
   sl_store_options_init(&o);
   o.shards = 2;
-  o.hash_key = HASH_KEY;
+  o.hash_key = test_hash_key();
   o.alloc = test_alloc;
   o.alloc_ud = c;
   sl_store *s = NULL;
@@ -1058,7 +1029,7 @@ static void allocator_failure_keeps_other_keys(int sticky) {
   sl_store_options o;
   sl_store_options_init(&o);
   o.shards = 1;
-  o.hash_key = HASH_KEY;
+  o.hash_key = test_hash_key();
   o.alloc = test_alloc;
   o.alloc_ud = &c;
   sl_store *s = NULL;

@@ -22,33 +22,6 @@
 #define SCALE 1
 #endif
 
-static uint64_t splitmix64(uint64_t *x) {
-  uint64_t z = (*x += UINT64_C(0x9e3779b97f4a7c15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
-}
-
-static const uint8_t HASH_KEY[16] = {3, 1, 4, 1, 5, 9, 2, 6,
-                                     5, 3, 5, 8, 9, 7, 9, 3};
-
-static sl_store *store_opts(size_t max_memory, unsigned shards) {
-  sl_store_options o;
-  sl_store_options_init(&o);
-  o.max_memory = max_memory;
-  o.shards = shards;
-  o.hash_key = HASH_KEY;
-  sl_store *s = NULL;
-  assert_int_equal(sl_store_new(&o, &s), 0);
-  return s;
-}
-
-static sl_store_stats stats_of(sl_store *s) {
-  sl_store_stats st;
-  sl_store_stats_get(s, &st);
-  return st;
-}
-
 /* Starts n threads on fn(args[i]) behind a barrier, so they overlap. */
 typedef struct tramp {
   void *(*fn)(void *);
