@@ -162,6 +162,8 @@ typedef struct sl_store_options {
   sl_alloc_fn alloc;     /* NULL = malloc/realloc/free */
   void *alloc_ud;
   const uint8_t *hash_key; /* 16-byte SipHash key; NULL = random per store */
+  int64_t expiry_grace_ns; /* drop a key only once it has been fresh this
+                              long; 0 = 1 s (see sl_store_expire) */
 } sl_store_options;
 
 #define SL_STORE_DEFAULT_MEMORY ((size_t)128 << 20)
@@ -195,9 +197,12 @@ void sl_store_stats_get(sl_store *store, sl_store_stats *out);
 
 /*
  * One bounded step of active expiry: examines at most `max_slots` table
- * slots, round-robin over shards, and drops entries that are back to fresh
- * at now_ns. Cheap to call from a timer. Keys are also dropped lazily when
- * touched, and a little of this work runs on every insert.
+ * slots, round-robin over shards, and drops entries that have been back to
+ * fresh for the grace period (expiry_grace_ns) at now_ns. Cheap to call
+ * from a timer. Keys are also dropped lazily when touched, and a little of
+ * this work runs on every insert. The grace keeps a request stamped
+ * slightly earlier than now_ns (another thread's clock) exact: expiry must
+ * never run ahead of requests by more than it.
  * Returns the number of entries dropped, or a negative SL_E* code.
  */
 int64_t sl_store_expire(sl_store *store, int64_t now_ns, size_t max_slots);
@@ -244,7 +249,7 @@ typedef struct sl_request {
  * hashes and prefetches ahead. out[i] and err[i] (0 or SL_E*) per request;
  * err may be NULL when the caller checks nothing. Requests are decided in
  * order, so a key repeated within the batch sees its earlier charges.
- * Returns the number of requests that failed, or SL_EINVAL.
+ * Returns the number of requests that failed, or SL_EINVAL (n > INT_MAX).
  */
 int sl_limiter_take_batch(sl_limiter *lim, const sl_request *reqs, size_t n,
                           int64_t now_ns, sl_decision *out, int *err);
@@ -273,7 +278,9 @@ typedef struct sl_check {
  * each allowing check charged (shadow ones included). A denied request
  * charges nothing anywhere, and neither does a failed one: if a charge runs
  * out of memory, the charges made before it are taken back.
- * out[i] holds check i's own figures; *allowed the overall answer. Checks on
+ * out[i] holds check i's own figures (after its charge; for a check that
+ * would allow but was not charged because another denies, its current
+ * figures); *allowed the overall answer (0 on any error). Checks on
  * the same limiter and key are one state, so they are merged: their costs
  * add up, and the merged check is shadow only if all its parts are. All
  * limiters of one call must share one store. At most SL_CHECKS_MAX checks.

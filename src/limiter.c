@@ -7,6 +7,7 @@
  * callers), evaluates all checks without charging, and charges only when
  * every non-shadow check allows — nginx limit_req's account/unlock.
  */
+#include <limits.h>
 #include <string.h>
 
 #include "store/mem.h"
@@ -72,7 +73,7 @@ int sl_limiter_take(sl_limiter *lim, const void *key, size_t key_len,
 
 int sl_limiter_take_batch(sl_limiter *lim, const sl_request *reqs, size_t n,
                           int64_t now_ns, sl_decision *out, int *err) {
-  if (!lim || (n && (!reqs || !out))) return SL_EINVAL;
+  if (!lim || (n && (!reqs || !out)) || n > INT_MAX) return SL_EINVAL;
   int failed = 0;
   store_ref refs[BATCH_AHEAD];
   int rcs[BATCH_AHEAD];
@@ -114,10 +115,13 @@ static int same_key(const sl_check *a, const sl_check *b) {
 
 int sl_take_all(const sl_check *checks, size_t n, int64_t now_ns,
                 sl_decision *out, int *allowed) {
-  if (!allowed || n > SL_CHECKS_MAX || (n && (!checks || !out)))
-    return SL_EINVAL;
-  *allowed = 1;
-  if (n == 0) return 0;
+  if (!allowed) return SL_EINVAL;
+  *allowed = 0; /* until every check has passed and been charged */
+  if (n > SL_CHECKS_MAX || (n && (!checks || !out))) return SL_EINVAL;
+  if (n == 0) {
+    *allowed = 1;
+    return 0;
+  }
   sl_store *store = checks[0].limiter ? checks[0].limiter->store : NULL;
 
   /* Merge repeated (limiter, key) pairs: one state, so one check whose cost
@@ -186,6 +190,14 @@ int sl_take_all(const sl_check *checks, size_t n, int64_t now_ns,
     }
     if (rc)
       while (u-- > 0) store_undo_locked(store, &refs[u], &undo[u]);
+  } else if (!rc) {
+    /* Denied: the checks that would have allowed were not charged; report
+       their current figures (a peek), still saying they would allow. */
+    for (size_t u = 0; u < nu && !rc; u++)
+      if (dec[u].allowed && cost[u] > 0) {
+        rc = store_decide_locked(store, &refs[u], 0, now_ns, 0, &dec[u], NULL);
+        dec[u].allowed = 1;
+      }
   }
   for (unsigned j = ns; j-- > 0;) store_unlock(store, shards[j]);
   if (rc) return rc;

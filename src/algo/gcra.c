@@ -19,9 +19,9 @@ static int gcra_decide(const algo_policy *p, const algo_state *st, int64_t t,
   i128 after = debt + (i128)cost * p->Wg;
 
   decision_init(d, p);
-  if (after <= p->cap) {
+  if (after <= p->cap || cost == 0) { /* a peek is always allowed */
     d->allowed = 1;
-    d->remaining = div_floor(p->cap - after, p->Wg);
+    d->remaining = after >= p->cap ? 0 : div_floor(p->cap - after, p->Wg);
     d->reset_ns = div_ceil(after, p->Lg);
     if (cost == 0) return 0;
     tat_store(p, tat + (i128)cost * p->Wg, next);

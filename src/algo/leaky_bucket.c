@@ -20,10 +20,10 @@ static int leaky_decide(const algo_policy *p, const algo_state *st, int64_t t,
   i128 after = level + (i128)cost * p->Wg;  /* with this request queued */
 
   decision_init(d, p);
-  if (after <= p->cap) {
+  if (after <= p->cap || cost == 0) { /* a peek is always allowed */
     d->allowed = 1;
     d->delay_ns = div_ceil(level, p->Lg);
-    d->remaining = div_floor(p->cap - after, p->Wg);
+    d->remaining = after >= p->cap ? 0 : div_floor(p->cap - after, p->Wg);
     d->reset_ns = div_ceil(after, p->Lg);
     if (cost == 0) return 0; /* a peek reports the current queue wait */
     tat_store(p, free + (i128)cost * p->Wg, next);

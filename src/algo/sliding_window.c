@@ -81,10 +81,11 @@ static int sw_decide(const algo_policy *p, const algo_state *st, int64_t t,
   i128 est = sw_scaled(p, &v, v.curr);
 
   decision_init(d, p);
-  if (est + (i128)cost * p->W <= full) {
+  if (est + (i128)cost * p->W <= full || cost == 0) { /* peeks: allowed */
     int64_t curr = v.curr + cost;
+    i128 after = sw_scaled(p, &v, curr);
     d->allowed = 1;
-    d->remaining = div_floor(full - sw_scaled(p, &v, curr), p->W);
+    d->remaining = after >= full ? 0 : div_floor(full - after, p->W);
     d->reset_ns = sw_reset(p, &v, curr);
     if (cost == 0) return 0;
     next->a = v.start;

@@ -167,7 +167,8 @@ static void *run_limiter(void *arg) {
           }
           w->errors += sl_limiter_take_batch(w->lim, reqs, (size_t)batch, now,
                                              out, errs);
-          for (int b = 0; b < batch; b++) ok += (uint64_t)out[b].allowed;
+          for (int b = 0; b < batch; b++)
+            if (!errs[b]) ok += (uint64_t)out[b].allowed;
         }
       } else {
         for (int j = 0; j < CLOCK_EVERY; j++) {
@@ -175,7 +176,8 @@ static void *run_limiter(void *arg) {
           sl_decision d;
           if (sl_limiter_take(w->lim, keys[0], len, 1, now, &d))
             w->errors++;
-          ok += (uint64_t)d.allowed;
+          else
+            ok += (uint64_t)d.allowed;
         }
       }
     }
@@ -247,7 +249,12 @@ static int bench_one(const bench_cfg *cfg, const keyset *ks, FILE *out,
   atomic_int stop;
   atomic_init(&stop, 0);
   worker *ws = calloc((size_t)cfg->threads, sizeof *ws);
-  if (!ws) return 1;
+  if (!ws) {
+    free(table);
+    sl_limiter_free(lim);
+    sl_store_free(store);
+    return 1;
+  }
   double t0 = mono_s();
   for (int i = 0; i < cfg->threads; i++) {
     /* A hot key is decided at one instant: no refill, so its remaining
@@ -416,7 +423,10 @@ int cmd_bench(int argc, char **argv) {
         size_t len = 0;
         double rate = 0;
         FILE *out = open_memstream(&line, &len);
-        if (!out) return 1;
+        if (!out) {
+          free(best);
+          return 1;
+        }
         rc |= bench_one(&cfg, &ks, out, &rate);
         fclose(out);
         if (rate > best_rate) {

@@ -1,6 +1,7 @@
 /*
  * util.c — small helpers the subcommands share.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 
@@ -8,7 +9,7 @@
 
 int cli_parse_int(const char *s, int64_t min, int64_t max, int suffix,
                   int64_t *out) {
-  if (!s || !*s || *s == '-' || *s == '+' || *s == ' ') return -1;
+  if (!s || !isdigit((unsigned char)*s)) return -1; /* no sign, no space */
   char *end;
   errno = 0;
   unsigned long long v = strtoull(s, &end, 10);

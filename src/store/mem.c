@@ -27,9 +27,19 @@
  * its own structs, plus a per-allocation overhead estimate) is reserved
  * against one atomic budget before it is allocated, so the total never
  * exceeds max_memory, even during a table's growth (old and new tables both
- * count). When a table cannot grow, inserting evicts the entry closest to
- * fresh among the 16 slots from the new key's home — the entry whose loss
- * gives its owner the least unearned quota — and counts an eviction.
+ * count). Tables together may take at most 7/8 of the cap: the rest stays
+ * for what grows per key (logs, long keys) and for limiters, and a table
+ * left mostly empty (after a flood has expired) shrinks back. When a table
+ * cannot grow, inserting evicts the entry closest to fresh among the 16
+ * slots from the new key's home — the entry whose loss gives its owner the
+ * least unearned quota — and counts an eviction. Evicting for bytes (a log,
+ * a long key) happens only when it can free enough; an allocator failure
+ * evicts nothing.
+ *
+ * Expiry trails freshness by a grace period (1 s by default): a state is
+ * dropped only once it has been fresh for that long, so a request stamped a
+ * little earlier than another thread's `now` (clock skew between threads)
+ * is never decided on a state that was dropped too soon.
  */
 #include "mem.h"
 
@@ -67,6 +77,7 @@ _Static_assert(sizeof(slot) == 32, "a slot is half a cache line");
 typedef struct shard {
   atomic_int lock;
   size_t cap, count, cursor;
+  size_t min_cap; /* its size at creation (expected_keys): never smaller */
   slot *slots;
   uint32_t *ctrl;
   uint64_t expirations, evictions;
@@ -82,7 +93,9 @@ struct sl_store {
   void *alloc_ud;
   size_t max_memory;
   atomic_size_t bytes;
-  size_t own_bytes; /* this struct and the shard array */
+  atomic_size_t table_bytes; /* of bytes: the tables */
+  size_t table_cap;          /* the most tables may hold: 7/8 of the cap */
+  int64_t grace;             /* expiry trails freshness by this (ns) */
   unsigned nshards;
   uint8_t hkey[crypto_shorthash_KEYBYTES];
   shard *shards;
@@ -320,20 +333,41 @@ static const algo_policy *reg_get(sl_store *s, uint16_t id) {
 
 /* ---- removing entries ---- */
 
-/* Frees what slot i owns outside the table: a long key, a log. */
-static void free_payload(sl_store *s, shard *sh, size_t i) {
+/* The blocks slot i owns outside the table: a long key, a log. */
+typedef struct payload {
+  void *key, *log;
+  size_t key_size, log_size; /* as allocated */
+} payload;
+
+static payload payload_of(sl_store *s, const shard *sh, size_t i) {
+  payload pl = {NULL, NULL, 0, 0};
   uint32_t c = sh->ctrl[i];
-  slot *sl = &sh->slots[i];
+  const slot *sl = &sh->slots[i];
   if (CTRL_LEN(c) == LEN_LONG) {
     uint16_t len;
     memcpy(&len, sl->key.big.ptr, sizeof len);
-    budget_free(s, sl->key.big.ptr, sizeof len + len);
+    pl.key = sl->key.big.ptr;
+    pl.key_size = sizeof len + len;
   }
-  const algo_policy *p = reg_get(s, CTRL_ID(c));
-  if (p->pub.algo == SL_SLIDING_LOG && sl->st.a) {
+  if (reg_get(s, CTRL_ID(c))->pub.algo == SL_SLIDING_LOG && sl->st.a) {
     slog *log = slog_of(&sl->st);
-    budget_free(s, log, slog_bytes(log->cap));
+    pl.log = log;
+    pl.log_size = slog_bytes(log->cap);
   }
+  return pl;
+}
+
+/* What dropping slot i gives back to the budget. */
+static size_t payload_bytes(sl_store *s, const shard *sh, size_t i) {
+  payload pl = payload_of(s, sh, i);
+  return (pl.key ? pl.key_size + ALLOC_OVERHEAD : 0) +
+         (pl.log ? pl.log_size + ALLOC_OVERHEAD : 0);
+}
+
+static void free_payload(sl_store *s, shard *sh, size_t i) {
+  payload pl = payload_of(s, sh, i);
+  budget_free(s, pl.key, pl.key_size);
+  budget_free(s, pl.log, pl.log_size);
 }
 
 /* Removes slot i, shifting the rest of its cluster back (Knuth's R). */
@@ -361,16 +395,19 @@ static int64_t slot_fresh_at(sl_store *s, const shard *sh, size_t i) {
   return p->ops->fresh_at(p, &sh->slots[i].st);
 }
 
+static int resize(sl_store *s, shard *sh, size_t ncap);
+
 /*
  * Examines up to `budget` slots from the shard's cursor, at most one pass
- * over the table, and drops entries that are fresh at now. Returns the
- * number dropped.
+ * over the table, and drops entries that have been fresh for the grace
+ * period at now. A table left under 1/4 full shrinks to half full. Returns
+ * the number dropped.
  */
 static size_t sweep(sl_store *s, shard *sh, int64_t now, size_t budget) {
   size_t dropped = 0, passed = 0;
   while (budget-- && passed < sh->cap && sh->count) {
     size_t i = sh->cursor < sh->cap ? sh->cursor : 0;
-    if (sh->ctrl[i] && slot_fresh_at(s, sh, i) <= now) {
+    if (sh->ctrl[i] && slot_fresh_at(s, sh, i) <= now - s->grace) {
       erase(s, sh, i); /* may pull a later entry into i: look again */
       sh->expirations++;
       dropped++;
@@ -380,15 +417,11 @@ static size_t sweep(sl_store *s, shard *sh, int64_t now, size_t budget) {
       passed++;
     }
   }
+  if (sh->cap > sh->min_cap && sh->count * 4 < sh->cap) {
+    size_t ncap = sh->count * 2 + 1;
+    resize(s, sh, ncap > sh->min_cap ? ncap : sh->min_cap); /* or later */
+  }
   return dropped;
-}
-
-/* Whether slot i owns bytes outside the table (a long key or a log). */
-static int owns_payload(sl_store *s, const shard *sh, size_t i) {
-  uint32_t c = sh->ctrl[i];
-  if (CTRL_LEN(c) == LEN_LONG) return 1;
-  return reg_get(s, CTRL_ID(c))->pub.algo == SL_SLIDING_LOG &&
-         sh->slots[i].st.a != 0;
 }
 
 enum { FOR_SLOT = 0, FOR_BYTES = 1 };
@@ -415,7 +448,7 @@ static int evict_one(sl_store *s, shard *sh, const store_ref *r, int64_t now,
     if (CTRL_ID(c) == r->id && CTRL_LEN(c) == lenb &&
         key_eq(&sh->slots[i], lenb, r))
       continue;
-    if (mode == FOR_BYTES && !owns_payload(s, sh, i)) continue;
+    if (mode == FOR_BYTES && !payload_bytes(s, sh, i)) continue;
     int64_t at = slot_fresh_at(s, sh, i);
     if (at < best_at || best == SIZE_MAX) {
       best_at = at;
@@ -424,26 +457,45 @@ static int evict_one(sl_store *s, shard *sh, const store_ref *r, int64_t now,
   }
   if (best == SIZE_MAX) return -1;
   erase(s, sh, best);
-  if (best_at <= now)
+  if (best_at <= now - s->grace)
     sh->expirations++;
   else
     sh->evictions++;
   return 0;
 }
 
+/* The bytes evict_one(FOR_BYTES) could give back from r's window. */
+static size_t reclaimable(sl_store *s, const shard *sh, const store_ref *r) {
+  size_t sum = 0, cap = sh->cap, i = home_of(r->h, cap);
+  uint32_t lenb = len_byte(r->len);
+  for (size_t k = 0; k < cap && k < 4 * EVICT_WINDOW; k++, i = next_i(i, cap)) {
+    uint32_t c = sh->ctrl[i];
+    if (!c || (CTRL_ID(c) == r->id && CTRL_LEN(c) == lenb &&
+               key_eq(&sh->slots[i], lenb, r)))
+      continue;
+    sum += payload_bytes(s, sh, i);
+  }
+  return sum;
+}
+
 /*
- * Allocates n bytes for r's entry. When the cap is what stands in the way,
- * evicts entries of the shard that give bytes back, closest to fresh first;
- * when the allocator itself fails, evicts nothing. NULL when no room.
+ * Allocates n bytes for r's entry. When the cap is what stands in the way
+ * and evicting entries of the shard that own bytes could make room, evicts
+ * them, closest to fresh first; otherwise (or when the allocator itself
+ * fails) evicts nothing. NULL when no room.
  */
 static void *alloc_evicting(sl_store *s, shard *sh, const store_ref *r,
                             int64_t now, size_t n) {
   for (int tries = 0;; tries++) {
     int why = 0;
     void *p = budget_alloc_why(s, n, &why);
-    if (p || why == ALLOC_FAILED || tries == 64 ||
-        evict_one(s, sh, r, now, FOR_BYTES))
-      return p;
+    if (p || why == ALLOC_FAILED) return p;
+    if (tries == 0) {
+      size_t used = atomic_load_explicit(&s->bytes, memory_order_relaxed);
+      size_t free_now = used < s->max_memory ? s->max_memory - used : 0;
+      if (free_now + reclaimable(s, sh, r) < n + ALLOC_OVERHEAD) return NULL;
+    }
+    if (tries == 64 || evict_one(s, sh, r, now, FOR_BYTES)) return NULL;
   }
 }
 
@@ -457,14 +509,31 @@ static void set_hints(shard *sh) {
   atomic_store_explicit(&sh->hint_cap, sh->cap, memory_order_relaxed);
 }
 
+/* Moves the tables' share of the budget from `from` to `to` bytes; growth
+   fails (-1) past table_cap. */
+static int table_budget(sl_store *s, size_t from, size_t to) {
+  size_t cur = atomic_load_explicit(&s->table_bytes, memory_order_relaxed);
+  do {
+    if (to > from && cur - from + to > s->table_cap) return -1;
+  } while (!atomic_compare_exchange_weak_explicit(
+      &s->table_bytes, &cur, cur - from + to, memory_order_relaxed,
+      memory_order_relaxed));
+  return 0;
+}
+
 /*
- * Moves the shard into a table of ncap slots. 0, or OVER_BUDGET /
- * ALLOC_FAILED with the shard unchanged.
+ * Moves the shard into a table of ncap slots (bigger or smaller). 0, or
+ * OVER_BUDGET / ALLOC_FAILED with the shard unchanged.
  */
 static int resize(sl_store *s, shard *sh, size_t ncap) {
   int why = 0;
-  slot *ns = budget_alloc_why(s, table_size(ncap), &why);
-  if (!ns) return why;
+  size_t from = sh->cap ? table_size(sh->cap) : 0, to = table_size(ncap);
+  if (table_budget(s, from, to)) return OVER_BUDGET;
+  slot *ns = budget_alloc_why(s, to, &why);
+  if (!ns) {
+    table_budget(s, to, from);
+    return why;
+  }
   uint32_t *nc = (uint32_t *)(ns + ncap);
   memset(nc, 0, ncap * sizeof *nc);
   for (size_t i = 0; i < sh->cap; i++) {
@@ -539,21 +608,21 @@ static int log_charge(sl_store *s, shard *sh, const store_ref *r, long i,
                       int64_t now, int64_t cost, int *inserted) {
   const algo_policy *p = r->p;
   slog *log = i >= 0 ? slog_of(&sh->slots[i].st) : NULL;
-  uint32_t need = slog_needed(p, log, now);
-  uint32_t cap = log ? log->cap : 0;
+  uint64_t need = slog_needed(p, log, now);
+  uint64_t cap = log ? log->cap : 0;
   int grow = need > cap;
   *inserted = 0;
   if (grow || (cap > 16 && need * 4 <= cap)) {
     /* Grow by doubling, shrink by half, never past LIMIT entries. */
-    uint32_t ncap = grow ? (cap * 2 > need ? cap * 2 : need) : cap / 2;
+    uint64_t ncap = grow ? (cap * 2 > need ? cap * 2 : need) : cap / 2;
     if (ncap < 4) ncap = 4;
-    if (ncap > (uint64_t)p->L) ncap = (uint32_t)p->L;
+    if (ncap > (uint64_t)p->L) ncap = (uint64_t)p->L;
     if (ncap < need) ncap = need;
-    void *mem = grow ? alloc_evicting(s, sh, r, now, slog_bytes(ncap))
-                     : budget_alloc(s, slog_bytes(ncap));
+    void *mem = grow ? alloc_evicting(s, sh, r, now, slog_bytes((uint32_t)ncap))
+                     : budget_alloc(s, slog_bytes((uint32_t)ncap));
     if (!mem && grow) return SL_ENOMEM;
     if (mem) {
-      slog *nlog = slog_init(mem, ncap);
+      slog *nlog = slog_init(mem, (uint32_t)ncap);
       algo_state st = {(int64_t)(uintptr_t)nlog, 0};
       if (i >= 0) i = find(sh, r); /* eviction may have moved it */
       if (i >= 0) {
@@ -564,7 +633,7 @@ static int log_charge(sl_store *s, shard *sh, const store_ref *r, long i,
       } else {
         i = insert(s, sh, r, now, &st);
         if (i < 0) {
-          budget_free(s, nlog, slog_bytes(ncap));
+          budget_free(s, nlog, slog_bytes((uint32_t)ncap));
           return (int)i;
         }
         *inserted = 1;
@@ -590,7 +659,7 @@ int store_decide_locked(sl_store *s, const store_ref *r, int64_t cost,
   int change =
       p->ops->decide(p, i >= 0 ? &sh->slots[i].st : NULL, now, cost, d, &next);
   if (!change || !charge) {
-    if (i >= 0 && p->ops->fresh_at(p, &sh->slots[i].st) <= now) {
+    if (i >= 0 && p->ops->fresh_at(p, &sh->slots[i].st) <= now - s->grace) {
       erase(s, sh, (size_t)i);
       sh->expirations++;
     }
@@ -745,9 +814,11 @@ int sl_store_new(const sl_store_options *opts, sl_store **out) {
   unsigned nshards = o.shards ? o.shards : DEFAULT_SHARDS;
   /* Small caps get fewer shards, so each can still hold a useful table. */
   while (nshards > 1 && max_memory / nshards < MIN_SHARD_BYTES) nshards /= 2;
-  size_t own = sizeof(sl_store) + nshards * sizeof(shard);
+  size_t own = sizeof(sl_store) + nshards * sizeof(shard) + 63 +
+               2 * ALLOC_OVERHEAD;
   size_t min_tables = nshards * (table_size(MIN_CAP) + ALLOC_OVERHEAD);
-  if (max_memory < own + min_tables + 2 * ALLOC_OVERHEAD) return SL_EINVAL;
+  if (max_memory < own + min_tables * 8 / 7 + 1) return SL_EINVAL;
+  if (o.expiry_grace_ns < 0) return SL_EINVAL;
 
   sl_alloc_fn alloc = o.alloc ? o.alloc : default_alloc;
   sl_store *s = alloc(o.alloc_ud, NULL, 0, sizeof *s);
@@ -757,8 +828,10 @@ int sl_store_new(const sl_store_options *opts, sl_store **out) {
   s->alloc_ud = o.alloc_ud;
   s->max_memory = max_memory;
   s->nshards = nshards;
-  s->own_bytes = own + 2 * ALLOC_OVERHEAD;
-  atomic_init(&s->bytes, s->own_bytes);
+  atomic_init(&s->bytes, own);
+  atomic_init(&s->table_bytes, 0);
+  s->table_cap = (max_memory - own) / 8 * 7;
+  s->grace = o.expiry_grace_ns ? o.expiry_grace_ns : INT64_C(1000000000);
   atomic_init(&s->sweep_next, 0);
   for (size_t c = 0; c < 65536 / REG_CHUNK; c++) atomic_init(&s->reg[c], NULL);
   if (o.hash_key) {
@@ -782,7 +855,7 @@ int sl_store_new(const sl_store_options *opts, sl_store **out) {
 
   /* Every shard starts with a table, sized for expected_keys as far as its
      share of the cap allows. */
-  size_t share = (max_memory - own) / nshards / table_size(1);
+  size_t share = s->table_cap / nshards / (table_size(1) + 1);
   size_t per = o.expected_keys / nshards;
   if (per > share) per = share;
   per += per / 7 + 1; /* at the load where tables grow */
@@ -795,6 +868,7 @@ int sl_store_new(const sl_store_options *opts, sl_store **out) {
       sl_store_free(s);
       return SL_ENOMEM;
     }
+    sh->min_cap = sh->cap;
   }
   *out = s;
   return 0;

@@ -260,6 +260,11 @@ line_err "missing key" 4 'key' "$P1" "$P2" "$P3" '5'
 line_err "non-integer cost" 4 'cost' "$P1" "$P2" "$P3" '5 k x'
 line_err "fractional cost" 4 'cost' "$P1" "$P2" "$P3" '5 k 1.5'
 line_err "negative cost" 4 'cost' "$P1" "$P2" "$P3" '5 k -1'
+# strtoull would skip a vertical tab or form feed and negate what follows.
+line_err "cost behind a vertical tab" 4 'cost' "$P1" "$P2" "$P3" \
+  "$(printf '5 k \v-18446744073709551615')"
+line_err "time behind a form feed" 4 'time' "$P1" "$P2" "$P3" \
+  "$(printf '\f-5 k')"
 line_err "extra field" 4 'unexpected|extra|after' "$P1" "$P2" "$P3" '5 k 1 z'
 line_err "time going backwards" 6 'backwards|order' \
   "$P1" "$P2" '100 k' '# note' '' '99 k'

@@ -451,6 +451,36 @@ static void long_key_is_ekey(void **state) {
 
 /* ---- clock going backwards ------------------------------------------------ */
 
+static void peek_is_allowed_even_when_the_clock_goes_back(void **state) {
+  (void)state;
+  /* gcra and leaky_bucket see more debt, sliding_window a larger weight on
+     the previous window, at an earlier time: a real request may be denied
+     there, but a peek (cost 0) is always allowed and never negative. */
+  static const char *const specs[] = {"gcra:10/s", "leaky_bucket:10/s",
+                                      "sliding_window:10/s"};
+  for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
+    sl_store *s = store_with_cap(0);
+    sl_limiter *lim = limiter_of(s, specs[k]);
+    if (k == 2) { /* previous window full, then 4 near the current's end */
+      for (int i = 0; i < 10; i++) take(lim, "k", 1, T0 + MS(500));
+      for (int i = 0; i < 4; i++) take(lim, "k", 1, T0 + MS(1990));
+      sl_decision d = take(lim, "k", 0, T0 + MS(1100));
+      assert_true(d.allowed);
+      assert_true(d.remaining >= 0);
+      assert_int_equal(d.retry_after_ns, 0);
+    } else {
+      assert_true(take(lim, "k", 10, T0 + SEC(1)).allowed);
+      sl_decision d = take(lim, "k", 0, T0 + MS(500));
+      assert_true(d.allowed);
+      assert_int_equal(d.remaining, 0);
+      assert_int_equal(d.retry_after_ns, 0);
+      assert_false(take(lim, "k", 1, T0 + MS(500)).allowed);
+    }
+    sl_limiter_free(lim);
+    sl_store_free(s);
+  }
+}
+
 static void clock_going_backwards_gives_no_extra_quota(void **state) {
   (void)state;
   const int64_t last = T0 + MS(10500);
@@ -650,6 +680,7 @@ int main(void) {
       cmocka_unit_test(extreme_valid_times_are_decided),
       cmocka_unit_test(long_key_is_ekey),
       cmocka_unit_test(clock_going_backwards_gives_no_extra_quota),
+      cmocka_unit_test(peek_is_allowed_even_when_the_clock_goes_back),
       cmocka_unit_test(denied_requests_in_the_past_change_nothing),
       cmocka_unit_test(fixed_window_treats_an_earlier_window_as_the_stored_one),
       cmocka_unit_test(token_bucket_reset_after_one_request_is_T),

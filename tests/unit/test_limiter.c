@@ -706,6 +706,44 @@ static void take_all_with_no_checks_allows(void **state) {
   assert_int_equal(allowed, 1);
 }
 
+static void take_all_says_denied_on_every_error(void **state) {
+  (void)state;
+  sl_store *s = store_opts(0, 0);
+  sl_limiter *lim = limiter_of(s, "fixed_window:5/s");
+  sl_check c = {lim, "k", 1, 6, 0};
+  sl_decision out;
+  int allowed = 1;
+  assert_int_equal(sl_take_all(&c, 1, T0, &out, &allowed), SL_ECOST);
+  assert_int_equal(allowed, 0); /* a caller that checks only this denies */
+  c.cost = 1;
+  allowed = 1;
+  assert_int_equal(sl_take_all(&c, 1, -1, &out, &allowed), SL_ETIME);
+  assert_int_equal(allowed, 0);
+  sl_limiter_free(lim);
+  sl_store_free(s);
+}
+
+static void take_all_reports_current_figures_of_uncharged_checks(void **state) {
+  (void)state;
+  sl_store *s = store_opts(0, 0);
+  sl_limiter *a = limiter_of(s, "fixed_window:5/s");
+  sl_limiter *b = limiter_of(s, "fixed_window:1/s");
+  take(b, "k", 1, T0); /* b is exhausted */
+  sl_check c[2] = {{a, "k", 1, 1, 0}, {b, "k", 1, 1, 0}};
+  sl_decision out[2];
+  int allowed;
+  assert_int_equal(sl_take_all(c, 2, T0, out, &allowed), 0);
+  assert_false(allowed);
+  assert_true(out[0].allowed);            /* a alone would allow */
+  assert_int_equal(out[0].remaining, 5);  /* but nothing was taken */
+  assert_int_equal(out[0].reset_ns, 0);
+  assert_false(out[1].allowed);
+  assert_int_equal(remaining(a, "k", T0), 5);
+  sl_limiter_free(a);
+  sl_limiter_free(b);
+  sl_store_free(s);
+}
+
 static void take_all_rejects_bad_arguments(void **state) {
   (void)state;
   sl_store *s = store_opts(0, 0);
@@ -898,6 +936,8 @@ int main(void) {
       cmocka_unit_test(take_all_rejects_more_than_checks_max),
       cmocka_unit_test(take_all_with_no_checks_allows),
       cmocka_unit_test(take_all_rejects_bad_arguments),
+      cmocka_unit_test(take_all_says_denied_on_every_error),
+      cmocka_unit_test(take_all_reports_current_figures_of_uncharged_checks),
       cmocka_unit_test(take_all_reports_per_check_figures),
       cmocka_unit_test(take_all_decides_like_take_for_every_algorithm),
       cmocka_unit_test(take_all_enomem_charges_nothing),

@@ -357,8 +357,10 @@ static void expire_keeps_keys_not_yet_fresh(void **state) {
   for (int i = 0; i < 10; i++)
     assert_int_equal(sl_store_expire(s, T0 + SEC(3599), 4096), 0);
   assert_int_equal(stats_of(s).keys, 1000);
-  /* At the end of the window they are fresh and go. */
-  assert_int_equal(sl_store_expire(s, T0 + SEC(3600), (size_t)1 << 20), 1000);
+  /* At the end of the window they are fresh, but expiry waits out its
+     grace (1 s), so a request stamped a little earlier still sees them. */
+  assert_int_equal(sl_store_expire(s, T0 + SEC(3600), (size_t)1 << 20), 0);
+  assert_int_equal(sl_store_expire(s, T0 + SEC(3601), (size_t)1 << 20), 1000);
   assert_int_equal(stats_of(s).keys, 0);
   sl_limiter_free(hour);
   sl_limiter_free(sec);
@@ -496,8 +498,9 @@ static void eviction_counts_dropped_fresh_entries_as_expirations(void **state) {
   uint64_t seed = 9;
   for (int i = 0; i < 100000; i++) {
     uint64_t k = splitmix64(&seed);
-    /* Each key is fresh 1 ms after its take; time moves 1 ms per key. */
-    take_bin(lim, &k, sizeof k, 1, T0 + MS(i));
+    /* Each key is fresh 1 ms after its take; time moves 1.001 s per key,
+       so every earlier key has been fresh longer than the 1 s grace. */
+    take_bin(lim, &k, sizeof k, 1, T0 + MS((int64_t)i * 1001));
   }
   sl_store_stats st = stats_of(s);
   assert_true(st.bytes <= st.max_memory);
@@ -691,6 +694,100 @@ static void binary_keys_with_nul_bytes_are_distinct(void **state) {
   sl_store_free(s);
 }
 
+/* ---- recovering from floods ---- */
+
+/* How many requests one sliding_log key logs before SL_ENOMEM or its
+   limit (at most 100000). */
+static int log_capacity(sl_limiter *lim, const char *key, int64_t t0) {
+  int n = 0;
+  for (; n < 100000; n++) {
+    sl_decision d;
+    int rc = sl_limiter_take(lim, key, strlen(key), 1, t0 + n, &d);
+    if (rc == SL_ENOMEM) break;
+    assert_int_equal(rc, 0);
+    if (!d.allowed) break;
+  }
+  return n;
+}
+
+static void tables_shrink_back_after_a_flood_expires(void **state) {
+  (void)state;
+  /* A flood grows the tables to their share of the cap; once its keys
+     have expired, the tables shrink and logs get their memory back. */
+  sl_store *s = store_opts((size_t)1 << 20, 0);
+  sl_limiter *flood = limiter_of(s, "fixed_window:5/s");
+  sl_limiter *log = limiter_of(s, "sliding_log:100000/h");
+  int fresh_store = log_capacity(log, "before", T0);
+  assert_true(sl_limiter_reset(log, "before", 6) == 1);
+  for (int i = 0; i < 200000; i++) {
+    char key[24];
+    snprintf(key, sizeof key, "f%d", i);
+    take(flood, key, 1, T0);
+  }
+  assert_true(sl_store_expire(s, T0 + SEC(10), SIZE_MAX) > 0);
+  assert_int_equal(stats_of(s).keys, 0);
+  int after = log_capacity(log, "after", T0 + SEC(10));
+  assert_true(after * 10 >= fresh_store * 9); /* within 10% of a new store */
+  sl_limiter_free(flood);
+  sl_limiter_free(log);
+  sl_store_free(s);
+}
+
+static void expected_keys_leaves_room_for_limiters_and_logs(void **state) {
+  (void)state;
+  sl_store_options o;
+  sl_store_options_init(&o);
+  o.max_memory = (size_t)1 << 20;
+  o.expected_keys = 1000000; /* far more than 1 MiB can hold */
+  sl_store *s = NULL;
+  assert_int_equal(sl_store_new(&o, &s), 0);
+  assert_true(stats_of(s).bytes <= (size_t)1 << 20);
+  sl_limiter *lim = limiter_of(s, "sliding_log:1000/h");
+  assert_true(log_capacity(lim, "k", T0) == 1000); /* the whole log fits */
+  sl_limiter_free(lim);
+  sl_store_free(s);
+}
+
+static void expiry_waits_out_its_grace(void **state) {
+  (void)state;
+  /* A sweep at a later time must not drop a state that a request stamped
+     a little earlier (another thread's clock) still depends on. */
+  sl_store *s = store_opts(0, 0);
+  sl_limiter *lim = limiter_of(s, "token_bucket:1/s");
+  assert_true(take(lim, "k", 1, T0).allowed);
+  assert_int_equal(sl_store_expire(s, T0 + SEC(1) + 1, SIZE_MAX), 0);
+  assert_false(take(lim, "k", 1, T0 + MS(500)).allowed);
+  /* Past the grace the state goes (it is fresh, so nothing changes). */
+  assert_int_equal(sl_store_expire(s, T0 + SEC(2) + 1, SIZE_MAX), 1);
+  sl_limiter_free(lim);
+  sl_store_free(s);
+}
+
+static void byte_pressure_evicts_nothing_when_it_cannot_make_room(void **state) {
+  (void)state;
+  /* A log that cannot fit even after dropping every long key near it must
+     fail at once, not drop those keys first. */
+  sl_store *s = store_opts((size_t)256 << 10, 1);
+  sl_limiter *keys = limiter_of(s, "fixed_window:5/h");
+  sl_limiter *log = limiter_of(s, "sliding_log:1000000/h");
+  char key[64];
+  for (int i = 0; i < 20; i++) {
+    snprintf(key, sizeof key, "a-long-key-of-more-than-16-bytes-%d", i);
+    take(keys, key, 1, T0);
+  }
+  uint64_t before = stats_of(s).evictions;
+  int n = log_capacity(log, "big", T0);
+  assert_true(n > 0 && n < 1000000);
+  assert_int_equal(stats_of(s).evictions - before, 0);
+  for (int i = 0; i < 20; i++) {
+    snprintf(key, sizeof key, "a-long-key-of-more-than-16-bytes-%d", i);
+    assert_int_equal(peek(keys, key, T0).remaining, 4);
+  }
+  sl_limiter_free(keys);
+  sl_limiter_free(log);
+  sl_store_free(s);
+}
+
 /* ---- sliding_log memory ---- */
 
 static void grow_log(sl_limiter *lim, const char *key, int n) {
@@ -707,8 +804,9 @@ static void sliding_log_memory_grows_and_is_freed_on_lazy_expiry(void **state) {
   uint64_t grown = stats_of(s).bytes;
   assert_true(grown >= base + 500 * 12);
   assert_int_equal(peek(lim, "k", T0 + MS(500)).remaining, 500);
-  /* Once the last entry has left the window, a peek drops key and log. */
-  assert_int_equal(peek(lim, "k", T0 + SEC(2)).remaining, 1000);
+  /* Once the last entry has left the window (and the 1 s expiry grace has
+     passed), a peek drops key and log. */
+  assert_int_equal(peek(lim, "k", T0 + SEC(3)).remaining, 1000);
   assert_int_equal(stats_of(s).keys, 0);
   assert_int_equal(stats_of(s).bytes, base);
   sl_limiter_free(lim);
@@ -726,7 +824,7 @@ static void sliding_log_memory_is_freed_by_active_expiry(void **state) {
     grow_log(lim, key, 100 + k);
   }
   assert_true(stats_of(s).bytes > base + 20 * 100 * 12);
-  assert_int_equal(sl_store_expire(s, T0 + SEC(2), (size_t)1 << 20), 20);
+  assert_int_equal(sl_store_expire(s, T0 + SEC(3), (size_t)1 << 20), 20);
   assert_int_equal(stats_of(s).bytes, base);
   sl_limiter_free(lim);
   sl_store_free(s);
@@ -1103,6 +1201,10 @@ int main(void) {
       cmocka_unit_test(eviction_prefers_entries_closest_to_fresh),
       cmocka_unit_test(eviction_counts_dropped_fresh_entries_as_expirations),
       cmocka_unit_test(enomem_at_the_cap_evicts_nothing),
+      cmocka_unit_test(tables_shrink_back_after_a_flood_expires),
+      cmocka_unit_test(expected_keys_leaves_room_for_limiters_and_logs),
+      cmocka_unit_test(expiry_waits_out_its_grace),
+      cmocka_unit_test(byte_pressure_evicts_nothing_when_it_cannot_make_room),
       cmocka_unit_test(long_keys_are_distinct_by_every_byte),
       cmocka_unit_test(key_length_boundary_16_17_are_distinct),
       cmocka_unit_test(long_keys_count_their_bytes),
