@@ -34,6 +34,10 @@ LDFLAGS += $(SANFLAGS) -pthread
 # libsodium; the daemon's parts (YAML config, HTTP, RESP) live in the binary.
 LIB_SRC  = $(wildcard src/*.c src/algo/*.c src/store/*.c) src/config/policy.c
 CLI_SRC  = $(wildcard src/cli/*.c)
+# The daemon (sluice serve, check-config): h2o, libyaml, jansson.
+SRV_SRC  = $(wildcard src/server/*.c) src/config/config.c
+SRV_OBJ  = $(SRV_SRC:%.c=$(BUILD)/obj/%.o)
+SRV_LIBS = -lh2o-evloop -lyaml -ljansson -lssl -lcrypto
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC = $(wildcard tests/unit/test_*.c)
@@ -56,8 +60,9 @@ $(BUILD)/libsluice.so: $(LIB_OBJ) src/libsluice.map
 	$(CC) -shared $(LDFLAGS) -Wl,--version-script=src/libsluice.map \
 	  -Wl,-soname,libsluice.so.0 -o $@ $(LIB_OBJ) $(LIBS)
 
-$(BUILD)/sluice: $(CLI_OBJ) $(BUILD)/libsluice.a
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libsluice.a $(LIBS)
+$(BUILD)/sluice: $(CLI_OBJ) $(SRV_OBJ) $(BUILD)/libsluice.a
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(SRV_OBJ) $(BUILD)/libsluice.a \
+	  $(SRV_LIBS) $(LIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/helpers.h $(BUILD)/libsluice.a
 	@mkdir -p $(dir $@)
@@ -121,4 +126,4 @@ deps-fuzz:
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_BIN:=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(TEST_BIN:=.d)

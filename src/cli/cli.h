@@ -10,6 +10,8 @@
 /* Each subcommand: argv[0] is its own name; returns the exit status. */
 int cmd_replay(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_check_config(int argc, char **argv);
 
 typedef struct replay_counts {
   uint64_t requests, allowed, denied;

@@ -14,6 +14,8 @@ static const struct {
   const char *what;
 } commands[] = {
     {"replay", cmd_replay, "decide a trace of requests under a policy"},
+    {"serve", cmd_serve, "run the daemon: HTTP and Redis-protocol front ends"},
+    {"check-config", cmd_check_config, "validate a YAML config, FILE:LINE:COL errors"},
     {"bench", cmd_bench, "measure decisions per second and bytes per key"},
 };
 
@@ -26,9 +28,9 @@ static void usage(FILE *f) {
           "\n"
           "commands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].what);
+    fprintf(f, "  %-13s %s\n", commands[i].name, commands[i].what);
   fprintf(f,
-          "  %-10s print the version\n"
+          "  %-13s print the version\n"
           "\n"
           "Run 'sluice COMMAND --help' for a command's options.\n"
           "Policies are written ALGORITHM:LIMIT/PERIOD[:burst=N], e.g.\n"

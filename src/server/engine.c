@@ -1,0 +1,930 @@
+/*
+ * engine.c — config rules x store -> decisions, for the daemon.
+ *
+ * Config generations. A `gen` is one loaded config plus the limiter of each
+ * of its limits. Workers pin the current gen at each quiesce point (once per
+ * event loop iteration) and publish the version they hold in their own
+ * cache line; engine_reload publishes a new gen, waits until every online
+ * worker holds it, then frees the old one. The request path thus takes no
+ * lock and writes nothing shared for the config.
+ *
+ * Limiters outlive gens: they are kept in a map keyed by (rule, policy), so
+ * a reload that leaves a rule as it was keeps its limiter and its counters.
+ *
+ * Store keys. A config rule's state is keyed by the request's whole
+ * descriptor (every key and value, length-prefixed so no two descriptors
+ * share a key): as in envoyproxy/ratelimit, a key-only descriptor gives
+ * each value its own counter. Each limit has its own limiter, i.e. its own
+ * namespace in the store.
+ *
+ * Metrics. Per thread, no locks, written only by their thread (relaxed
+ * atomics, so the scraper may read them at any time): request counters,
+ * a decision-latency histogram, and per-rule series (allowed, denied,
+ * shadow_denied, near_limit) indexed through a global series registry.
+ */
+#include "engine.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define OFFLINE UINT64_MAX
+#define SERIES_CHUNK 256
+#define MAX_SERIES 65536
+#define ADHOC_CACHE 64
+#define DETAIL_CACHE 256
+#define KEY_MAX SL_KEY_MAX
+
+/* Latency histogram bounds, in ns (Prometheus le= in seconds). */
+static const int64_t hist_bounds[] = {1000,    2500,    5000,    10000,
+                                      25000,   50000,   100000,  250000,
+                                      500000,  1000000, 10000000};
+#define NBUCKETS (sizeof hist_bounds / sizeof hist_bounds[0])
+
+enum { S_ALLOWED, S_DENIED, S_SHADOW_DENIED, S_NEAR_LIMIT, S_N };
+
+typedef _Atomic uint64_t counter;
+
+static inline void inc(counter *c, uint64_t n) {
+  /* Only the owning thread writes: no read-modify-write needed. */
+  atomic_store_explicit(
+      c, atomic_load_explicit(c, memory_order_relaxed) + n,
+      memory_order_relaxed);
+}
+
+static inline uint64_t get(counter *c) {
+  return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+typedef struct gen {
+  sl_config *cfg;
+  sl_limiter **lims;  /* per cfg->limits[i]; NULL for unlimited/blocked */
+  uint32_t *series;   /* per cfg->limits[i] */
+  uint64_t version;
+} gen;
+
+typedef struct lim_entry {
+  char *id; /* rule "\x1f" policy */
+  sl_limiter *lim;
+  int used; /* by the gen being built */
+} lim_entry;
+
+typedef struct adhoc_entry {
+  char canon[64];
+  sl_policy policy;
+  sl_limiter *lim;
+} adhoc_entry;
+
+typedef struct series {
+  char *domain, *rule;
+} series;
+
+struct engine_thread {
+  engine *e;
+  gen *g;
+  _Atomic uint64_t seen;
+  unsigned slot;
+  struct {
+    char spec[64];
+    size_t len;
+    const adhoc_entry *a;
+  } adhoc_cache[ADHOC_CACHE];
+  struct {
+    const cfg_limit *limit;
+    char value[64];
+    size_t len;
+    uint32_t series;
+  } detail_cache[DETAIL_CACHE];
+  counter counters[EC_COUNT];
+  _Atomic int64_t conns[2];
+  counter hist[NBUCKETS + 1];
+  counter hist_sum_ns, hist_count;
+  _Atomic(counter *) chunks[MAX_SERIES / SERIES_CHUNK];
+} __attribute__((aligned(64)));
+
+struct engine {
+  sl_store *store;
+  _Atomic(gen *) cur;
+  uint64_t next_version;
+  pthread_mutex_t reload_lock; /* reloads, the limiter map */
+  lim_entry *lims;
+  size_t nlims;
+
+  pthread_mutex_t threads_lock;
+  engine_thread *threads[ENG_MAX_THREADS];
+
+  pthread_mutex_t adhoc_lock;
+  adhoc_entry adhoc[ENG_MAX_ADHOC];
+  _Atomic size_t nadhoc;
+
+  pthread_mutex_t series_lock;
+  series *series;
+  _Atomic size_t nseries;
+  size_t series_cap;
+
+  _Atomic uint64_t reloads_ok, reloads_failed;
+  _Atomic int64_t last_reload_s;
+};
+
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- series registry ---- */
+
+/* The index of series (domain, rule), created if new; MAX_SERIES when the
+   registry is full (that series is not counted). */
+static uint32_t series_of(engine *e, const char *domain, const char *rule) {
+  pthread_mutex_lock(&e->series_lock);
+  size_t n = atomic_load_explicit(&e->nseries, memory_order_relaxed);
+  uint32_t idx = MAX_SERIES;
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(e->series[i].rule, rule) && !strcmp(e->series[i].domain, domain)) {
+      idx = (uint32_t)i;
+      break;
+    }
+  if (idx == MAX_SERIES && n < MAX_SERIES) {
+    if (n == e->series_cap) {
+      size_t cap = e->series_cap ? e->series_cap * 2 : 64;
+      series *grown = realloc(e->series, cap * sizeof *grown);
+      if (grown) {
+        e->series = grown;
+        e->series_cap = cap;
+      }
+    }
+    if (n < e->series_cap) {
+      e->series[n].domain = strdup(domain);
+      e->series[n].rule = strdup(rule);
+      if (e->series[n].domain && e->series[n].rule) {
+        idx = (uint32_t)n;
+        atomic_store_explicit(&e->nseries, n + 1, memory_order_release);
+      } else {
+        free(e->series[n].domain);
+        free(e->series[n].rule);
+      }
+    }
+  }
+  pthread_mutex_unlock(&e->series_lock);
+  return idx;
+}
+
+/* The thread's counters of series s (allocated on first use), or NULL. */
+static counter *series_counters(engine_thread *t, uint32_t s) {
+  if (s >= MAX_SERIES) return NULL;
+  _Atomic(counter *) *slot = &t->chunks[s / SERIES_CHUNK];
+  counter *chunk = atomic_load_explicit(slot, memory_order_acquire);
+  if (!chunk) {
+    chunk = calloc(SERIES_CHUNK * S_N, sizeof *chunk);
+    if (!chunk) return NULL;
+    atomic_store_explicit(slot, chunk, memory_order_release);
+  }
+  return &chunk[(s % SERIES_CHUNK) * S_N];
+}
+
+/* ---- generations ---- */
+
+static void gen_free(gen *g) {
+  if (!g) return;
+  config_free(g->cfg);
+  free(g->lims);
+  free(g->series);
+  free(g);
+}
+
+static const char *limit_domain(const cfg_limit *l, char *buf, size_t len) {
+  /* The rule id starts with "domain." */
+  const char *dot = strchr(l->rule, '.');
+  size_t n = dot ? (size_t)(dot - l->rule) : strlen(l->rule);
+  if (n >= len) n = len - 1;
+  memcpy(buf, l->rule, n);
+  buf[n] = '\0';
+  return buf;
+}
+
+/*
+ * Builds a gen for cfg under reload_lock, reusing limiters by (rule, policy)
+ * and creating the others. Marks every map entry the gen uses. NULL on
+ * failure (cfg is not freed then).
+ */
+static gen *gen_build(engine *e, sl_config *cfg) {
+  gen *g = calloc(1, sizeof *g);
+  if (!g) return NULL;
+  g->lims = calloc(cfg->nlimits ? cfg->nlimits : 1, sizeof *g->lims);
+  g->series = calloc(cfg->nlimits ? cfg->nlimits : 1, sizeof *g->series);
+  if (!g->lims || !g->series) goto fail;
+  for (size_t i = 0; i < e->nlims; i++) e->lims[i].used = 0;
+  for (size_t i = 0; i < cfg->nlimits; i++) {
+    const cfg_limit *l = cfg->limits[i];
+    char dom[256];
+    g->series[i] = series_of(e, limit_domain(l, dom, sizeof dom), l->rule);
+    if (l->unlimited || l->blocked) continue;
+    size_t idlen = strlen(l->rule) + strlen(l->policy_str) + 2;
+    char *id = malloc(idlen);
+    if (!id) goto fail;
+    snprintf(id, idlen, "%s\x1f%s", l->rule, l->policy_str);
+    size_t k = 0;
+    while (k < e->nlims && strcmp(e->lims[k].id, id)) k++;
+    if (k < e->nlims) {
+      free(id);
+    } else {
+      lim_entry *grown = realloc(e->lims, (e->nlims + 1) * sizeof *grown);
+      if (!grown) {
+        free(id);
+        goto fail;
+      }
+      e->lims = grown;
+      e->lims[k].id = id;
+      e->lims[k].used = 0;
+      if (sl_limiter_new(e->store, &l->policy, &e->lims[k].lim)) {
+        free(id);
+        goto fail;
+      }
+      e->nlims++;
+    }
+    e->lims[k].used = 1;
+    g->lims[i] = e->lims[k].lim;
+  }
+  g->cfg = cfg;
+  g->version = ++e->next_version;
+  return g;
+fail:
+  free(g->lims);
+  free(g->series);
+  free(g);
+  return NULL;
+}
+
+/* Frees the map's limiters that no gen uses any more (after a retire). */
+static void drop_unused_limiters(engine *e) {
+  size_t w = 0;
+  for (size_t i = 0; i < e->nlims; i++) {
+    if (e->lims[i].used) {
+      e->lims[w++] = e->lims[i];
+    } else {
+      sl_limiter_free(e->lims[i].lim);
+      free(e->lims[i].id);
+    }
+  }
+  e->nlims = w;
+}
+
+engine *engine_new(const engine_opts *opts, sl_config *cfg, char *err,
+                   size_t err_len) {
+  engine *e = calloc(1, sizeof *e);
+  if (!e) {
+    snprintf(err, err_len, "out of memory");
+    config_free(cfg);
+    return NULL;
+  }
+  pthread_mutex_init(&e->reload_lock, NULL);
+  pthread_mutex_init(&e->threads_lock, NULL);
+  pthread_mutex_init(&e->adhoc_lock, NULL);
+  pthread_mutex_init(&e->series_lock, NULL);
+  sl_store_options so;
+  sl_store_options_init(&so);
+  so.max_memory = opts ? opts->max_memory : 0;
+  int rc = sl_store_new(&so, &e->store);
+  if (rc) {
+    snprintf(err, err_len, "store: %s%s", sl_strerror(rc),
+             rc == SL_EINVAL ? " (--max-memory too small)" : "");
+    config_free(cfg);
+    engine_free(e);
+    return NULL;
+  }
+  pthread_mutex_lock(&e->reload_lock);
+  gen *g = gen_build(e, cfg);
+  pthread_mutex_unlock(&e->reload_lock);
+  if (!g) {
+    snprintf(err, err_len, "out of memory building the rules");
+    config_free(cfg);
+    engine_free(e);
+    return NULL;
+  }
+  atomic_store(&e->cur, g);
+  atomic_store(&e->last_reload_s, (int64_t)time(NULL));
+  return e;
+}
+
+void engine_free(engine *e) {
+  if (!e) return;
+  gen_free(atomic_load(&e->cur));
+  for (size_t i = 0; i < e->nlims; i++) {
+    sl_limiter_free(e->lims[i].lim);
+    free(e->lims[i].id);
+  }
+  free(e->lims);
+  size_t na = atomic_load(&e->nadhoc);
+  for (size_t i = 0; i < na; i++) sl_limiter_free(e->adhoc[i].lim);
+  size_t ns = atomic_load(&e->nseries);
+  for (size_t i = 0; i < ns; i++) {
+    free(e->series[i].domain);
+    free(e->series[i].rule);
+  }
+  free(e->series);
+  sl_store_free(e->store);
+  pthread_mutex_destroy(&e->reload_lock);
+  pthread_mutex_destroy(&e->threads_lock);
+  pthread_mutex_destroy(&e->adhoc_lock);
+  pthread_mutex_destroy(&e->series_lock);
+  free(e);
+}
+
+int engine_reload(engine *e, sl_config *cfg) {
+  pthread_mutex_lock(&e->reload_lock);
+  gen *g = gen_build(e, cfg);
+  if (!g) {
+    /* Keep the old gen's limiters: mark them all used again. */
+    for (size_t i = 0; i < e->nlims; i++) e->lims[i].used = 1;
+    pthread_mutex_unlock(&e->reload_lock);
+    atomic_fetch_add(&e->reloads_failed, 1);
+    return -1;
+  }
+  gen *old = atomic_exchange_explicit(&e->cur, g, memory_order_acq_rel);
+  /* Wait until no online thread can still hold `old`. */
+  for (;;) {
+    int behind = 0;
+    pthread_mutex_lock(&e->threads_lock);
+    for (unsigned i = 0; i < ENG_MAX_THREADS; i++) {
+      engine_thread *t = e->threads[i];
+      if (!t) continue;
+      uint64_t seen = atomic_load_explicit(&t->seen, memory_order_acquire);
+      if (seen != OFFLINE && seen < g->version) behind = 1;
+    }
+    pthread_mutex_unlock(&e->threads_lock);
+    if (!behind) break;
+    struct timespec nap = {0, 1000000};
+    nanosleep(&nap, NULL);
+  }
+  gen_free(old);
+  drop_unused_limiters(e);
+  pthread_mutex_unlock(&e->reload_lock);
+  atomic_fetch_add(&e->reloads_ok, 1);
+  atomic_store(&e->last_reload_s, (int64_t)time(NULL));
+  return 0;
+}
+
+void engine_note_reload_failure(engine *e) {
+  atomic_fetch_add(&e->reloads_failed, 1);
+}
+
+const sl_config *engine_config(engine *e) {
+  return atomic_load_explicit(&e->cur, memory_order_acquire)->cfg;
+}
+
+sl_store *engine_store(engine *e) { return e->store; }
+
+/* ---- threads ---- */
+
+engine_thread *engine_thread_new(engine *e) {
+  engine_thread *t = aligned_alloc(64, sizeof *t);
+  if (!t) return NULL;
+  memset(t, 0, sizeof *t);
+  t->e = e;
+  atomic_init(&t->seen, OFFLINE);
+  pthread_mutex_lock(&e->threads_lock);
+  unsigned i = 0;
+  while (i < ENG_MAX_THREADS && e->threads[i]) i++;
+  if (i < ENG_MAX_THREADS) {
+    t->slot = i;
+    e->threads[i] = t;
+  }
+  pthread_mutex_unlock(&e->threads_lock);
+  if (i == ENG_MAX_THREADS) {
+    free(t);
+    return NULL;
+  }
+  engine_thread_quiesce(t);
+  return t;
+}
+
+void engine_thread_free(engine_thread *t) {
+  if (!t) return;
+  engine *e = t->e;
+  pthread_mutex_lock(&e->threads_lock);
+  e->threads[t->slot] = NULL;
+  pthread_mutex_unlock(&e->threads_lock);
+  for (size_t c = 0; c < MAX_SERIES / SERIES_CHUNK; c++)
+    free(atomic_load(&t->chunks[c]));
+  free(t);
+}
+
+void engine_thread_quiesce(engine_thread *t) {
+  /* Announce first, then load: a reload that published after our
+     announcement waits for our next quiesce, and one before it is seen. */
+  gen *g = atomic_load_explicit(&t->e->cur, memory_order_acquire);
+  atomic_store_explicit(&t->seen, g->version, memory_order_release);
+  gen *again = atomic_load_explicit(&t->e->cur, memory_order_acquire);
+  if (again != g) { /* a reload raced us: take the newer one */
+    g = again;
+    atomic_store_explicit(&t->seen, g->version, memory_order_release);
+  }
+  t->g = g;
+}
+
+void engine_thread_offline(engine_thread *t) {
+  t->g = NULL;
+  atomic_store_explicit(&t->seen, OFFLINE, memory_order_release);
+}
+
+void engine_count(engine_thread *t, eng_counter c, uint64_t n) {
+  inc(&t->counters[c], n);
+}
+
+void engine_connections(engine_thread *t, int protocol, int delta) {
+  atomic_store_explicit(
+      &t->conns[protocol],
+      atomic_load_explicit(&t->conns[protocol], memory_order_relaxed) + delta,
+      memory_order_relaxed);
+}
+
+static void observe_latency(engine_thread *t, int64_t ns) {
+  size_t b = 0;
+  while (b < NBUCKETS && ns > hist_bounds[b]) b++;
+  inc(&t->hist[b], 1);
+  inc(&t->hist_sum_ns, (uint64_t)ns);
+  inc(&t->hist_count, 1);
+}
+
+/* ---- deciding ---- */
+
+/* Appends a length-prefixed piece to the key buffer. -1 if too long. */
+static int key_put(uint8_t *buf, size_t *len, const char *s, size_t n) {
+  uint8_t hdr[5];
+  size_t h = 0;
+  size_t v = n;
+  do {
+    hdr[h++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+    v >>= 7;
+  } while (v);
+  if (*len + h + n > KEY_MAX) return -1;
+  memcpy(buf + *len, hdr, h);
+  if (n) memcpy(buf + *len + h, s, n);
+  *len += h + n;
+  return 0;
+}
+
+/* The store key of a descriptor: its entries, length-prefixed. */
+static int descriptor_key(const eng_descriptor *d, uint8_t *buf,
+                          size_t *len) {
+  *len = 0;
+  for (size_t i = 0; i < d->n; i++)
+    if (key_put(buf, len, d->entries[i].key, d->entries[i].key_len) ||
+        key_put(buf, len, d->entries[i].value, d->entries[i].value_len))
+      return -1;
+  return 0;
+}
+
+/* Whether status a is more restrictive than b. */
+static int worse(const eng_status *a, const eng_status *b) {
+  if (a->d.allowed != b->d.allowed) return !a->d.allowed;
+  if (!a->d.allowed) {
+    int64_t ra = a->d.retry_after_ns < 0 ? INT64_MAX : a->d.retry_after_ns;
+    int64_t rb = b->d.retry_after_ns < 0 ? INT64_MAX : b->d.retry_after_ns;
+    return ra > rb;
+  }
+  if (a->d.remaining != b->d.remaining) return a->d.remaining < b->d.remaining;
+  return a->d.reset_ns > b->d.reset_ns;
+}
+
+/* Fills worst and by_descriptor: enforced, limited statuses first. */
+static void rank(eng_result *r, size_t ndesc) {
+  r->worst = -1;
+  for (size_t i = 0; i < ndesc && i < ENG_MAX_DESCRIPTORS; i++)
+    r->by_descriptor[i] = -1;
+  for (int pass = 0; pass < 2; pass++) /* pass 0: enforced; 1: shadow */
+    for (size_t i = 0; i < r->n; i++) {
+      eng_status *s = &r->st[i];
+      if (s->unlimited || s->shadow != pass) continue;
+      int *w = &r->by_descriptor[s->descriptor];
+      if (*w < 0 || (r->st[*w].shadow == s->shadow && worse(s, &r->st[*w])))
+        *w = (int)i;
+      if (r->worst < 0 ||
+          (r->st[r->worst].shadow == s->shadow && worse(s, &r->st[r->worst])))
+        r->worst = (int)i;
+    }
+  for (size_t i = 0; i < ndesc && i < ENG_MAX_DESCRIPTORS; i++)
+    if (r->by_descriptor[i] < 0) /* only unlimited ones: report one */
+      for (size_t k = 0; k < r->n; k++)
+        if (r->st[k].descriptor == (int)i) {
+          r->by_descriptor[i] = (int)k;
+          break;
+        }
+}
+
+/* The series of a detailed-metric limit for the value `v`. */
+static uint32_t detailed_series(engine_thread *t, const cfg_limit *l,
+                                uint32_t base, const cfg_entry *last) {
+  if (!l->detailed_metric || last->value_len >= sizeof t->detail_cache[0].value)
+    return base;
+  uint64_t h = (uint64_t)(uintptr_t)l * 0x9e3779b97f4a7c15u;
+  for (size_t i = 0; i < last->value_len; i++)
+    h = (h ^ (uint8_t)last->value[i]) * 0x100000001b3u;
+  size_t slot = (size_t)(h >> 32) % DETAIL_CACHE;
+  if (t->detail_cache[slot].limit == l &&
+      t->detail_cache[slot].len == last->value_len &&
+      !memcmp(t->detail_cache[slot].value, last->value, last->value_len))
+    return t->detail_cache[slot].series;
+  char rule[1200], dom[256];
+  snprintf(rule, sizeof rule, "%s_%.*s", l->rule, (int)last->value_len,
+           last->value);
+  uint32_t s = series_of(t->e, limit_domain(l, dom, sizeof dom), rule);
+  if (s >= MAX_SERIES) return base;
+  t->detail_cache[slot].limit = l;
+  memcpy(t->detail_cache[slot].value, last->value, last->value_len);
+  t->detail_cache[slot].len = last->value_len;
+  t->detail_cache[slot].series = s;
+  return s;
+}
+
+int engine_check(engine_thread *t, const eng_request *req, int64_t now,
+                 eng_result *out) {
+  gen *g = t->g;
+  memset(out, 0, offsetof(eng_result, st));
+  out->n = 0;
+  out->worst = -1;
+  const cfg_domain *dom = config_domain(g->cfg, req->domain, req->domain_len);
+  if (!dom) return ENG_EDOMAIN;
+  if (req->n == 0 || req->n > ENG_MAX_DESCRIPTORS) return ENG_EDESCRIPTOR;
+
+  /* Match every descriptor; collect its limits. */
+  const cfg_limit *lims[ENG_MAX_STATUSES];
+  int desc_of[ENG_MAX_STATUSES];
+  size_t nl = 0;
+  for (size_t i = 0; i < req->n; i++) {
+    const eng_descriptor *d = &req->descriptors[i];
+    if (d->n == 0 || d->n > ENG_MAX_ENTRIES) return ENG_EDESCRIPTOR;
+    const cfg_node *node = config_match(dom, d->entries, d->n);
+    for (size_t k = 0; node && k < node->nlimits; k++) {
+      if (nl == ENG_MAX_STATUSES) return ENG_EDESCRIPTOR;
+      lims[nl] = node->limits[k];
+      desc_of[nl++] = (int)i;
+    }
+  }
+  /* A matched limit named in another matched limit's `replaces` drops. */
+  int dropped[ENG_MAX_STATUSES] = {0};
+  for (size_t a = 0; a < nl; a++)
+    for (size_t r = 0; r < lims[a]->nreplaces; r++)
+      for (size_t b = 0; b < nl; b++)
+        if (b != a && lims[b]->name && !strcmp(lims[b]->name, lims[a]->replaces[r]))
+          dropped[b] = 1;
+
+  uint8_t keys[ENG_MAX_DESCRIPTORS][KEY_MAX];
+  size_t key_len[ENG_MAX_DESCRIPTORS];
+  int have_key[ENG_MAX_DESCRIPTORS] = {0};
+  sl_check checks[ENG_MAX_STATUSES];
+  size_t check_of[ENG_MAX_STATUSES], nc = 0;
+  int blocked = 0;
+  for (size_t i = 0; i < nl; i++) {
+    if (dropped[i]) continue;
+    const cfg_limit *l = lims[i];
+    const eng_descriptor *d = &req->descriptors[desc_of[i]];
+    eng_status *s = &out->st[out->n];
+    memset(s, 0, sizeof *s);
+    s->limit = l;
+    s->policy_str = l->policy_str;
+    s->descriptor = desc_of[i];
+    s->shadow = l->shadow;
+    int64_t cost = d->hits >= 0 ? d->hits : req->hits;
+    if (l->unlimited) {
+      s->unlimited = 1;
+      s->d.allowed = 1;
+      s->d.remaining = UINT32_MAX;
+    } else if (l->blocked) {
+      /* requests_per_unit: 0 — every request is over the limit, for good:
+         no retry_after; reset is the end of the rule's window. */
+      int64_t W = l->policy.period_ns > 0 ? l->policy.period_ns : 1000000000;
+      s->d.allowed = cost == 0;
+      s->d.retry_after_ns = cost == 0 ? 0 : -1;
+      s->d.reset_ns = W - now % W;
+      if (!s->shadow && cost > 0) blocked = 1;
+    } else {
+      int k = desc_of[i];
+      if (!have_key[k]) {
+        if (descriptor_key(d, keys[k], &key_len[k])) return ENG_EDESCRIPTOR;
+        have_key[k] = 1;
+      }
+      checks[nc] = (sl_check){g->lims[l->index], keys[k], key_len[k], cost,
+                              s->shadow};
+      check_of[nc++] = out->n;
+    }
+    out->n++;
+  }
+
+  /* Every non-shadow rule must allow; a blocked rule charges nothing. */
+  int64_t t0 = mono_ns();
+  sl_decision dec[ENG_MAX_STATUSES];
+  int all = 1, rc = 0;
+  if (blocked) {
+    for (size_t c = 0; c < nc; c++) checks[c].cost = 0; /* figures only */
+  }
+  if (nc) rc = sl_take_all(checks, nc, now, dec, &all);
+  observe_latency(t, mono_ns() - t0);
+  if (rc) return rc;
+  if (blocked) {
+    all = 0;
+    for (size_t c = 0; c < nc; c++) dec[c].allowed = 0; /* nothing passes */
+  }
+  for (size_t c = 0; c < nc; c++) out->st[check_of[c]].d = dec[c];
+  out->allowed = all;
+
+  /* Metrics, per rule. */
+  for (size_t i = 0; i < out->n; i++) {
+    eng_status *s = &out->st[i];
+    const cfg_limit *l = s->limit;
+    const eng_descriptor *d = &req->descriptors[s->descriptor];
+    uint32_t sid = detailed_series(t, l, g->series[l->index],
+                                   &d->entries[d->n - 1]);
+    counter *c = series_counters(t, sid);
+    if (!c) continue;
+    if (s->d.allowed && (out->allowed || s->shadow)) {
+      inc(&c[S_ALLOWED], 1);
+      if (!s->unlimited && s->d.limit > 0 && s->d.remaining * 5 < s->d.limit)
+        inc(&c[S_NEAR_LIMIT], 1);
+    } else if (s->shadow) {
+      inc(&c[S_SHADOW_DENIED], 1);
+    } else {
+      inc(&c[S_DENIED], 1);
+    }
+  }
+  engine_count(t, out->allowed ? EC_CHECK_ALLOWED : EC_CHECK_DENIED, 1);
+  rank(out, req->n);
+  return 0;
+}
+
+/* ---- ad-hoc policies ---- */
+
+/* The limiter of policy p (canonical `canon`), created on first use. */
+static const adhoc_entry *adhoc_get(engine *e, const sl_policy *p,
+                                    const char *canon) {
+  size_t n = atomic_load_explicit(&e->nadhoc, memory_order_acquire);
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(e->adhoc[i].canon, canon)) return &e->adhoc[i];
+  const adhoc_entry *found = NULL;
+  pthread_mutex_lock(&e->adhoc_lock);
+  n = atomic_load_explicit(&e->nadhoc, memory_order_relaxed);
+  for (size_t i = 0; i < n && !found; i++)
+    if (!strcmp(e->adhoc[i].canon, canon)) found = &e->adhoc[i];
+  if (!found && n < ENG_MAX_ADHOC) {
+    adhoc_entry *a = &e->adhoc[n];
+    snprintf(a->canon, sizeof a->canon, "%s", canon);
+    a->policy = *p;
+    if (sl_limiter_new(e->store, p, &a->lim) == 0) {
+      atomic_store_explicit(&e->nadhoc, n + 1, memory_order_release);
+      found = a;
+    }
+  }
+  pthread_mutex_unlock(&e->adhoc_lock);
+  return found;
+}
+
+static int adhoc_decide(engine_thread *t, const adhoc_entry *a,
+                        const char *key, size_t key_len, int64_t cost,
+                        int64_t now, eng_result *out) {
+  memset(out, 0, sizeof out->allowed);
+  out->n = 1;
+  eng_status *s = &out->st[0];
+  memset(s, 0, sizeof *s);
+  s->policy_str = a->canon;
+  int64_t t0 = mono_ns();
+  int rc = sl_limiter_take(a->lim, key, key_len, cost, now, &s->d);
+  observe_latency(t, mono_ns() - t0);
+  if (rc) return rc;
+  out->allowed = s->d.allowed;
+  out->worst = 0;
+  out->by_descriptor[0] = 0;
+  engine_count(t, s->d.allowed ? EC_ADHOC_ALLOWED : EC_ADHOC_DENIED, 1);
+  return 0;
+}
+
+int engine_throttle(engine_thread *t, const char *key, size_t key_len,
+                    const char *spec, size_t spec_len, int64_t cost,
+                    int64_t now, eng_result *out, char *err, size_t err_len) {
+  /* Per-thread cache by the spec as written: no parsing on the hot path. */
+  uint64_t h = 0xcbf29ce484222325u;
+  for (size_t i = 0; i < spec_len; i++)
+    h = (h ^ (uint8_t)spec[i]) * 0x100000001b3u;
+  size_t slot = (size_t)(h % ADHOC_CACHE);
+  const adhoc_entry *a = NULL;
+  if (t->adhoc_cache[slot].a && t->adhoc_cache[slot].len == spec_len &&
+      !memcmp(t->adhoc_cache[slot].spec, spec, spec_len))
+    a = t->adhoc_cache[slot].a;
+  if (!a) {
+    char buf[256];
+    if (spec_len >= sizeof buf) {
+      snprintf(err, err_len, "policy is too long");
+      return SL_EPOLICY;
+    }
+    memcpy(buf, spec, spec_len);
+    buf[spec_len] = '\0';
+    sl_policy p;
+    if (sl_policy_parse(buf, &p, err, err_len)) return SL_EPOLICY;
+    char canon[64];
+    sl_policy_format(&p, canon, sizeof canon);
+    a = adhoc_get(t->e, &p, canon);
+    if (!a) {
+      snprintf(err, err_len, "too many distinct ad-hoc policies (max %d)",
+               ENG_MAX_ADHOC);
+      return ENG_EADHOC;
+    }
+    if (spec_len < sizeof t->adhoc_cache[slot].spec) {
+      memcpy(t->adhoc_cache[slot].spec, spec, spec_len);
+      t->adhoc_cache[slot].len = spec_len;
+      t->adhoc_cache[slot].a = a;
+    }
+  }
+  return adhoc_decide(t, a, key, key_len, cost, now, out);
+}
+
+int engine_throttle_policy(engine_thread *t, const char *key, size_t key_len,
+                           const sl_policy *p, int64_t cost, int64_t now,
+                           eng_result *out) {
+  char canon[64];
+  if (sl_policy_format(p, canon, sizeof canon) < 0) return SL_EPOLICY;
+  const adhoc_entry *a = adhoc_get(t->e, p, canon);
+  if (!a) return ENG_EADHOC;
+  return adhoc_decide(t, a, key, key_len, cost, now, out);
+}
+
+int engine_reset_key(engine *e, const char *key, size_t key_len) {
+  int dropped = 0;
+  size_t n = atomic_load_explicit(&e->nadhoc, memory_order_acquire);
+  for (size_t i = 0; i < n; i++)
+    dropped += sl_limiter_reset(e->adhoc[i].lim, key, key_len) == 1;
+  return dropped;
+}
+
+/* ---- Prometheus text format ---- */
+
+/* Writes s as a label value: backslash, quote and newline escaped. */
+static void label(FILE *f, const char *s) {
+  for (; *s; s++) {
+    if (*s == '\\' || *s == '"')
+      fprintf(f, "\\%c", *s);
+    else if (*s == '\n')
+      fputs("\\n", f);
+    else
+      fputc(*s, f);
+  }
+}
+
+static void help(FILE *f, const char *name, const char *type,
+                 const char *text) {
+  fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
+}
+
+char *engine_metrics(engine *e, size_t *len) {
+  char *buf = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&buf, &n);
+  if (!f) return NULL;
+
+  /* Sum the per-thread figures under the thread list's lock. */
+  uint64_t counters[EC_COUNT] = {0}, hist[NBUCKETS + 1] = {0}, hsum = 0,
+           hcount = 0;
+  int64_t conns[2] = {0, 0};
+  size_t ns = atomic_load_explicit(&e->nseries, memory_order_acquire);
+  uint64_t *ser = calloc(ns ? ns * S_N : 1, sizeof *ser);
+  pthread_mutex_lock(&e->threads_lock);
+  for (unsigned i = 0; i < ENG_MAX_THREADS; i++) {
+    engine_thread *t = e->threads[i];
+    if (!t) continue;
+    for (int c = 0; c < EC_COUNT; c++) counters[c] += get(&t->counters[c]);
+    for (size_t b = 0; b <= NBUCKETS; b++) hist[b] += get(&t->hist[b]);
+    hsum += get(&t->hist_sum_ns);
+    hcount += get(&t->hist_count);
+    for (int p = 0; p < 2; p++)
+      conns[p] += atomic_load_explicit(&t->conns[p], memory_order_relaxed);
+    for (size_t s = 0; ser && s < ns; s++) {
+      counter *chunk = atomic_load_explicit(&t->chunks[s / SERIES_CHUNK],
+                                            memory_order_acquire);
+      if (!chunk) continue;
+      for (int k = 0; k < S_N; k++)
+        ser[s * S_N + k] += get(&chunk[(s % SERIES_CHUNK) * S_N + k]);
+    }
+  }
+  pthread_mutex_unlock(&e->threads_lock);
+
+  help(f, "sluice_build_info", "gauge", "The running version.");
+  fprintf(f, "sluice_build_info{version=\"%s\"} 1\n", sl_version_string());
+
+  help(f, "sluice_rule_decisions_total", "counter",
+       "Decisions per config rule: allowed, denied, or shadow_denied (a "
+       "shadow-mode rule that would have denied).");
+  static const char *const results[] = {"allowed", "denied", "shadow_denied"};
+  pthread_mutex_lock(&e->series_lock);
+  for (size_t s = 0; ser && s < ns; s++)
+    for (int k = 0; k < 3; k++) {
+      fputs("sluice_rule_decisions_total{domain=\"", f);
+      label(f, e->series[s].domain);
+      fputs("\",rule=\"", f);
+      label(f, e->series[s].rule);
+      fprintf(f, "\",result=\"%s\"} %llu\n", results[k],
+              (unsigned long long)ser[s * S_N + k]);
+    }
+  help(f, "sluice_rule_near_limit_total", "counter",
+       "Allowed decisions that left less than 20% of the rule's quota.");
+  for (size_t s = 0; ser && s < ns; s++) {
+    fputs("sluice_rule_near_limit_total{domain=\"", f);
+    label(f, e->series[s].domain);
+    fputs("\",rule=\"", f);
+    label(f, e->series[s].rule);
+    fprintf(f, "\"} %llu\n", (unsigned long long)ser[s * S_N + S_NEAR_LIMIT]);
+  }
+  pthread_mutex_unlock(&e->series_lock);
+  free(ser);
+
+  help(f, "sluice_decisions_total", "counter",
+       "Decisions by kind (check: config rules; throttle: ad-hoc policy).");
+  fprintf(f,
+          "sluice_decisions_total{kind=\"check\",result=\"allowed\"} %llu\n"
+          "sluice_decisions_total{kind=\"check\",result=\"denied\"} %llu\n"
+          "sluice_decisions_total{kind=\"throttle\",result=\"allowed\"} %llu\n"
+          "sluice_decisions_total{kind=\"throttle\",result=\"denied\"} %llu\n",
+          (unsigned long long)counters[EC_CHECK_ALLOWED],
+          (unsigned long long)counters[EC_CHECK_DENIED],
+          (unsigned long long)counters[EC_ADHOC_ALLOWED],
+          (unsigned long long)counters[EC_ADHOC_DENIED]);
+
+  help(f, "sluice_decision_duration_seconds", "histogram",
+       "Time spent deciding (store lookups and algorithms), per request.");
+  uint64_t cum = 0;
+  for (size_t b = 0; b < NBUCKETS; b++) {
+    cum += hist[b];
+    fprintf(f, "sluice_decision_duration_seconds_bucket{le=\"%g\"} %llu\n",
+            (double)hist_bounds[b] / 1e9, (unsigned long long)cum);
+  }
+  cum += hist[NBUCKETS];
+  fprintf(f,
+          "sluice_decision_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
+          "sluice_decision_duration_seconds_sum %.9f\n"
+          "sluice_decision_duration_seconds_count %llu\n",
+          (unsigned long long)cum, (double)hsum / 1e9,
+          (unsigned long long)hcount);
+
+  help(f, "sluice_requests_total", "counter", "Requests by protocol.");
+  fprintf(f,
+          "sluice_requests_total{protocol=\"http\"} %llu\n"
+          "sluice_requests_total{protocol=\"resp\"} %llu\n",
+          (unsigned long long)counters[EC_HTTP_REQUESTS],
+          (unsigned long long)counters[EC_RESP_COMMANDS]);
+  help(f, "sluice_request_errors_total", "counter",
+       "Requests answered with an error, by protocol.");
+  fprintf(f,
+          "sluice_request_errors_total{protocol=\"http\"} %llu\n"
+          "sluice_request_errors_total{protocol=\"resp\"} %llu\n",
+          (unsigned long long)counters[EC_HTTP_ERRORS],
+          (unsigned long long)counters[EC_RESP_ERRORS]);
+  help(f, "sluice_connections", "gauge", "Open client connections.");
+  fprintf(f,
+          "sluice_connections{protocol=\"http\"} %lld\n"
+          "sluice_connections{protocol=\"resp\"} %lld\n",
+          (long long)conns[0], (long long)conns[1]);
+  help(f, "sluice_connections_rejected_total", "counter",
+       "Connections closed at once because --max-connections was reached.");
+  fprintf(f, "sluice_connections_rejected_total %llu\n",
+          (unsigned long long)counters[EC_CONNECTIONS_REJECTED]);
+
+  sl_store_stats st;
+  sl_store_stats_get(e->store, &st);
+  help(f, "sluice_store_keys", "gauge", "Keys held by the store.");
+  fprintf(f, "sluice_store_keys %llu\n", (unsigned long long)st.keys);
+  help(f, "sluice_store_bytes", "gauge", "Bytes held by the store.");
+  fprintf(f, "sluice_store_bytes %llu\n", (unsigned long long)st.bytes);
+  help(f, "sluice_store_max_bytes", "gauge", "The store's memory cap.");
+  fprintf(f, "sluice_store_max_bytes %llu\n", (unsigned long long)st.max_memory);
+  help(f, "sluice_store_expirations_total", "counter",
+       "Keys dropped because they were back to fresh.");
+  fprintf(f, "sluice_store_expirations_total %llu\n",
+          (unsigned long long)st.expirations);
+  help(f, "sluice_store_evictions_total", "counter",
+       "Live keys dropped to stay under the memory cap.");
+  fprintf(f, "sluice_store_evictions_total %llu\n",
+          (unsigned long long)st.evictions);
+  help(f, "sluice_limiters", "gauge", "Limiters (rules and ad-hoc policies).");
+  fprintf(f, "sluice_limiters %llu\n", (unsigned long long)st.limiters);
+
+  help(f, "sluice_config_reloads_total", "counter",
+       "Config reloads, by result (a failed one keeps the old config).");
+  fprintf(f,
+          "sluice_config_reloads_total{result=\"success\"} %llu\n"
+          "sluice_config_reloads_total{result=\"failure\"} %llu\n",
+          (unsigned long long)atomic_load(&e->reloads_ok),
+          (unsigned long long)atomic_load(&e->reloads_failed));
+  help(f, "sluice_config_last_reload_timestamp_seconds", "gauge",
+       "When the running config was loaded (Unix time).");
+  fprintf(f, "sluice_config_last_reload_timestamp_seconds %lld\n",
+          (long long)atomic_load(&e->last_reload_s));
+
+  if (fclose(f) != 0) {
+    free(buf);
+    return NULL;
+  }
+  *len = n;
+  return buf;
+}

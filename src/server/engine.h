@@ -1,0 +1,159 @@
+/*
+ * engine.h — the daemon's decision engine: config rules -> limiters ->
+ * decisions, shared by the HTTP and RESP front ends.
+ *
+ * The engine owns the store, the current config generation and the
+ * limiters. Worker threads each hold an engine_thread: it pins one config
+ * generation between two calls of engine_thread_quiesce (once per event loop
+ * iteration), so a reload swaps configs without any lock or shared write on
+ * the request path, and frees the old generation only once every thread
+ * has moved past it. Limiters survive a reload when their rule and policy
+ * are unchanged, so a reload does not reset anybody's quota.
+ */
+#ifndef SLUICE_ENGINE_H
+#define SLUICE_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../config/config.h"
+#include "sluice.h"
+
+#define ENG_MAX_DESCRIPTORS 16 /* per request */
+#define ENG_MAX_ENTRIES 16     /* per descriptor */
+#define ENG_MAX_STATUSES 64    /* limits matched by one request */
+#define ENG_MAX_THREADS 256
+#define ENG_MAX_ADHOC 1024     /* distinct ad-hoc policies */
+
+/* Engine errors, beyond the library's SL_E* codes. */
+enum {
+  ENG_EDOMAIN = -100,     /* unknown domain */
+  ENG_EDESCRIPTOR = -101, /* empty, too many or too long descriptors */
+  ENG_EADHOC = -102,      /* too many distinct ad-hoc policies */
+};
+
+typedef struct engine engine;
+typedef struct engine_thread engine_thread;
+
+typedef struct engine_opts {
+  size_t max_memory; /* store cap; 0 = library default */
+} engine_opts;
+
+/* Takes ownership of cfg. NULL on failure (message in err). */
+engine *engine_new(const engine_opts *opts, sl_config *cfg, char *err,
+                   size_t err_len);
+/* Every engine_thread must be freed first. */
+void engine_free(engine *e);
+
+/*
+ * Makes cfg (owned from now on) the current config. Waits until every
+ * online thread has passed a quiesce point, then frees the old generation
+ * and the limiters no rule uses any more. Call from one thread at a time.
+ * 0, or -1 (out of memory: the old config stays).
+ */
+int engine_reload(engine *e, sl_config *cfg);
+/* Counts a failed reload attempt (an invalid new config). */
+void engine_note_reload_failure(engine *e);
+
+/* The current config (valid until the next engine_reload on this thread). */
+const sl_config *engine_config(engine *e);
+sl_store *engine_store(engine *e);
+
+engine_thread *engine_thread_new(engine *e);
+void engine_thread_free(engine_thread *t);
+/* A quiescent point: the thread drops the config it held and picks up the
+   current one. Call at least every 100 ms while online. */
+void engine_thread_quiesce(engine_thread *t);
+/* The thread holds no config until its next quiesce (e.g. while blocked). */
+void engine_thread_offline(engine_thread *t);
+
+/* ---- requests ---- */
+
+typedef struct eng_descriptor {
+  cfg_entry entries[ENG_MAX_ENTRIES];
+  size_t n;
+  int64_t hits; /* this descriptor's cost; < 0 = the request's */
+} eng_descriptor;
+
+typedef struct eng_request {
+  const char *domain;
+  size_t domain_len;
+  eng_descriptor *descriptors;
+  size_t n;
+  int64_t hits; /* default cost of each descriptor (0 is a peek) */
+} eng_request;
+
+/* The outcome of one limit. */
+typedef struct eng_status {
+  const cfg_limit *limit; /* NULL for an ad-hoc policy */
+  const char *policy_str; /* canonical policy (or "unlimited"/"blocked") */
+  sl_decision d;          /* retry_after_ns < 0: never (a blocked rule) */
+  int descriptor;         /* index in the request */
+  int shadow;             /* shadow rule: d says what it would have done */
+  int unlimited;
+} eng_status;
+
+typedef struct eng_result {
+  int allowed;
+  eng_status st[ENG_MAX_STATUSES];
+  size_t n;
+  int worst;                            /* most restrictive st[], or -1 */
+  int by_descriptor[ENG_MAX_DESCRIPTORS]; /* most restrictive per
+                                             descriptor, or -1 (no limit) */
+} eng_result;
+
+/*
+ * Decides a config-driven request: every descriptor is matched, every
+ * matched limit checked, and the request charged only if all non-shadow
+ * limits allow it. Returns 0, ENG_EDOMAIN, ENG_EDESCRIPTOR, or an SL_E*
+ * code (SL_ECOST: a cost above a rule's capacity).
+ */
+int engine_check(engine_thread *t, const eng_request *req, int64_t now,
+                 eng_result *out);
+
+/*
+ * Decides an ad-hoc request: `key` under the policy spelled `spec`
+ * (parsed once, then cached). Returns 0, SL_EPOLICY (message in err),
+ * ENG_EADHOC, or SL_E*.
+ */
+int engine_throttle(engine_thread *t, const char *key, size_t key_len,
+                    const char *spec, size_t spec_len, int64_t cost,
+                    int64_t now, eng_result *out, char *err, size_t err_len);
+
+/* The same with a policy value (CL.THROTTLE builds its own). */
+int engine_throttle_policy(engine_thread *t, const char *key, size_t key_len,
+                           const sl_policy *p, int64_t cost, int64_t now,
+                           eng_result *out);
+
+/* Forgets `key` under every ad-hoc policy and every rule (as a descriptor
+   of one entry, "key" = key). Returns how many states were dropped. */
+int engine_reset_key(engine *e, const char *key, size_t key_len);
+
+/* ---- metrics ---- */
+
+/* Counters the front ends add to (per thread, no locks). */
+typedef enum eng_counter {
+  EC_HTTP_REQUESTS,
+  EC_HTTP_ERRORS,
+  EC_RESP_COMMANDS,
+  EC_RESP_ERRORS,
+  EC_ADHOC_ALLOWED,
+  EC_ADHOC_DENIED,
+  EC_CHECK_ALLOWED,
+  EC_CHECK_DENIED,
+  EC_CONNECTIONS_OPENED,
+  EC_CONNECTIONS_REJECTED,
+  EC_COUNT
+} eng_counter;
+
+void engine_count(engine_thread *t, eng_counter c, uint64_t n);
+/* Gauge of open connections, by protocol (0 http, 1 resp). */
+void engine_connections(engine_thread *t, int protocol, int delta);
+
+/*
+ * Renders every metric in the Prometheus text format into a malloc'd
+ * string (*len bytes). NULL when out of memory.
+ */
+char *engine_metrics(engine *e, size_t *len);
+
+#endif /* SLUICE_ENGINE_H */

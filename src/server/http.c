@@ -1,0 +1,889 @@
+/*
+ * http.c — the HTTP front end (h2o): one decision per request.
+ *
+ *   GET  /v1/check?domain=D&K1=V1&K2=V2[&hits=N]   config rules, one
+ *        descriptor (query order = entry order)
+ *   POST /v1/check   {"domain", "descriptors": [{"entries": [{"key",
+ *        "value"}], "hits_addend"?}], "hits_addend"?}  (Envoy's RLS shape)
+ *   GET  /v1/throttle?key=K&policy=SPEC[&cost=N]   ad-hoc policy
+ *   GET  /metrics (Prometheus), /healthz, /readyz
+ *   POST /admin/reset?key=K, GET /admin/inspect?... (a /v1/check or
+ *        /v1/throttle that charges nothing); bearer token, or loopback only
+ *
+ * Decisions answer 200 or the deny status (--deny-status, 429) with a JSON
+ * body, and carry the IETF draft headers (RateLimit-Policy, RateLimit) and
+ * X-RateLimit-Limit/Remaining/Reset; a denial adds Retry-After. Errors are
+ * JSON {"error": "..."} with 400, 404, 405, 413, 431 or 503.
+ *
+ * A value in /v1/check may refer to the request itself, for forward-auth
+ * proxies that cannot put the client's address or header into the URL
+ * (Traefik): "$remote_addr" (X-Forwarded-For's first address when it may be
+ * trusted, else X-Real-IP, else the peer), "$http_x_api_key" (the X-Api-Key
+ * header; a descriptor naming a missing header is skipped, as Envoy skips a
+ * request_headers action), "$$..." for a literal "$...".
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+typedef struct sluice_handler {
+  h2o_handler_t super;
+  server *srv;
+} sluice_handler;
+
+/* ---- a growable output buffer ---- */
+
+typedef struct jbuf {
+  char *p;
+  size_t len, cap;
+  int oom;
+} jbuf;
+
+static void jb_raw(jbuf *b, const char *s, size_t n) {
+  if (b->oom) return;
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 512;
+    while (cap < b->len + n + 1) cap *= 2;
+    char *grown = realloc(b->p, cap);
+    if (!grown) {
+      b->oom = 1;
+      return;
+    }
+    b->p = grown;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->len, s, n);
+  b->len += n;
+  b->p[b->len] = '\0';
+}
+
+static void jb_fmt(jbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void jb_fmt(jbuf *b, const char *fmt, ...) {
+  char tmp[256];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n > 0) jb_raw(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+/* Length of the valid UTF-8 sequence at s (0 if invalid). */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+  if (s[0] < 0x80) return 1;
+  size_t k = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+  if (!k || k > n || s[0] > 0xf4) return 0;
+  for (size_t i = 1; i < k; i++)
+    if ((s[i] & 0xc0) != 0x80) return 0;
+  if (k == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0)))
+    return 0;
+  if (k == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90)))
+    return 0;
+  return k;
+}
+
+/* A JSON string: escapes, and U+FFFD for bytes that are not UTF-8. */
+static void jb_str(jbuf *b, const char *s, size_t n) {
+  jb_raw(b, "\"", 1);
+  const unsigned char *u = (const unsigned char *)s;
+  for (size_t i = 0; i < n;) {
+    unsigned char ch = u[i];
+    if (ch == '"' || ch == '\\') {
+      char e[2] = {'\\', (char)ch};
+      jb_raw(b, e, 2);
+      i++;
+    } else if (ch < 0x20) {
+      jb_fmt(b, "\\u%04x", ch);
+      i++;
+    } else {
+      size_t k = utf8_len(u + i, n - i);
+      if (k) {
+        jb_raw(b, s + i, k);
+        i += k;
+      } else {
+        jb_raw(b, "\\ufffd", 6);
+        i++;
+      }
+    }
+  }
+  jb_raw(b, "\"", 1);
+}
+
+/* ---- responses ---- */
+
+static const char *reason(int status) {
+  switch (status) {
+  case 200: return "OK";
+  case 400: return "Bad Request";
+  case 401: return "Unauthorized";
+  case 403: return "Forbidden";
+  case 404: return "Not Found";
+  case 405: return "Method Not Allowed";
+  case 413: return "Payload Too Large";
+  case 429: return "Too Many Requests";
+  case 431: return "Request Header Fields Too Large";
+  case 503: return "Service Unavailable";
+  default: return "Denied";
+  }
+}
+
+/* Adds a response header; h2o keeps the value's pointer, so the value is
+   copied into the request's pool. */
+static void add_header(h2o_req_t *req, const char *name, const char *value,
+                       size_t len) {
+  h2o_iovec_t v = h2o_strdup(&req->pool, value, len);
+  h2o_add_header_by_str(&req->pool, &req->res.headers, name, strlen(name), 0,
+                        NULL, v.base, v.len);
+}
+
+/* Sends body (freed here) with status and content type. */
+static int send_body(h2o_req_t *req, int status, const char *ctype,
+                     jbuf *b) {
+  if (b->oom) {
+    free(b->p);
+    b->p = NULL;
+    b->len = 0;
+    status = 503;
+    jb_raw(b, "{\"error\":\"out of memory\"}", 25);
+    if (b->oom) { /* still no memory: an empty body */
+      b->len = 0;
+    }
+  }
+  req->res.status = status;
+  req->res.reason = reason(status);
+  h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
+                 ctype, strlen(ctype));
+  h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
+                 H2O_STRLIT("no-store"));
+  h2o_send_inline(req, b->p ? b->p : "", b->len);
+  free(b->p);
+  return 0;
+}
+
+static int send_error(h2o_req_t *req, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int send_error(h2o_req_t *req, int status, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  worker *w = worker_of(req->conn->ctx);
+  engine_count(w->et, EC_HTTP_ERRORS, 1);
+  jbuf b = {0};
+  jb_raw(&b, "{\"error\":", 9);
+  jb_str(&b, msg, strlen(msg));
+  jb_raw(&b, "}\n", 2);
+  return send_body(req, status, "application/json", &b);
+}
+
+static int method_not_allowed(h2o_req_t *req, const char *allow) {
+  add_header(req, "allow", allow, strlen(allow));
+  return send_error(req, 405, "method %.*s not allowed here (allow: %s)",
+                    (int)(req->method.len < 16 ? req->method.len : 16),
+                    req->method.base, allow);
+}
+
+/* ---- the rate limit headers ---- */
+
+static int64_t secs_up(int64_t ns) {
+  return ns / 1000000000 + (ns % 1000000000 != 0);
+}
+
+/* A policy's window in seconds for RateLimit-Policy's w: the period for
+   windows; for buckets the time a full burst takes to refill. */
+static int64_t window_s(const sl_policy *p) {
+  int bucket = p->algo == SL_TOKEN_BUCKET || p->algo == SL_LEAKY_BUCKET ||
+               p->algo == SL_GCRA;
+  __int128 ns = bucket ? (__int128)p->period_ns * (p->burst ? p->burst
+                                                            : p->limit) /
+                             p->limit
+                       : p->period_ns;
+  int64_t s = (int64_t)(ns / 1000000000 + (ns % 1000000000 != 0));
+  return s > 0 ? s : 1;
+}
+
+/* A Structured Field String: printable ASCII, '"' and '\' escaped. */
+static void sf_str(jbuf *b, const char *s) {
+  jb_raw(b, "\"", 1);
+  for (; *s; s++) {
+    char ch = (*s >= 0x20 && *s < 0x7f) ? *s : '_';
+    if (ch == '"' || ch == '\\') jb_raw(b, "\\", 1);
+    jb_raw(b, &ch, 1);
+  }
+  jb_raw(b, "\"", 1);
+}
+
+/* The name a status is reported under. */
+static const char *status_name(const eng_status *s) {
+  if (!s->limit) return s->policy_str;
+  return s->limit->name ? s->limit->name : s->limit->rule;
+}
+
+static const sl_policy *status_policy(const eng_status *s, sl_policy *tmp) {
+  if (s->limit) return &s->limit->policy;
+  if (sl_policy_parse(s->policy_str, tmp, NULL, 0)) return NULL;
+  return tmp;
+}
+
+static void add_limit_headers(h2o_req_t *req, server *srv, const eng_result *r,
+                              int64_t now) {
+  int style = srv->o.header_style;
+  if (!style || r->worst < 0) return;
+  const eng_status *worst = &r->st[r->worst];
+  if (worst->unlimited) return;
+  if (style & HDR_IETF) {
+    jbuf pol = {0}, cur = {0};
+    /* Enforced rules first, the most restrictive leading; one item each. */
+    const eng_status *order[ENG_MAX_STATUSES];
+    size_t n = 0;
+    order[n++] = worst;
+    for (int pass = 0; pass < 2; pass++)
+      for (size_t i = 0; i < r->n; i++) {
+        const eng_status *s = &r->st[i];
+        if (s == worst || s->unlimited || s->shadow != pass) continue;
+        int dup = 0;
+        for (size_t k = 0; k < n; k++)
+          dup |= !strcmp(status_name(order[k]), status_name(s));
+        if (!dup) order[n++] = s;
+      }
+    for (size_t k = 0; k < n; k++) {
+      const eng_status *s = order[k];
+      sl_policy tmp;
+      const sl_policy *p = status_policy(s, &tmp);
+      if (pol.len) jb_raw(&pol, ", ", 2);
+      if (cur.len) jb_raw(&cur, ", ", 2);
+      sf_str(&pol, status_name(s));
+      jb_fmt(&pol, ";q=%lld", (long long)s->d.limit);
+      if (p && !(s->limit && s->limit->blocked)) jb_fmt(&pol, ";w=%lld", (long long)window_s(p));
+      sf_str(&cur, status_name(s));
+      jb_fmt(&cur, ";r=%lld;t=%lld", (long long)s->d.remaining,
+             (long long)secs_up(s->d.reset_ns));
+    }
+    if (!pol.oom && !cur.oom) {
+      add_header(req, "ratelimit-policy", pol.p, pol.len);
+      add_header(req, "ratelimit", cur.p, cur.len);
+    }
+    free(pol.p);
+    free(cur.p);
+  }
+  if (style & HDR_X) {
+    char v[32];
+    int n = snprintf(v, sizeof v, "%lld", (long long)worst->d.limit);
+    add_header(req, "x-ratelimit-limit", v, (size_t)n);
+    n = snprintf(v, sizeof v, "%lld", (long long)worst->d.remaining);
+    add_header(req, "x-ratelimit-remaining", v, (size_t)n);
+    n = snprintf(v, sizeof v, "%lld",
+                 (long long)secs_up(now + worst->d.reset_ns));
+    add_header(req, "x-ratelimit-reset", v, (size_t)n);
+  }
+  if (!r->allowed && worst->d.retry_after_ns >= 0) {
+    char v[32];
+    int64_t s = secs_up(worst->d.retry_after_ns);
+    int n = snprintf(v, sizeof v, "%lld", (long long)(s > 0 ? s : 1));
+    h2o_iovec_t copy = h2o_strdup(&req->pool, v, (size_t)n);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL,
+                   copy.base, copy.len);
+  }
+}
+
+/* ---- query strings ---- */
+
+typedef struct qparam {
+  char *key, *value;
+  size_t key_len, value_len;
+} qparam;
+
+#define MAX_PARAMS 40
+
+static int hexval(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* Percent-decodes s[0..n) into pool memory ('+' is a space). -1 if bad. */
+static int decode(h2o_mem_pool_t *pool, const char *s, size_t n, char **out,
+                  size_t *out_len) {
+  char *d = h2o_mem_alloc_pool(pool, n + 1);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] == '%') {
+      int hi, lo;
+      if (i + 2 >= n || (hi = hexval(s[i + 1])) < 0 ||
+          (lo = hexval(s[i + 2])) < 0)
+        return -1;
+      d[k++] = (char)(hi << 4 | lo);
+      i += 2;
+    } else {
+      d[k++] = s[i] == '+' ? ' ' : s[i];
+    }
+  }
+  d[k] = '\0';
+  *out = d;
+  *out_len = k;
+  return 0;
+}
+
+/* Splits the query into params. Returns their number, or -1 (bad
+   encoding), -2 (too many). */
+static int parse_query(h2o_req_t *req, qparam *ps) {
+  if (req->query_at == SIZE_MAX) return 0;
+  const char *q = req->path.base + req->query_at + 1;
+  const char *end = req->path.base + req->path.len;
+  int n = 0;
+  while (q < end) {
+    const char *amp = memchr(q, '&', (size_t)(end - q));
+    if (!amp) amp = end;
+    if (amp > q) {
+      if (n == MAX_PARAMS) return -2;
+      const char *eq = memchr(q, '=', (size_t)(amp - q));
+      const char *ke = eq ? eq : amp;
+      if (decode(&req->pool, q, (size_t)(ke - q), &ps[n].key, &ps[n].key_len) ||
+          decode(&req->pool, eq ? eq + 1 : amp, eq ? (size_t)(amp - eq - 1) : 0,
+                 &ps[n].value, &ps[n].value_len))
+        return -1;
+      n++;
+    }
+    q = amp + 1;
+  }
+  return n;
+}
+
+static const qparam *find_param(const qparam *ps, int n, const char *key) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(ps[i].key, key)) return &ps[i];
+  return NULL;
+}
+
+static int parse_count(const char *s, int64_t *out) {
+  if (!*s || strlen(s) > 18) return -1;
+  int64_t v = 0;
+  for (; *s; s++) {
+    if (*s < '0' || *s > '9') return -1;
+    v = v * 10 + (*s - '0');
+  }
+  *out = v;
+  return 0;
+}
+
+/* ---- request facts ---- */
+
+static int is_loopback(const struct sockaddr *sa) {
+  if (sa->sa_family == AF_INET)
+    return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) ==
+           127;
+  if (sa->sa_family == AF_INET6) {
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(a) ||
+           (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+  }
+  return 0;
+}
+
+static socklen_t peer(h2o_req_t *req, struct sockaddr_storage *ss) {
+  return req->conn->callbacks->get_peername(req->conn, (struct sockaddr *)ss);
+}
+
+/* The value of header `name` (lower case), or NULL. */
+static const h2o_iovec_t *header(h2o_req_t *req, const char *name,
+                                 size_t len) {
+  ssize_t i = h2o_find_header_by_str(&req->headers, name, len, -1);
+  return i < 0 ? NULL : &req->headers.entries[i].value;
+}
+
+/* The client's address as text, per $remote_addr's rules. */
+static void remote_addr(h2o_req_t *req, server *srv, char *buf, size_t len) {
+  struct sockaddr_storage ss;
+  socklen_t sl = peer(req, &ss);
+  int trust = srv->o.trust_forwarded ||
+              (sl > 0 && is_loopback((struct sockaddr *)&ss));
+  const h2o_iovec_t *v = trust ? header(req, H2O_STRLIT("x-forwarded-for"))
+                               : NULL;
+  if (!v && trust) v = header(req, H2O_STRLIT("x-real-ip"));
+  if (v) {
+    size_t n = 0;
+    while (n < v->len && v->base[n] != ',') n++;
+    size_t a = 0;
+    while (a < n && v->base[a] == ' ') a++;
+    while (n > a && v->base[n - 1] == ' ') n--;
+    snprintf(buf, len, "%.*s", (int)(n - a), v->base + a);
+    return;
+  }
+  buf[0] = '\0';
+  if (sl <= 0) return;
+  if (ss.ss_family == AF_INET)
+    inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, buf,
+              (socklen_t)len);
+  else if (ss.ss_family == AF_INET6)
+    inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, buf,
+              (socklen_t)len);
+}
+
+/*
+ * Resolves a value reference in place. Returns 1 when the value is usable,
+ * 0 when it names a missing header (the descriptor is skipped).
+ */
+static int resolve(h2o_req_t *req, server *srv, char **v, size_t *len) {
+  if (*len == 0 || (*v)[0] != '$') return 1;
+  if (*len >= 2 && (*v)[1] == '$') { /* "$$x" is the literal "$x" */
+    (*v)++;
+    (*len)--;
+    return 1;
+  }
+  if (!strcmp(*v, "$remote_addr")) {
+    char *buf = h2o_mem_alloc_pool(&req->pool, 64);
+    remote_addr(req, srv, buf, 64);
+    *v = buf;
+    *len = strlen(buf);
+    return 1;
+  }
+  if (*len > 6 && !strncmp(*v, "$http_", 6)) {
+    char name[128];
+    size_t n = *len - 6;
+    if (n >= sizeof name) return 0;
+    for (size_t i = 0; i < n; i++) {
+      char ch = (*v)[6 + i];
+      name[i] = ch == '_' ? '-' : (char)tolower((unsigned char)ch);
+    }
+    const h2o_iovec_t *h = header(req, name, n);
+    if (!h) return 0;
+    *v = h->base;
+    *len = h->len;
+    return 1;
+  }
+  return 1; /* any other "$..." is taken literally */
+}
+
+/* Whether the admin endpoints may be used by this request. */
+static int admin_ok(h2o_req_t *req, server *srv, int *status) {
+  const char *tok = srv->o.admin_token;
+  if (tok) {
+    const h2o_iovec_t *a = header(req, H2O_STRLIT("authorization"));
+    size_t tl = strlen(tok);
+    unsigned diff = 1;
+    if (a && a->len == 7 + tl && !strncasecmp(a->base, "Bearer ", 7)) {
+      diff = 0;
+      for (size_t i = 0; i < tl; i++) diff |= (unsigned)(a->base[7 + i] ^ tok[i]);
+    }
+    if (diff) {
+      add_header(req, "www-authenticate", H2O_STRLIT("Bearer realm=\"sluice\""));
+      *status = 401;
+      return 0;
+    }
+    return 1;
+  }
+  struct sockaddr_storage ss;
+  if (peer(req, &ss) > 0 && is_loopback((struct sockaddr *)&ss)) return 1;
+  *status = 403;
+  return 0;
+}
+
+/* ---- decisions ---- */
+
+static void status_json(jbuf *b, const eng_status *s) {
+  int ok = s->d.allowed || s->shadow;
+  jb_fmt(b, "{\"code\":\"%s\"", ok ? "OK" : "OVER_LIMIT");
+  if (s->unlimited) {
+    jb_raw(b, ",\"unlimited\":true,\"limit_remaining\":4294967295", 46);
+  } else {
+    if (s->limit && s->limit->unit_name)
+      jb_fmt(b,
+             ",\"current_limit\":{\"requests_per_unit\":%u,\"unit\":\"%s\"}",
+             s->limit->requests_per_unit, s->limit->unit_name);
+    jb_fmt(b,
+           ",\"limit\":%lld,\"limit_remaining\":%lld,"
+           "\"duration_until_reset\":\"%llds\",\"reset_ms\":%lld",
+           (long long)s->d.limit, (long long)s->d.remaining,
+           (long long)secs_up(s->d.reset_ns),
+           (long long)(s->d.reset_ns / 1000000 + (s->d.reset_ns % 1000000 != 0)));
+    if (!s->d.allowed)
+      jb_fmt(b, ",\"retry_after_ms\":%lld",
+             s->d.retry_after_ns < 0
+                 ? -1LL
+                 : (long long)(s->d.retry_after_ns / 1000000 +
+                               (s->d.retry_after_ns % 1000000 != 0)));
+    if (s->d.delay_ns)
+      jb_fmt(b, ",\"delay_ms\":%lld",
+             (long long)(s->d.delay_ns / 1000000 + (s->d.delay_ns % 1000000 != 0)));
+  }
+  jb_raw(b, ",\"policy\":", 10);
+  jb_str(b, s->policy_str, strlen(s->policy_str));
+  if (s->limit) {
+    jb_raw(b, ",\"rule\":", 8);
+    jb_str(b, s->limit->rule, strlen(s->limit->rule));
+    if (s->limit->name) {
+      jb_raw(b, ",\"name\":", 8);
+      jb_str(b, s->limit->name, strlen(s->limit->name));
+    }
+  }
+  if (s->shadow) jb_fmt(b, ",\"shadow\":true");
+  jb_raw(b, "}", 1);
+}
+
+static int engine_error(h2o_req_t *req, int rc, const eng_request *er) {
+  switch (rc) {
+  case ENG_EDOMAIN:
+    return send_error(req, 404, "unknown domain '%.*s'",
+                      (int)(er->domain_len < 200 ? er->domain_len : 200),
+                      er->domain);
+  case ENG_EDESCRIPTOR:
+    return send_error(req, 400, "descriptors: 1 to %d, each 1 to %d entries "
+                                "of at most %d bytes in all",
+                      ENG_MAX_DESCRIPTORS, ENG_MAX_ENTRIES, SL_KEY_MAX);
+  case SL_ECOST:
+    return send_error(req, 400, "hits exceed what a matching rule can ever "
+                                "allow");
+  case SL_ENOMEM:
+    return send_error(req, 503, "the store is out of memory");
+  default:
+    return send_error(req, 400, "%s", sl_strerror(rc));
+  }
+}
+
+/* Decides req's descriptors and sends the answer (status, headers, body). */
+static int answer_check(h2o_req_t *req, server *srv, const eng_request *er,
+                        int peek) {
+  worker *w = worker_of(req->conn->ctx);
+  eng_request r = *er;
+  if (peek) {
+    r.hits = 0;
+    for (size_t i = 0; i < r.n; i++) r.descriptors[i].hits = -1;
+  }
+  eng_result res;
+  int64_t now = srv_now_ns();
+  int rc = r.n ? engine_check(w->et, &r, now, &res) : 0;
+  if (!r.n) { /* every descriptor was skipped: nothing applies */
+    if (!config_domain(engine_config(srv->eng), r.domain, r.domain_len))
+      rc = ENG_EDOMAIN;
+    res.allowed = 1;
+    res.n = 0;
+    res.worst = -1;
+  }
+  if (rc) return engine_error(req, rc, &r);
+  jbuf b = {0};
+  jb_fmt(&b, "{\"overall_code\":\"%s\",\"allowed\":%s,\"statuses\":[",
+         res.allowed ? "OK" : "OVER_LIMIT", res.allowed ? "true" : "false");
+  for (size_t i = 0; i < r.n; i++) {
+    if (i) jb_raw(&b, ",", 1);
+    int k = i < ENG_MAX_DESCRIPTORS ? res.by_descriptor[i] : -1;
+    if (k < 0)
+      jb_raw(&b, "{\"code\":\"OK\"}", 13);
+    else
+      status_json(&b, &res.st[k]);
+  }
+  jb_raw(&b, "]}\n", 3);
+  add_limit_headers(req, srv, &res, now);
+  return send_body(req, res.allowed || peek ? 200 : srv->o.deny_status,
+                   "application/json", &b);
+}
+
+static int get_check(h2o_req_t *req, server *srv, int peek) {
+  qparam ps[MAX_PARAMS];
+  int n = parse_query(req, ps);
+  if (n == -1) return send_error(req, 400, "malformed percent-encoding in the query");
+  if (n == -2) return send_error(req, 400, "too many query parameters (max %d)", MAX_PARAMS);
+  const qparam *dom = find_param(ps, n, "domain");
+  if (!dom || !dom->value_len)
+    return send_error(req, 400, "missing domain= in the query");
+  eng_descriptor d;
+  d.n = 0;
+  d.hits = -1;
+  int64_t hits = 1, skip = 0;
+  for (int i = 0; i < n; i++) {
+    if (&ps[i] == dom) continue;
+    if (!strcmp(ps[i].key, "hits")) {
+      if (parse_count(ps[i].value, &hits))
+        return send_error(req, 400, "hits must be an integer >= 0");
+      continue;
+    }
+    if (!ps[i].key_len)
+      return send_error(req, 400, "an empty descriptor key in the query");
+    if (d.n == ENG_MAX_ENTRIES)
+      return send_error(req, 400, "at most %d descriptor entries", ENG_MAX_ENTRIES);
+    char *v = ps[i].value;
+    size_t vl = ps[i].value_len;
+    if (!resolve(req, srv, &v, &vl)) skip = 1;
+    if (ps[i].key_len > srv->o.max_key || vl > srv->o.max_key)
+      return send_error(req, 400, "a key or value is longer than %zu bytes",
+                        srv->o.max_key);
+    d.entries[d.n++] = (cfg_entry){ps[i].key, ps[i].key_len, v, vl};
+  }
+  if (!d.n) return send_error(req, 400, "no descriptor entries (KEY=VALUE) in the query");
+  eng_request er = {dom->value, dom->value_len, &d, skip ? 0 : 1, hits};
+  return answer_check(req, srv, &er, peek);
+}
+
+/* The string field `name` of a JSON object, or NULL; -1 in *bad if it is
+   there but not a string. */
+static const char *json_str(json_t *o, const char *name, size_t *len,
+                            int *bad) {
+  json_t *v = json_object_get(o, name);
+  if (!v) return NULL;
+  if (!json_is_string(v)) {
+    *bad = 1;
+    return NULL;
+  }
+  *len = json_string_length(v);
+  return json_string_value(v);
+}
+
+/* hits_addend: a number, or protobuf's wrapper {"value": n}. */
+static int json_hits(json_t *o, int64_t *out) {
+  json_t *v = json_object_get(o, "hits_addend");
+  if (!v) v = json_object_get(o, "hitsAddend");
+  if (!v) return 0;
+  if (json_is_object(v)) v = json_object_get(v, "value");
+  if (json_is_string(v)) { /* protobuf JSON writes 64-bit numbers as strings */
+    int64_t x;
+    if (parse_count(json_string_value(v), &x)) return -1;
+    *out = x;
+    return 1;
+  }
+  if (!json_is_integer(v) || json_integer_value(v) < 0) return -1;
+  *out = json_integer_value(v);
+  return 1;
+}
+
+static int post_check(h2o_req_t *req, server *srv, int peek) {
+  if (req->entity.len > srv->o.max_body)
+    return send_error(req, 413, "body larger than %zu bytes", srv->o.max_body);
+  json_error_t jerr;
+  json_t *root = json_loadb(req->entity.base, req->entity.len,
+                            JSON_REJECT_DUPLICATES, &jerr);
+  if (!root)
+    return send_error(req, 400, "malformed JSON at line %d column %d: %s",
+                      jerr.line, jerr.column, jerr.text);
+  int rc = 0, bad = 0;
+  size_t dlen = 0;
+  eng_descriptor ds[ENG_MAX_DESCRIPTORS];
+  size_t nd = 0;
+  int64_t hits = 1;
+  const char *domain = json_is_object(root)
+                           ? json_str(root, "domain", &dlen, &bad)
+                           : NULL;
+  json_t *descs = json_is_object(root) ? json_object_get(root, "descriptors")
+                                       : NULL;
+  if (!json_is_object(root)) {
+    rc = send_error(req, 400, "the body must be a JSON object");
+    goto done;
+  }
+  if (!domain || !dlen || bad) {
+    rc = send_error(req, 400, "\"domain\" must be a non-empty string");
+    goto done;
+  }
+  int h = json_hits(root, &hits);
+  if (h < 0) {
+    rc = send_error(req, 400, "\"hits_addend\" must be an integer >= 0");
+    goto done;
+  }
+  if (h == 1 && hits == 0) hits = 1; /* Envoy: 0 means the default, 1 */
+  if (!json_is_array(descs) || json_array_size(descs) == 0 ||
+      json_array_size(descs) > ENG_MAX_DESCRIPTORS) {
+    rc = send_error(req, 400, "\"descriptors\" must be an array of 1 to %d "
+                              "descriptors", ENG_MAX_DESCRIPTORS);
+    goto done;
+  }
+  for (size_t i = 0; i < json_array_size(descs); i++) {
+    json_t *d = json_array_get(descs, i);
+    json_t *entries = json_is_object(d) ? json_object_get(d, "entries") : NULL;
+    if (!json_is_array(entries) || json_array_size(entries) == 0 ||
+        json_array_size(entries) > ENG_MAX_ENTRIES) {
+      rc = send_error(req, 400, "descriptor %zu: \"entries\" must be an array "
+                                "of 1 to %d {key, value}", i, ENG_MAX_ENTRIES);
+      goto done;
+    }
+    eng_descriptor *e = &ds[nd];
+    e->n = 0;
+    e->hits = -1;
+    int64_t dh;
+    int got = json_hits(d, &dh);
+    if (got < 0) {
+      rc = send_error(req, 400, "descriptor %zu: bad \"hits_addend\"", i);
+      goto done;
+    }
+    if (got) e->hits = dh; /* per descriptor: 0 is a real 0 (a peek) */
+    int skip = 0;
+    for (size_t k = 0; k < json_array_size(entries); k++) {
+      json_t *en = json_array_get(entries, k);
+      size_t kl = 0, vl = 0;
+      const char *key = json_is_object(en) ? json_str(en, "key", &kl, &bad) : NULL;
+      const char *val = json_is_object(en) ? json_str(en, "value", &vl, &bad) : NULL;
+      if (!key || !kl || bad) {
+        rc = send_error(req, 400, "descriptor %zu entry %zu: \"key\" must be "
+                                  "a non-empty string", i, k);
+        goto done;
+      }
+      if (!val) {
+        val = "";
+        vl = 0;
+      }
+      char *v = (char *)val;
+      if (!resolve(req, srv, &v, &vl)) skip = 1;
+      if (kl > srv->o.max_key || vl > srv->o.max_key) {
+        rc = send_error(req, 400, "a key or value is longer than %zu bytes",
+                        srv->o.max_key);
+        goto done;
+      }
+      e->entries[e->n++] = (cfg_entry){key, kl, v, vl};
+    }
+    if (!skip) nd++;
+  }
+  {
+    eng_request er = {domain, dlen, ds, nd, hits};
+    rc = answer_check(req, srv, &er, peek);
+  }
+done:
+  json_decref(root);
+  return rc;
+}
+
+static int get_throttle(h2o_req_t *req, server *srv, int peek) {
+  worker *w = worker_of(req->conn->ctx);
+  qparam ps[MAX_PARAMS];
+  int n = parse_query(req, ps);
+  if (n < 0) return send_error(req, 400, "malformed query");
+  const qparam *key = find_param(ps, n, "key"), *pol = find_param(ps, n, "policy"),
+               *cost_p = find_param(ps, n, "cost");
+  if (!key || !pol)
+    return send_error(req, 400, "key= and policy= are required");
+  int64_t cost = 1;
+  if (cost_p && parse_count(cost_p->value, &cost))
+    return send_error(req, 400, "cost must be an integer >= 0");
+  if (peek) cost = 0;
+  if (key->value_len > srv->o.max_key)
+    return send_error(req, 400, "key longer than %zu bytes", srv->o.max_key);
+  eng_result r;
+  char err[256];
+  int64_t now = srv_now_ns();
+  int rc = engine_throttle(w->et, key->value, key->value_len, pol->value,
+                           pol->value_len, cost, now, &r, err, sizeof err);
+  if (rc == SL_EPOLICY || rc == ENG_EADHOC)
+    return send_error(req, 400, "policy: %s", err);
+  if (rc == SL_ECOST)
+    return send_error(req, 400, "cost %lld can never be allowed by %s",
+                      (long long)cost, pol->value);
+  if (rc == SL_ENOMEM) return send_error(req, 503, "the store is out of memory");
+  if (rc) return send_error(req, 400, "%s", sl_strerror(rc));
+  const sl_decision *d = &r.st[0].d;
+  jbuf b = {0};
+  jb_fmt(&b,
+         "{\"allowed\":%s,\"limit\":%lld,\"remaining\":%lld,\"reset_ms\":%lld,"
+         "\"retry_after_ms\":%lld,\"delay_ms\":%lld,\"policy\":",
+         d->allowed ? "true" : "false", (long long)d->limit,
+         (long long)d->remaining,
+         (long long)(d->reset_ns / 1000000 + (d->reset_ns % 1000000 != 0)),
+         (long long)(d->retry_after_ns / 1000000 + (d->retry_after_ns % 1000000 != 0)),
+         (long long)(d->delay_ns / 1000000 + (d->delay_ns % 1000000 != 0)));
+  jb_str(&b, r.st[0].policy_str, strlen(r.st[0].policy_str));
+  jb_raw(&b, "}\n", 2);
+  add_limit_headers(req, srv, &r, now);
+  return send_body(req, d->allowed ? 200 : srv->o.deny_status,
+                   "application/json", &b);
+}
+
+static int admin_reset(h2o_req_t *req, server *srv) {
+  qparam ps[MAX_PARAMS];
+  int n = parse_query(req, ps);
+  if (n < 0) return send_error(req, 400, "malformed query");
+  const qparam *key = find_param(ps, n, "key");
+  if (!key || !key->value_len) return send_error(req, 400, "key= is required");
+  int dropped = engine_reset_key(srv->eng, key->value, key->value_len);
+  jbuf b = {0};
+  jb_fmt(&b, "{\"reset\":%d}\n", dropped);
+  return send_body(req, 200, "application/json", &b);
+}
+
+/* ---- the dispatcher ---- */
+
+static int path_is(h2o_req_t *req, const char *p) {
+  size_t n = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
+  return n == strlen(p) && !memcmp(req->path.base, p, n);
+}
+
+static int method_is(h2o_req_t *req, const char *m) {
+  return h2o_memis(req->method.base, req->method.len, m, strlen(m));
+}
+
+static size_t header_bytes(h2o_req_t *req) {
+  size_t n = req->path.len + req->method.len + 16;
+  for (size_t i = 0; i < req->headers.size; i++)
+    n += req->headers.entries[i].name->len + req->headers.entries[i].value.len + 4;
+  return n;
+}
+
+static int on_req(h2o_handler_t *self, h2o_req_t *req) {
+  server *srv = ((sluice_handler *)self)->srv;
+  worker *w = worker_of(req->conn->ctx);
+  engine_count(w->et, EC_HTTP_REQUESTS, 1);
+  if (header_bytes(req) > srv->o.max_header_bytes)
+    return send_error(req, 431, "request line and headers exceed %zu bytes",
+                      srv->o.max_header_bytes);
+  int get = method_is(req, "GET") || method_is(req, "HEAD");
+  int post = method_is(req, "POST");
+
+  if (path_is(req, "/v1/throttle")) {
+    if (!get) return method_not_allowed(req, "GET");
+    return get_throttle(req, srv, 0);
+  }
+  if (path_is(req, "/v1/check")) {
+    if (get) return get_check(req, srv, 0);
+    if (post) return post_check(req, srv, 0);
+    return method_not_allowed(req, "GET, POST");
+  }
+  if (path_is(req, "/metrics")) {
+    if (!get) return method_not_allowed(req, "GET");
+    jbuf b = {0};
+    b.p = engine_metrics(srv->eng, &b.len);
+    if (!b.p) b.oom = 1;
+    return send_body(req, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
+  }
+  if (path_is(req, "/healthz") || path_is(req, "/readyz")) {
+    if (!get) return method_not_allowed(req, "GET");
+    int ready = !atomic_load(&srv->stopping);
+    jbuf b = {0};
+    if (path_is(req, "/healthz") || ready)
+      jb_raw(&b, "{\"status\":\"ok\"}\n", 16);
+    else
+      jb_raw(&b, "{\"status\":\"stopping\"}\n", 22);
+    return send_body(req, path_is(req, "/healthz") || ready ? 200 : 503,
+                     "application/json", &b);
+  }
+  if (path_is(req, "/admin/reset") || path_is(req, "/admin/inspect")) {
+    int status;
+    if (!admin_ok(req, srv, &status))
+      return send_error(req, status, status == 401
+                                         ? "a valid bearer token is required"
+                                         : "admin endpoints answer loopback "
+                                           "clients only (no --admin-token)");
+    if (path_is(req, "/admin/reset")) {
+      if (!post) return method_not_allowed(req, "POST");
+      return admin_reset(req, srv);
+    }
+    if (!get && !post) return method_not_allowed(req, "GET, POST");
+    qparam ps[MAX_PARAMS];
+    int n = parse_query(req, ps);
+    if (n >= 0 && find_param(ps, n, "policy")) return get_throttle(req, srv, 1);
+    return post ? post_check(req, srv, 1) : get_check(req, srv, 1);
+  }
+  return send_error(req, 404, "no such endpoint: %.*s",
+                    (int)(req->path.len < 200 ? req->path.len : 200),
+                    req->path.base);
+}
+
+void http_register(h2o_globalconf_t *conf, server *srv) {
+  h2o_hostconf_t *host =
+      h2o_config_register_host(conf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
+  h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
+  sluice_handler *h = (sluice_handler *)h2o_create_handler(path, sizeof *h);
+  h->super.on_req = on_req;
+  h->srv = srv;
+}

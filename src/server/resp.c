@@ -1,0 +1,521 @@
+/*
+ * resp.c — the Redis-protocol front end: any Redis client can ask sluice.
+ *
+ * Commands:
+ *   CL.THROTTLE key max_burst count period [quantity]   redis-cell's, exactly
+ *   SL.THROTTLE key policy [cost]     [allowed, limit, remaining,
+ *                                      retry_after_ms, reset_ms, delay_ms]
+ *   SL.CHECK domain K1 V1 [K2 V2 ...] [HITS n]   config-driven, one
+ *                                      descriptor: [allowed, limit,
+ *                                      remaining, retry_after_ms, reset_ms,
+ *                                      rule] (limit -1: no rule matched)
+ *   SL.RESET key                       forgets key under every ad-hoc policy
+ *   PING [msg], ECHO msg, INFO, DBSIZE, SELECT n, AUTH [user] password,
+ *   QUIT, and COMMAND / CONFIG GET / CLIENT SETNAME answered harmlessly so
+ *   redis-cli and redis-benchmark work.
+ *
+ * Connections live on the worker's h2o event loop. Every complete command
+ * in the input is answered in order (pipelining); replies accumulate in one
+ * buffer while the previous one is being written, and reading pauses when
+ * a client stops reading its replies. A protocol error gets "-ERR
+ * Protocol error: ..." and the connection is closed, as Redis does.
+ */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "resp_parse.h"
+#include "server.h"
+
+#define OUT_PAUSE (1 << 20) /* stop reading past this much unsent output */
+
+typedef struct resp_conn {
+  h2o_linklist_t link;
+  worker *w;
+  h2o_socket_t *sock;
+  int authed;
+  int closing;  /* close once the replies are out */
+  int writing;  /* a write is in flight (h2o allows one) */
+  int reading;
+  size_t need;  /* don't parse again before this many input bytes */
+  char *out, *wbuf;
+  size_t out_len, out_cap, wbuf_cap;
+} resp_conn;
+
+/* ---- output ---- */
+
+static void out_raw(resp_conn *c, const char *s, size_t n) {
+  if (c->out_len + n > c->out_cap) {
+    size_t cap = c->out_cap ? c->out_cap : 4096;
+    while (cap < c->out_len + n) cap *= 2;
+    char *grown = realloc(c->out, cap);
+    if (!grown) { /* out of memory: drop the connection */
+      c->closing = 1;
+      return;
+    }
+    c->out = grown;
+    c->out_cap = cap;
+  }
+  memcpy(c->out + c->out_len, s, n);
+  c->out_len += n;
+}
+
+static void out_fmt(resp_conn *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void out_fmt(resp_conn *c, const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n >= sizeof buf) n = sizeof buf - 1;
+  out_raw(c, buf, (size_t)n);
+}
+
+/* An error reply; newlines in the message would break the protocol. */
+static void out_err(resp_conn *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void out_err(resp_conn *c, const char *fmt, ...) {
+  char buf[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  for (char *p = buf; *p; p++)
+    if (*p == '\r' || *p == '\n') *p = ' ';
+  out_fmt(c, "-%s\r\n", buf);
+  engine_count(c->w->et, EC_RESP_ERRORS, 1);
+}
+
+static void out_int(resp_conn *c, long long v) { out_fmt(c, ":%lld\r\n", v); }
+
+static void out_bulk(resp_conn *c, const char *s, size_t n) {
+  out_fmt(c, "$%zu\r\n", n);
+  out_raw(c, s, n);
+  out_raw(c, "\r\n", 2);
+}
+
+/* ---- connection lifetime ---- */
+
+static void on_read(h2o_socket_t *sock, const char *err);
+static void flush(resp_conn *c);
+
+static void conn_close(resp_conn *c) {
+  worker *w = c->w;
+  h2o_linklist_unlink(&c->link);
+  h2o_socket_close(c->sock);
+  free(c->out);
+  free(c->wbuf);
+  free(c);
+  w->resp_conns--;
+  atomic_fetch_sub(&w->srv->connections, 1);
+  engine_connections(w->et, 1, -1);
+}
+
+static void on_written(h2o_socket_t *sock, const char *err) {
+  resp_conn *c = sock->data;
+  c->writing = 0;
+  if (err) {
+    conn_close(c);
+    return;
+  }
+  if (!c->reading && !c->closing) {
+    c->reading = 1;
+    h2o_socket_read_start(sock, on_read);
+  }
+  on_read(sock, NULL); /* input may be waiting behind the paused read */
+}
+
+/* Sends what has accumulated, or closes when done and closing. */
+static void flush(resp_conn *c) {
+  if (c->writing) return;
+  if (c->out_len == 0) {
+    if (c->closing) conn_close(c);
+    return;
+  }
+  /* Swap buffers: `out` keeps accumulating while `wbuf` is written. */
+  char *b = c->wbuf;
+  size_t bcap = c->wbuf_cap;
+  c->wbuf = c->out;
+  c->wbuf_cap = c->out_cap;
+  h2o_iovec_t v = h2o_iovec_init(c->wbuf, c->out_len);
+  c->out = b;
+  c->out_cap = bcap;
+  c->out_len = 0;
+  c->writing = 1;
+  h2o_socket_write(c->sock, &v, 1, on_written);
+}
+
+/* ---- commands ---- */
+
+static int is(const resp_cmd *cmd, int i, const char *word) {
+  size_t n = strlen(word);
+  return cmd->len[i] == n && !strncasecmp(cmd->argv[i], word, n);
+}
+
+/* A signed decimal argument in [lo, hi]. */
+static int arg_i64(const resp_cmd *cmd, int i, long long lo, long long hi,
+                   long long *out) {
+  char buf[32];
+  if (cmd->len[i] == 0 || cmd->len[i] >= sizeof buf) return -1;
+  memcpy(buf, cmd->argv[i], cmd->len[i]);
+  buf[cmd->len[i]] = '\0';
+  char *end;
+  long long v = strtoll(buf, &end, 10);
+  if (*end || v < lo || v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+static long long ms_up(int64_t ns) {
+  return ns / 1000000 + (ns % 1000000 != 0);
+}
+
+/* redis-cell's seconds: whole seconds, plus one if >= 1 ms is left over. */
+static long long cell_secs(int64_t ns) {
+  return ns / 1000000000 + ((ns % 1000000000) / 1000000 > 0);
+}
+
+static void lib_error(resp_conn *c, int rc, int64_t cost, const char *what) {
+  if (rc == SL_ECOST)
+    out_err(c, "ERR cost %lld can never be allowed by %s", (long long)cost,
+            what);
+  else if (rc == SL_EKEY)
+    out_err(c, "ERR key longer than %d bytes", SL_KEY_MAX);
+  else
+    out_err(c, "ERR %s", sl_strerror(rc));
+}
+
+static void cmd_cl_throttle(resp_conn *c, const resp_cmd *cmd) {
+  if (cmd->argc != 5 && cmd->argc != 6) {
+    out_err(c, "ERR Usage: cl.throttle <key> <max_burst> <count per period> "
+               "<period> [<quantity>]");
+    return;
+  }
+  long long burst, count, period, qty = 1;
+  for (int i = 2; i < cmd->argc; i++) {
+    long long dummy;
+    if (arg_i64(cmd, i, INT64_MIN + 1, INT64_MAX, &dummy)) {
+      out_err(c, "ERR Couldn't parse as integer: %.*s", (int)cmd->len[i],
+              cmd->argv[i]);
+      return;
+    }
+  }
+  arg_i64(cmd, 2, INT64_MIN + 1, INT64_MAX, &burst);
+  arg_i64(cmd, 3, INT64_MIN + 1, INT64_MAX, &count);
+  arg_i64(cmd, 4, INT64_MIN + 1, INT64_MAX, &period);
+  if (cmd->argc == 6) arg_i64(cmd, 5, INT64_MIN + 1, INT64_MAX, &qty);
+  if (count <= 0 || period <= 0) {
+    out_err(c, "ERR Zero rates are not supported");
+    return;
+  }
+  if (burst < 0 || burst >= SL_LIMIT_MAX || count > SL_LIMIT_MAX ||
+      period > SL_PERIOD_MAX_NS / 1000000000 || qty < 0) {
+    out_err(c, "ERR max_burst must be 0..%u, count 1..%u, period 1..%lld "
+               "seconds, quantity >= 0",
+            SL_LIMIT_MAX - 1, SL_LIMIT_MAX,
+            (long long)(SL_PERIOD_MAX_NS / 1000000000));
+    return;
+  }
+  /* GCRA, burst = max_burst + 1, emission interval = period / count. */
+  sl_policy p = {SL_GCRA, (uint32_t)count, (uint32_t)(burst + 1),
+                 period * 1000000000};
+  if (sl_policy_validate(&p, NULL, 0)) {
+    out_err(c, "ERR burst %lld at %lld per %lld s is out of range", burst,
+            count, period);
+    return;
+  }
+  eng_result r;
+  int64_t now = srv_now_ns();
+  int never = qty > (long long)p.burst; /* redis-cell: limited, retry -1 */
+  int rc = engine_throttle_policy(c->w->et, cmd->argv[1], cmd->len[1],
+                                  &p, never ? 0 : qty, now, &r);
+  if (rc) {
+    lib_error(c, rc, qty, "this rate");
+    return;
+  }
+  const sl_decision *d = &r.st[0].d;
+  int limited = never || !d->allowed;
+  out_fmt(c, "*5\r\n:%d\r\n:%lld\r\n:%lld\r\n:%lld\r\n:%lld\r\n", limited,
+          (long long)d->limit, (long long)d->remaining,
+          limited && !never ? cell_secs(d->retry_after_ns) : -1LL,
+          cell_secs(d->reset_ns));
+}
+
+static void cmd_sl_throttle(resp_conn *c, const resp_cmd *cmd) {
+  if (cmd->argc != 3 && cmd->argc != 4) {
+    out_err(c, "ERR wrong number of arguments for 'sl.throttle' command "
+               "(SL.THROTTLE key policy [cost])");
+    return;
+  }
+  long long cost = 1;
+  if (cmd->argc == 4 && arg_i64(cmd, 3, 0, INT64_MAX, &cost)) {
+    out_err(c, "ERR cost must be an integer >= 0");
+    return;
+  }
+  eng_result r;
+  char err[256];
+  int rc = engine_throttle(c->w->et, cmd->argv[1], cmd->len[1], cmd->argv[2],
+                           cmd->len[2], cost, srv_now_ns(), &r, err,
+                           sizeof err);
+  if (rc == SL_EPOLICY || rc == ENG_EADHOC) {
+    out_err(c, "ERR invalid policy: %s", err);
+    return;
+  }
+  if (rc) {
+    lib_error(c, rc, cost, "this policy");
+    return;
+  }
+  const sl_decision *d = &r.st[0].d;
+  out_fmt(c, "*6\r\n:%d\r\n:%lld\r\n:%lld\r\n:%lld\r\n:%lld\r\n:%lld\r\n",
+          d->allowed, (long long)d->limit, (long long)d->remaining,
+          ms_up(d->retry_after_ns), ms_up(d->reset_ns), ms_up(d->delay_ns));
+}
+
+static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
+  int argc = cmd->argc;
+  long long hits = 1;
+  if (argc >= 4 && is(cmd, argc - 2, "HITS")) {
+    if (arg_i64(cmd, argc - 1, 0, INT64_MAX, &hits)) {
+      out_err(c, "ERR HITS must be an integer >= 0");
+      return;
+    }
+    argc -= 2;
+  }
+  if (argc < 4 || (argc - 2) % 2 != 0) {
+    out_err(c, "ERR wrong number of arguments for 'sl.check' command "
+               "(SL.CHECK domain key value [key value ...] [HITS n])");
+    return;
+  }
+  eng_descriptor d;
+  d.n = (size_t)(argc - 2) / 2;
+  d.hits = -1;
+  if (d.n > ENG_MAX_ENTRIES) {
+    out_err(c, "ERR at most %d key/value pairs", ENG_MAX_ENTRIES);
+    return;
+  }
+  for (size_t i = 0; i < d.n; i++)
+    d.entries[i] = (cfg_entry){cmd->argv[2 + 2 * i], cmd->len[2 + 2 * i],
+                               cmd->argv[3 + 2 * i], cmd->len[3 + 2 * i]};
+  eng_request req = {cmd->argv[1], cmd->len[1], &d, 1, hits};
+  eng_result r;
+  int rc = engine_check(c->w->et, &req, srv_now_ns(), &r);
+  if (rc == ENG_EDOMAIN) {
+    out_err(c, "ERR unknown domain '%.*s'", (int)cmd->len[1], cmd->argv[1]);
+    return;
+  }
+  if (rc == ENG_EDESCRIPTOR) {
+    out_err(c, "ERR descriptor too long (at most %d bytes in all)",
+            SL_KEY_MAX);
+    return;
+  }
+  if (rc) {
+    lib_error(c, rc, hits, "a matching rule");
+    return;
+  }
+  if (r.worst < 0 || r.st[r.worst].unlimited) {
+    out_fmt(c, "*6\r\n:1\r\n:-1\r\n:-1\r\n:0\r\n:0\r\n");
+    if (r.worst < 0)
+      out_bulk(c, "", 0);
+    else
+      out_bulk(c, r.st[r.worst].limit->rule, strlen(r.st[r.worst].limit->rule));
+    return;
+  }
+  const eng_status *s = &r.st[r.worst];
+  out_fmt(c, "*6\r\n:%d\r\n:%lld\r\n:%lld\r\n:%lld\r\n:%lld\r\n", r.allowed,
+          (long long)s->d.limit, (long long)s->d.remaining,
+          s->d.retry_after_ns < 0 ? -1LL : ms_up(s->d.retry_after_ns),
+          ms_up(s->d.reset_ns));
+  out_bulk(c, s->limit->rule, strlen(s->limit->rule));
+}
+
+static void cmd_info(resp_conn *c) {
+  sl_store_stats st;
+  sl_store_stats_get(engine_store(c->w->srv->eng), &st);
+  char buf[1024];
+  int n = snprintf(buf, sizeof buf,
+                   "# Server\r\nsluice_version:%s\r\nredis_version:7.0.0\r\n"
+                   "process_id:%d\r\ntcp_port:%d\r\n\r\n"
+                   "# Clients\r\nconnected_clients:%ld\r\n\r\n"
+                   "# Memory\r\nused_memory:%llu\r\nmaxmemory:%llu\r\n\r\n"
+                   "# Stats\r\nexpired_keys:%llu\r\nevicted_keys:%llu\r\n"
+                   "limiters:%llu\r\n\r\n"
+                   "# Keyspace\r\ndb0:keys=%llu,expires=%llu,avg_ttl=0\r\n",
+                   sl_version_string(), (int)getpid(), c->w->srv->resp_port,
+                   atomic_load(&c->w->srv->connections),
+                   (unsigned long long)st.bytes,
+                   (unsigned long long)st.max_memory,
+                   (unsigned long long)st.expirations,
+                   (unsigned long long)st.evictions,
+                   (unsigned long long)st.limiters,
+                   (unsigned long long)st.keys, (unsigned long long)st.keys);
+  out_bulk(c, buf, (size_t)n);
+}
+
+/* Constant-time comparison of a password. */
+static int same_secret(const char *a, size_t alen, const char *b) {
+  size_t blen = strlen(b);
+  unsigned char diff = alen != blen;
+  for (size_t i = 0; i < alen; i++) diff |= (unsigned char)(a[i] ^ b[i % (blen ? blen : 1)]);
+  return diff == 0;
+}
+
+static void dispatch(resp_conn *c, const resp_cmd *cmd) {
+  if (cmd->argc == 0) return; /* an empty inline line: Redis ignores it */
+  engine_count(c->w->et, EC_RESP_COMMANDS, 1);
+  const char *pw = c->w->srv->o.password;
+  if (is(cmd, 0, "AUTH")) {
+    if (cmd->argc < 2 || cmd->argc > 3) {
+      out_err(c, "ERR wrong number of arguments for 'auth' command");
+    } else if (!pw) {
+      out_err(c, "ERR AUTH <password> called without any password "
+                 "configured for the default user. Are you sure your "
+                 "configuration is correct?");
+    } else if ((cmd->argc == 3 && !is(cmd, 1, "default")) ||
+               !same_secret(cmd->argv[cmd->argc - 1], cmd->len[cmd->argc - 1],
+                            pw)) {
+      out_err(c, "WRONGPASS invalid username-password pair or user is "
+                 "disabled.");
+    } else {
+      c->authed = 1;
+      out_raw(c, "+OK\r\n", 5);
+    }
+    return;
+  }
+  if (is(cmd, 0, "QUIT")) {
+    out_raw(c, "+OK\r\n", 5);
+    c->closing = 1;
+    return;
+  }
+  if (pw && !c->authed) {
+    out_err(c, "NOAUTH Authentication required.");
+    return;
+  }
+  if (is(cmd, 0, "CL.THROTTLE")) {
+    cmd_cl_throttle(c, cmd);
+  } else if (is(cmd, 0, "SL.THROTTLE")) {
+    cmd_sl_throttle(c, cmd);
+  } else if (is(cmd, 0, "SL.CHECK")) {
+    cmd_sl_check(c, cmd);
+  } else if (is(cmd, 0, "SL.RESET")) {
+    if (cmd->argc != 2)
+      out_err(c, "ERR wrong number of arguments for 'sl.reset' command");
+    else
+      out_int(c, engine_reset_key(c->w->srv->eng, cmd->argv[1], cmd->len[1]));
+  } else if (is(cmd, 0, "PING")) {
+    if (cmd->argc == 1)
+      out_raw(c, "+PONG\r\n", 7);
+    else if (cmd->argc == 2)
+      out_bulk(c, cmd->argv[1], cmd->len[1]);
+    else
+      out_err(c, "ERR wrong number of arguments for 'ping' command");
+  } else if (is(cmd, 0, "ECHO")) {
+    if (cmd->argc != 2)
+      out_err(c, "ERR wrong number of arguments for 'echo' command");
+    else
+      out_bulk(c, cmd->argv[1], cmd->len[1]);
+  } else if (is(cmd, 0, "INFO")) {
+    cmd_info(c);
+  } else if (is(cmd, 0, "DBSIZE")) {
+    sl_store_stats st;
+    sl_store_stats_get(engine_store(c->w->srv->eng), &st);
+    out_int(c, (long long)st.keys);
+  } else if (is(cmd, 0, "SELECT")) {
+    out_raw(c, "+OK\r\n", 5);
+  } else if (is(cmd, 0, "COMMAND") || (is(cmd, 0, "CONFIG") && cmd->argc >= 2 &&
+                                       is(cmd, 1, "GET"))) {
+    out_raw(c, "*0\r\n", 4); /* nothing to tell: clients carry on */
+  } else if (is(cmd, 0, "CLIENT") && cmd->argc >= 2 &&
+             (is(cmd, 1, "SETNAME") || is(cmd, 1, "SETINFO"))) {
+    out_raw(c, "+OK\r\n", 5);
+  } else {
+    char args[128] = "";
+    size_t used = 0;
+    for (int i = 1; i < cmd->argc && used < 80; i++)
+      used += (size_t)snprintf(args + used, sizeof args - used, "'%.*s' ",
+                               (int)(cmd->len[i] < 20 ? cmd->len[i] : 20),
+                               cmd->argv[i]);
+    out_err(c, "ERR unknown command '%.*s', with args beginning with: %s",
+            (int)(cmd->len[0] < 40 ? cmd->len[0] : 40), cmd->argv[0], args);
+  }
+}
+
+/* ---- reading ---- */
+
+static void on_read(h2o_socket_t *sock, const char *err) {
+  resp_conn *c = sock->data;
+  if (err) {
+    conn_close(c);
+    return;
+  }
+  while (!c->closing && sock->input->size > 0 && sock->input->size >= c->need) {
+    const char *perr = NULL;
+    ssize_t n = resp_parse(sock->input->bytes, sock->input->size, c->w->cmd,
+                           &c->need, &perr);
+    if (n == 0) break;
+    if (n < 0) {
+      out_err(c, "ERR %s", perr);
+      c->closing = 1;
+      break;
+    }
+    c->need = 0;
+    dispatch(c, c->w->cmd);
+    h2o_buffer_consume(&sock->input, (size_t)n);
+    if (c->out_len >= OUT_PAUSE && c->writing) break;
+  }
+  if (c->closing && c->reading) {
+    h2o_socket_read_stop(sock);
+    c->reading = 0;
+  } else if (c->writing && c->out_len >= OUT_PAUSE && c->reading) {
+    h2o_socket_read_stop(sock); /* the client is not reading: wait */
+    c->reading = 0;
+  }
+  flush(c);
+}
+
+void resp_accept(worker *w, h2o_socket_t *sock) {
+  resp_conn *c = calloc(1, sizeof *c);
+  if (!c) {
+    h2o_socket_close(sock);
+    return;
+  }
+  c->w = w;
+  c->sock = sock;
+  sock->data = c;
+  h2o_linklist_insert(&w->resp_list, &c->link);
+  w->resp_conns++;
+  engine_connections(w->et, 1, 1);
+  c->reading = 1;
+  h2o_socket_read_start(sock, on_read);
+}
+
+void resp_shutdown(worker *w) {
+  h2o_linklist_t *node = w->resp_list.next;
+  while (node != &w->resp_list) {
+    resp_conn *c = H2O_STRUCT_FROM_MEMBER(resp_conn, link, node);
+    node = node->next;
+    c->closing = 1;
+    if (c->reading) {
+      h2o_socket_read_stop(c->sock);
+      c->reading = 0;
+    }
+    flush(c); /* closes it now unless a write is in flight */
+  }
+}
+
+int resp_worker_init(worker *w) {
+  h2o_linklist_init_anchor(&w->resp_list);
+  w->cmd = malloc(sizeof *w->cmd);
+  return w->cmd ? 0 : -1;
+}
+
+void resp_worker_dispose(worker *w) {
+  if (!w->cmd) return; /* never initialised, or disposed already */
+  while (!h2o_linklist_is_empty(&w->resp_list))
+    conn_close(H2O_STRUCT_FROM_MEMBER(resp_conn, link, w->resp_list.next));
+  free(w->cmd);
+  w->cmd = NULL;
+}
