@@ -12,6 +12,8 @@ int cmd_replay(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_check_config(int argc, char **argv);
+int cmd_sim(int argc, char **argv);
+int cmd_accuracy(int argc, char **argv);
 
 typedef struct replay_counts {
   uint64_t requests, allowed, denied;

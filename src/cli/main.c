@@ -17,6 +17,8 @@ static const struct {
     {"serve", cmd_serve, "run the daemon: HTTP and Redis-protocol front ends"},
     {"check-config", cmd_check_config, "validate a YAML config, FILE:LINE:COL errors"},
     {"bench", cmd_bench, "measure decisions per second and bytes per key"},
+    {"sim", cmd_sim, "run a scenario against policies side by side"},
+    {"accuracy", cmd_accuracy, "judge every algorithm against the ideal sliding limit"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,81 @@
+/*
+ * examples.c — the scenarios built into `sluice sim --example NAME`.
+ *
+ * Each one shows one behaviour people choose (or avoid) a limiter for, in
+ * as few lines as it takes; docs/algorithms.md is generated from them, and
+ * tests/golden/ holds their output. `sluice sim --example NAME --print`
+ * prints one as a starting point for a scenario of your own.
+ */
+#include "sim.h"
+
+const sim_example sim_examples[] = {
+    {"boundary-burst",
+     "fixed window lets 2x the limit through across a boundary",
+     "# 100 requests just before a minute boundary and 100 right after it, "
+     "against 100 per minute.\n"
+     "# The fixed window starts afresh at 1m and lets all 200 through in "
+     "100 ms; the sliding\n"
+     "# window and the sliding log still count the first 100 and deny the "
+     "rest.\n"
+     "policy fixed    fixed_window:100/m\n"
+     "policy sliding  sliding_window:100/m\n"
+     "policy log      sliding_log:100/m\n"
+     "at 59.9s\n"
+     "burst 100\n"
+     "at 1m\n"
+     "burst 100\n"},
+
+    {"idle-burst", "a token bucket banks unused capacity and spends it at once",
+     "# A client sends a request every 2 s, idles for half a minute, then "
+     "sends 30 at once and\n"
+     "# one a second after that, against 1 per second. A token bucket with "
+     "burst=20 has banked\n"
+     "# 20 tokens and lets 20 through in one instant (max_in_window 20), then "
+     "one a second;\n"
+     "# gcra decides exactly the same with one timestamp of state; without a "
+     "burst, the\n"
+     "# bucket holds a single token.\n"
+     "policy bucket  token_bucket:1/s:burst=20\n"
+     "policy gcra    gcra:1/s:burst=20\n"
+     "policy strict  token_bucket:1/s\n"
+     "every 2s for 10s\n"
+     "at 40s\n"
+     "burst 30\n"
+     "every 1s for 10s\n"},
+
+    {"smoothing", "a leaky bucket delays requests instead of rejecting them",
+     "# A burst of 20 requests, then 4 per second for 4 s, against 2 per "
+     "second.\n"
+     "# The leaky bucket queues them and lets them out 500 ms apart (see "
+     "delay): nothing is\n"
+     "# lost until its queue of 20 is full. A token bucket makes the same "
+     "allow/deny decisions\n"
+     "# but passes the burst through at once; a sliding window allows 2 and "
+     "rejects the rest.\n"
+     "policy leaky   leaky_bucket:2/s:burst=20\n"
+     "policy bucket  token_bucket:2/s:burst=20\n"
+     "policy window  sliding_window:2/s\n"
+     "at 1s\n"
+     "burst 20\n"
+     "at 5s\n"
+     "every 250ms for 4s\n"},
+
+    {"retry-storm",
+     "clients retrying at once vs honouring retry_after with jitter",
+     "# 40 clients call an API limited to 10 per second at the same moment, "
+     "twice.\n"
+     "# At 0 s a denied client tries again every 10 ms; at 20 s it waits the "
+     "retry_after the\n"
+     "# limiter reported plus up to 1 s of random jitter. Both waves get the "
+     "same service;\n"
+     "# compare the attempts it takes (the lines under the timeline).\n"
+     "policy gcra   gcra:10/s\n"
+     "policy fixed  fixed_window:10/s\n"
+     "retry immediate every 10ms max 1000\n"
+     "burst 40 api\n"
+     "at 20s\n"
+     "retry after jitter 1s max 1000\n"
+     "burst 40 api\n"},
+};
+
+const size_t sim_nexamples = sizeof sim_examples / sizeof sim_examples[0];
