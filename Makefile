@@ -2,7 +2,8 @@
 #
 #   make                 build/libsluice.a, build/libsluice.so, build/sluice
 #   make check           every test (installs missing Debian packages first)
-#   make run             the main job: a replay demo of a boundary burst
+#   make run             the main job: sluice serve on the embedded config
+#   make demo            a replay demo of the boundary burst
 #   make bench           the engine benchmarks, with their anchors, one run
 #   make fuzz            the libFuzzer harnesses, FUZZ_SECONDS each (clang)
 #   make SANITIZE=address,undefined check    (or SANITIZE=thread)
@@ -34,17 +35,21 @@ LDFLAGS += $(SANFLAGS) -pthread
 # libsodium; the daemon's parts (YAML config, HTTP, RESP) live in the binary.
 LIB_SRC  = $(wildcard src/*.c src/algo/*.c src/store/*.c) src/config/policy.c
 CLI_SRC  = $(wildcard src/cli/*.c)
-# The daemon (sluice serve, check-config): h2o, libyaml, jansson.
+# The daemon (sluice serve, check-config): h2o, libyaml, jansson. Its parts
+# that need no h2o (config, engine, RESP parser) also form an archive the
+# unit tests link.
 SRV_SRC  = $(wildcard src/server/*.c) src/config/config.c
 SRV_OBJ  = $(SRV_SRC:%.c=$(BUILD)/obj/%.o)
 SRV_LIBS = -lh2o-evloop -lyaml -ljansson -lssl -lcrypto
+CORE_SRV_OBJ = $(BUILD)/obj/src/config/config.o \
+  $(BUILD)/obj/src/server/engine.o $(BUILD)/obj/src/server/resp_parse.o
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC = $(wildcard tests/unit/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 INTEG    = $(wildcard tests/integration/*.sh)
 
-.PHONY: all check unit integration examples run bench fuzz deps deps-bench deps-fuzz clean
+.PHONY: all check unit integration examples run demo bench fuzz deps deps-bench deps-fuzz clean
 all: $(BUILD)/libsluice.a $(BUILD)/libsluice.so $(BUILD)/sluice
 
 $(BUILD)/obj/%.o: %.c
@@ -64,10 +69,16 @@ $(BUILD)/sluice: $(CLI_OBJ) $(SRV_OBJ) $(BUILD)/libsluice.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(SRV_OBJ) $(BUILD)/libsluice.a \
 	  $(SRV_LIBS) $(LIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c tests/unit/helpers.h $(BUILD)/libsluice.a
+$(BUILD)/libsluice-server.a: $(CORE_SRV_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/helpers.h $(BUILD)/libsluice.a \
+    $(BUILD)/libsluice-server.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Isrc $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< \
-	  $(BUILD)/libsluice.a -lcmocka $(LIBS) -lm
+	  $(BUILD)/libsluice-server.a $(BUILD)/libsluice.a -lcmocka -lyaml \
+	  $(LIBS) -lm
 
 deps:
 	@scripts/deps.sh build
@@ -94,7 +105,13 @@ unit: $(TEST_BIN)
 integration: $(BUILD)/sluice
 	@set -e; for t in $(INTEG); do echo "== $$t"; SLUICE=$(BUILD)/sluice sh $$t; done
 
+# The main job: the daemon on the embedded default config.
 run: deps
+	@$(MAKE) --no-print-directory all
+	@SLUICE=$(BUILD)/sluice scripts/run.sh
+
+# The replay demo of the boundary burst (make run's job before the daemon).
+demo: deps
 	@$(MAKE) --no-print-directory all
 	@SLUICE=$(BUILD)/sluice scripts/demo.sh
 
