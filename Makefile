@@ -22,6 +22,8 @@ else
 BUILD   ?= build/san-$(subst $(comma),-,$(SANITIZE))
 OPT     ?= -O1
 SANFLAGS = -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+# libh2o's own pools live until exit (see tests/lsan.supp).
+export LSAN_OPTIONS = suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0
 endif
 
 WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
@@ -48,6 +50,7 @@ CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC = $(wildcard tests/unit/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 INTEG    = $(wildcard tests/integration/*.sh)
+
 
 .PHONY: all check unit integration examples run demo bench fuzz deps deps-bench deps-fuzz clean
 all: $(BUILD)/libsluice.a $(BUILD)/libsluice.so $(BUILD)/sluice
@@ -127,9 +130,11 @@ FUZZ_BIN = $(patsubst fuzz/%.c,build/fuzz/%,$(wildcard fuzz/*_fuzz.c))
 FUZZ_CFLAGS = -std=c17 -g -O1 -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=all $(CPPFLAGS) -pthread
 
-build/fuzz/%_fuzz: fuzz/%_fuzz.c $(LIB_SRC) src/cli/replay.c src/cli/util.c
+FUZZ_CLI = src/cli/replay.c src/cli/util.c src/cli/sim.c src/cli/lab.c \
+  src/cli/svg.c src/cli/examples.c
+build/fuzz/%_fuzz: fuzz/%_fuzz.c $(LIB_SRC) $(FUZZ_CLI)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) src/cli/replay.c src/cli/util.c $(LIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(FUZZ_CLI) $(LIBS)
 
 fuzz: deps-fuzz $(FUZZ_BIN)
 	@set -e; for f in $(FUZZ_BIN); do n=$$(basename $$f _fuzz); \
