@@ -493,6 +493,8 @@ void sim_free(sim_scenario *sc) {
 
 const char *sim_description(const sim_scenario *sc) { return sc->description; }
 
+int sim_npolicies(const sim_scenario *sc) { return sc->npol; }
+
 /* ---- running ---------------------------------------------------------- */
 
 /* A pending retry of one policy. */
@@ -861,7 +863,13 @@ static void print_header(run_state *rs) {
           sc->npol == 1 ? "policy" : "policies");
   if (sc->nretry) fprintf(f, ", retries on");
   fprintf(f, "\n");
-  if (sc->description[0]) fprintf(f, "%s\n", sc->description);
+  /* The description is echoed as the comments it was, so no line of it
+     can pass for output ("summary policy=..." in a comment). */
+  for (const char *d = sc->description; *d;) {
+    size_t n = strcspn(d, "\n");
+    fprintf(f, "# %.*s\n", (int)n, d);
+    d += n + (d[n] == '\n');
+  }
   for (int p = 0; p < sc->npol; p++)
     fprintf(f, "  %-*s  %s\n", rs->name_w, sc->pol[p].name, sc->pol[p].spec);
   fprintf(f, "\n%s%12s  %-*s  %-*s  %-24s %9s  %s%s\n", color ? C_DIM : "",

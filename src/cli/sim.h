@@ -40,6 +40,9 @@ int sim_parse(const char *text, size_t len, uint64_t max_requests,
               sim_scenario **out, char *err, size_t err_len);
 void sim_free(sim_scenario *sc);
 
+/* The number of policies (1 to SIM_MAX_POLICIES). */
+int sim_npolicies(const sim_scenario *sc);
+
 /* The comment lines that open the scenario (up to 6, joined by '\n';
    "" if none): its description. */
 const char *sim_description(const sim_scenario *sc);
