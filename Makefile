@@ -4,6 +4,7 @@
 #   make check           every test (installs missing Debian packages first)
 #   make run             the main job: sluice serve on the embedded config
 #   make demo            a replay demo of the boundary burst
+#   make docs            docs/algorithms.md and its plots, from sim and accuracy
 #   make bench           the engine benchmarks, with their anchors, one run
 #   make fuzz            the libFuzzer harnesses, FUZZ_SECONDS each (clang)
 #   make SANITIZE=address,undefined check    (or SANITIZE=thread)
@@ -52,7 +53,7 @@ TEST_BIN = $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 INTEG    = $(wildcard tests/integration/*.sh)
 
 
-.PHONY: all check unit integration examples run demo bench fuzz deps deps-bench deps-fuzz clean
+.PHONY: all check unit integration examples run demo docs bench fuzz deps deps-bench deps-fuzz clean
 all: $(BUILD)/libsluice.a $(BUILD)/libsluice.so $(BUILD)/sluice
 
 $(BUILD)/obj/%.o: %.c
@@ -117,6 +118,12 @@ run: deps
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@SLUICE=$(BUILD)/sluice scripts/demo.sh
+
+# docs/algorithms.md and docs/img/, written from the program's own output
+# (sluice sim and sluice accuracy), so the figures are always its own.
+docs: deps
+	@$(MAKE) --no-print-directory all
+	@SLUICE=$(BUILD)/sluice scripts/gen-docs.sh
 
 bench: deps-bench
 	@$(MAKE) --no-print-directory all

@@ -229,7 +229,10 @@ static int judge(const trace *tr, const sl_policy *pol, result *res,
   char key[32];
   for (size_t i = 0; i < tr->n && !rc; i++) {
     const trace_req *q = &tr->r[i];
-    if (chart) /* key 0's window total at the end of every bin passed */
+    /* Key 0's window total at the end of every bin passed: within a bin
+       (W / 880 or less) it only grows, as entries stay for all of W, so the
+       bin's end shows its peak. */
+    if (chart)
       for (; next_bin < chart->nbins &&
              svg_bin_start(chart, next_bin + 1) - 1 < q->t;
            next_bin++) {
@@ -252,7 +255,6 @@ static int judge(const trace *tr, const sl_policy *pol, result *res,
       res->false_deny++;
       if (chart) svg_count(chart, lane, q->t, 2, 1);
     }
-    if (chart && q->key == 0) svg_level(chart, lane, q->t, win.keys[0].sum);
   }
   if (chart)
     for (; next_bin < chart->nbins; next_bin++) {

@@ -201,28 +201,113 @@ static double ypos(const svg_lane *l, double top, int64_t v) {
   return top + LEVEL_H * (1.0 - r);
 }
 
+/* Tenths of a pixel: coordinates are written with one decimal, and two
+   points that print alike are alike. */
+static long tenths(double v) { return (long)(v * 10.0 + (v < 0 ? -0.5 : 0.5)); }
+
+/* Writes v to one decimal, without a trailing ".0" (plots are mostly
+   numbers; this keeps them small). */
+static void put_num(FILE *f, double v) {
+  long t = tenths(v);
+  if (t % 10 == 0)
+    fprintf(f, "%ld", t / 10);
+  else
+    fprintf(f, "%s%ld.%ld", t < 0 ? "-" : "", labs(t) / 10, labs(t) % 10);
+}
+
 /* The level line of one lane: per bin its first value, its extremes when
-   they lie outside first..last, and its last value. */
+   they lie outside first..last, and its last value; a point in the middle
+   of a straight horizontal or vertical run is left out (long flat stretches
+   cost two points, not hundreds). */
 static void draw_level(const svg_chart *c, const svg_lane *l, double top,
                        FILE *f) {
-  int open = 0;
-  for (size_t b = 0; b < c->nbins; b++) {
+  enum { MAXPTS = 4 * SVG_PLOT_WIDTH };
+  static __thread double px[MAXPTS], py[MAXPTS];
+  size_t n = 0;
+  for (size_t b = 0; b < c->nbins && n + 4 <= MAXPTS; b++) {
     if (!l->has[b]) continue;
     const int64_t *q = &l->lv[b * 4];
     double xl = LEFT + (double)b, xr = xl + 1.0, xm = xl + 0.5;
-    if (!open) {
-      fprintf(f, "<polyline fill=\"none\" stroke=\"" LEVEL_COLOR
-                 "\" stroke-width=\"1.6\" stroke-linejoin=\"round\" "
-                 "points=\"");
-      open = 1;
-    }
     int64_t a = q[0] < q[3] ? q[0] : q[3], z = q[0] < q[3] ? q[3] : q[0];
-    fprintf(f, "%.1f,%.1f ", xl, ypos(l, top, q[0]));
-    if (q[2] > z) fprintf(f, "%.1f,%.1f ", xm, ypos(l, top, q[2]));
-    if (q[1] < a) fprintf(f, "%.1f,%.1f ", xm, ypos(l, top, q[1]));
-    fprintf(f, "%.1f,%.1f ", xr, ypos(l, top, q[3]));
+    if (q[1] == q[2]) { /* one value all through the bin: one point */
+      px[n] = xm, py[n++] = ypos(l, top, q[0]);
+      continue;
+    }
+    px[n] = xl, py[n++] = ypos(l, top, q[0]);
+    if (q[2] > z) px[n] = xm, py[n++] = ypos(l, top, q[2]);
+    if (q[1] < a) px[n] = xm, py[n++] = ypos(l, top, q[1]);
+    px[n] = xr, py[n++] = ypos(l, top, q[3]);
   }
-  if (open) fprintf(f, "\"/>\n");
+  if (n == 0) return;
+  fprintf(f, "<polyline fill=\"none\" stroke=\"" LEVEL_COLOR
+             "\" stroke-width=\"1.6\" stroke-linejoin=\"round\" points=\"");
+  for (size_t i = 0; i < n; i++) {
+    if (i > 0 && i + 1 < n) {
+      int flat = tenths(py[i - 1]) == tenths(py[i]) &&
+                 tenths(py[i]) == tenths(py[i + 1]);
+      int upright = tenths(px[i - 1]) == tenths(px[i]) &&
+                    tenths(px[i]) == tenths(px[i + 1]);
+      if (flat || upright) continue;
+    }
+    put_num(f, px[i]);
+    fputc(',', f);
+    put_num(f, py[i]);
+    fputc(' ', f);
+  }
+  fprintf(f, "\"/>\n");
+}
+
+/*
+ * The bars of one lane: per kind one path of rectangles, kinds drawn up
+ * stacked above the strip's middle and the others below it; neighbouring
+ * bins whose bars print alike become one rectangle.
+ */
+static void draw_bars(const svg_chart *c, const svg_lane *l, double mid,
+                      uint64_t maxcount, FILE *f) {
+  static __thread double up[SVG_PLOT_WIDTH], down[SVG_PLOT_WIDTH];
+  static __thread double by[SVG_PLOT_WIDTH], bh[SVG_PLOT_WIDTH];
+  const double half = STRIP_H / 2 - 1;
+  size_t nb = c->nbins < SVG_PLOT_WIDTH ? c->nbins : SVG_PLOT_WIDTH;
+  for (size_t b = 0; b < nb; b++) up[b] = down[b] = 0;
+  for (int k = 0; k < SVG_KINDS; k++) {
+    if (!c->kinds[k].name) continue;
+    int any = 0;
+    for (size_t b = 0; b < nb; b++) {
+      uint64_t n = l->count[b * SVG_KINDS + (size_t)k];
+      double *acc = c->kinds[k].down ? &down[b] : &up[b];
+      double h = bar_height(n, maxcount, half);
+      if (*acc + h > half) h = half - *acc;
+      if (h <= 0) {
+        bh[b] = 0;
+        continue;
+      }
+      by[b] = c->kinds[k].down ? mid + *acc : mid - *acc - h;
+      bh[b] = h;
+      *acc += h;
+      any = 1;
+    }
+    if (!any) continue;
+    fprintf(f, "<path fill=\"%s\" d=\"", c->kinds[k].color);
+    for (size_t b = 0; b < nb;) {
+      if (bh[b] <= 0) {
+        b++;
+        continue;
+      }
+      size_t e = b + 1;
+      while (e < nb && bh[e] > 0 && tenths(by[e]) == tenths(by[b]) &&
+             tenths(bh[e]) == tenths(bh[b]))
+        e++;
+      fputc('M', f);
+      put_num(f, LEFT + (double)b - 0.5);
+      fputc(' ', f);
+      put_num(f, by[b]);
+      fprintf(f, "h%zuv", e - b + 1);
+      put_num(f, bh[b]);
+      fprintf(f, "h-%zuz", e - b + 1);
+      b = e;
+    }
+    fprintf(f, "\"/>\n");
+  }
 }
 
 static void draw_lane(const svg_chart *c, const svg_lane *l, double y0,
@@ -302,25 +387,7 @@ static void draw_lane(const svg_chart *c, const svg_lane *l, double y0,
     }
   }
 
-  /* Bars: kinds drawn up are stacked above the middle, the others below. */
-  double half = STRIP_H / 2 - 1;
-  for (size_t b = 0; b < c->nbins; b++) {
-    double up = 0, down = 0;
-    for (int k = 0; k < SVG_KINDS; k++) {
-      uint64_t n = l->count[b * SVG_KINDS + (size_t)k];
-      if (!n || !c->kinds[k].name) continue;
-      double h = bar_height(n, maxcount, half);
-      double *acc = c->kinds[k].down ? &down : &up;
-      if (*acc + h > half) h = half - *acc;
-      if (h <= 0) continue;
-      double y = c->kinds[k].down ? mid + *acc : mid - *acc - h;
-      *acc += h;
-      fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"2\" height=\"%.1f\" "
-                 "fill=\"%s\"/>\n", LEFT + (double)b - 0.5, y, h,
-              c->kinds[k].color);
-    }
-  }
-
+  draw_bars(c, l, mid, maxcount, f);
   draw_level(c, l, lt, f);
   fprintf(f, "</g>\n");
 }
