@@ -1,0 +1,1434 @@
+/*
+ * test_engine.c — the daemon's decision engine (src/server/engine.c): config
+ * rules to decisions (several descriptors and limits, all or nothing,
+ * shadow, unlimited, blocked, replaces), request validation, config
+ * reloads (counters that survive, limiters that go, reloads racing worker
+ * threads), ad-hoc policies, key reset, and the Prometheus metrics text.
+ */
+#include <ctype.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "helpers.h"
+
+#include "config/config.h"
+#include "server/engine.h"
+
+/* ---- local helpers ---- */
+
+static sl_config *cfg_of(const char *yaml) {
+  cfg_errors e = {0};
+  sl_config *c = config_load_string(yaml, strlen(yaml), "t.yaml", &e);
+  if (!c) {
+    for (size_t i = 0; i < e.n; i++) print_error("%s\n", e.msgs[i]);
+    cfg_errors_free(&e);
+    fail_msg("the config did not load");
+  }
+  return c;
+}
+
+static engine *engine_of(const char *yaml) {
+  char err[256] = "";
+  engine *e = engine_new(NULL, cfg_of(yaml), err, sizeof err);
+  if (!e) fail_msg("engine_new: %s", err);
+  return e;
+}
+
+/* One engine and one worker thread on it. */
+typedef struct fixture {
+  engine *e;
+  engine_thread *t;
+} fixture;
+
+static fixture fixture_of(const char *yaml) {
+  fixture f;
+  f.e = engine_of(yaml);
+  f.t = engine_thread_new(f.e);
+  assert_non_null(f.t);
+  return f;
+}
+
+static void fixture_free(fixture *f) {
+  engine_thread_free(f->t);
+  engine_free(f->e);
+}
+
+/* Reloads from the test's own thread: it must not hold a generation while
+   engine_reload waits for every online thread. */
+static void reload(fixture *f, const char *yaml) {
+  engine_thread_offline(f->t);
+  assert_int_equal(engine_reload(f->e, cfg_of(yaml)), 0);
+  engine_thread_quiesce(f->t);
+}
+
+#define MAX_PAIRS 8
+
+/* A one-descriptor request given as key, value, ..., NULL. */
+static eng_descriptor desc_of(const char *k, ...) {
+  eng_descriptor d;
+  memset(&d, 0, sizeof d);
+  d.hits = -1;
+  va_list ap;
+  va_start(ap, k);
+  for (; k; k = va_arg(ap, const char *)) {
+    const char *v = va_arg(ap, const char *);
+    assert_true(d.n < ENG_MAX_ENTRIES);
+    d.entries[d.n++] = (cfg_entry){k, strlen(k), v, strlen(v)};
+  }
+  va_end(ap);
+  return d;
+}
+
+/* Decides descriptors ds[0..n) in domain with `hits`; asserts rc. */
+static eng_result check_n(engine_thread *t, const char *domain,
+                          eng_descriptor *ds, size_t n, int64_t hits,
+                          int64_t now, int want_rc) {
+  eng_request r = {domain, strlen(domain), ds, n, hits};
+  eng_result out;
+  memset(&out, 0xa5, sizeof out);
+  int rc = engine_check(t, &r, now, &out);
+  if (rc != want_rc) fail_msg("engine_check rc=%d, want %d", rc, want_rc);
+  return out;
+}
+
+/* One descriptor of one entry, cost 1. */
+static eng_result check1(engine_thread *t, const char *domain, const char *k,
+                         const char *v, int64_t now) {
+  eng_descriptor d = desc_of(k, v, NULL);
+  return check_n(t, domain, &d, 1, 1, now, 0);
+}
+
+/* The figures a peek (hits 0) reports for one entry. */
+static sl_decision peek1(engine_thread *t, const char *domain, const char *k,
+                         const char *v, int64_t now) {
+  eng_descriptor d = desc_of(k, v, NULL);
+  eng_result r = check_n(t, domain, &d, 1, 0, now, 0);
+  assert_true(r.allowed);
+  assert_int_equal(r.n, 1);
+  return r.st[0].d;
+}
+
+static uint64_t limiters_of(engine *e) {
+  sl_store_stats st;
+  sl_store_stats_get(engine_store(e), &st);
+  return st.limiters;
+}
+
+static char *metrics_of(engine *e) {
+  size_t len = 0;
+  char *m = engine_metrics(e, &len);
+  assert_non_null(m);
+  assert_int_equal(strlen(m), len);
+  return m;
+}
+
+/* The value of the metrics line that starts with `series` + ' ', or -1. */
+static long long metric(const char *text, const char *series) {
+  size_t n = strlen(series);
+  for (const char *p = text; *p;) {
+    const char *nl = strchr(p, '\n');
+    size_t len = nl ? (size_t)(nl - p) : strlen(p);
+    if (len > n && !memcmp(p, series, n) && p[n] == ' ')
+      return strtoll(p + n + 1, NULL, 10);
+    p += len + (nl != NULL);
+  }
+  return -1;
+}
+
+static const char two_rules[] =
+    "domain: d\n"
+    "descriptors:\n"
+    "  - key: k\n"
+    "    rate_limit: {policy: \"fixed_window:5/s\"}\n"
+    "  - key: g\n"
+    "    rate_limit: {policy: \"gcra:10/s:burst=3\"}\n";
+
+/* ---- engine_new and threads ---- */
+
+static void engine_new_serves_the_config_it_was_given(void **state) {
+  (void)state;
+  sl_config *c = cfg_of(two_rules);
+  char err[128] = "";
+  engine *e = engine_new(NULL, c, err, sizeof err);
+  assert_non_null(e);
+  assert_ptr_equal(engine_config(e), c);
+  assert_non_null(engine_store(e));
+  assert_int_equal(limiters_of(e), 2);
+  engine_free(e);
+}
+
+static void engine_new_with_too_small_a_store_fails_with_a_message(
+    void **state) {
+  (void)state;
+  engine_opts o = {1};
+  char err[128] = "";
+  assert_null(engine_new(&o, cfg_of(two_rules), err, sizeof err));
+  assert_string_equal(err, "store: invalid argument (--max-memory too small)");
+}
+
+static void unlimited_and_blocked_rules_need_no_limiter(void **state) {
+  (void)state;
+  engine *e = engine_of("domain: d\n"
+                        "descriptors:\n"
+                        "  - key: a\n"
+                        "    rate_limit: {unlimited: true}\n"
+                        "  - key: b\n"
+                        "    rate_limit: {unit: second, requests_per_unit: 0}\n"
+                        "  - key: c\n"
+                        "    rate_limit: {unit: second, requests_per_unit: 1}\n");
+  assert_int_equal(limiters_of(e), 1);
+  engine_free(e);
+}
+
+static void threads_come_and_go(void **state) {
+  (void)state;
+  engine *e = engine_of(two_rules);
+  engine_thread *ts[ENG_MAX_THREADS];
+  for (int i = 0; i < ENG_MAX_THREADS; i++) {
+    ts[i] = engine_thread_new(e);
+    assert_non_null(ts[i]);
+  }
+  assert_null(engine_thread_new(e)); /* every slot taken */
+  engine_thread_free(ts[7]);
+  ts[7] = engine_thread_new(e); /* a freed slot is reused */
+  assert_non_null(ts[7]);
+  for (int i = 0; i < ENG_MAX_THREADS; i++) engine_thread_quiesce(ts[i]);
+  for (int i = 0; i < ENG_MAX_THREADS; i++) engine_thread_free(ts[i]);
+  engine_free(e);
+}
+
+static void an_offline_thread_does_not_hold_up_a_reload(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  engine_thread *idle = engine_thread_new(f.e);
+  engine_thread_offline(idle);
+  reload(&f, two_rules); /* would wait forever if `idle` counted */
+  engine_thread_quiesce(idle);
+  assert_true(check1(idle, "d", "k", "x", T0).allowed);
+  engine_thread_free(idle);
+  fixture_free(&f);
+}
+
+/* ---- engine_check ---- */
+
+static void check_reports_the_rule_and_the_librarys_figures(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  /* The same policy on its own limiter: the engine must agree exactly. */
+  sl_store *s = store_with_cap(0);
+  sl_limiter *ref = limiter_of(s, "fixed_window:5/s");
+  for (int i = 0; i < 8; i++) {
+    int64_t now = T0 + MS(100) * i;
+    eng_result r = check1(f.t, "d", "k", "alice", now);
+    sl_decision want = take(ref, "alice", 1, now);
+    assert_int_equal(r.allowed, want.allowed);
+    assert_int_equal(r.n, 1);
+    assert_int_equal(r.worst, 0);
+    assert_int_equal(r.by_descriptor[0], 0);
+    assert_ptr_equal(r.st[0].limit, engine_config(f.e)->limits[0]);
+    assert_string_equal(r.st[0].policy_str, "fixed_window:5/s");
+    assert_int_equal(r.st[0].descriptor, 0);
+    assert_false(r.st[0].shadow);
+    assert_false(r.st[0].unlimited);
+    assert_same_decision(&r.st[0].d, &want);
+  }
+  sl_limiter_free(ref);
+  sl_store_free(s);
+  fixture_free(&f);
+}
+
+static void check_allows_the_quota_then_denies_until_the_window_ends(
+    void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  int64_t now = T0 + MS(250);
+  for (int i = 0; i < 5; i++) {
+    eng_result r = check1(f.t, "d", "k", "alice", now);
+    assert_true(r.allowed);
+    assert_int_equal(r.st[0].d.limit, 5);
+    assert_int_equal(r.st[0].d.remaining, 4 - i);
+    assert_int_equal(r.st[0].d.reset_ns, MS(750));
+    assert_int_equal(r.st[0].d.retry_after_ns, 0);
+  }
+  eng_result r = check1(f.t, "d", "k", "alice", now);
+  assert_false(r.allowed);
+  assert_false(r.st[0].d.allowed);
+  assert_int_equal(r.st[0].d.remaining, 0);
+  assert_int_equal(r.st[0].d.retry_after_ns, MS(750));
+  assert_true(check1(f.t, "d", "k", "alice", T0 + SEC(1)).allowed);
+  fixture_free(&f);
+}
+
+static void each_value_of_a_key_only_rule_has_its_own_counter(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  for (int i = 0; i < 5; i++) check1(f.t, "d", "k", "alice", T0);
+  assert_false(check1(f.t, "d", "k", "alice", T0).allowed);
+  assert_true(check1(f.t, "d", "k", "bob", T0).allowed);
+  assert_int_equal(peek1(f.t, "d", "k", "bob", T0).remaining, 4);
+  fixture_free(&f);
+}
+
+static void descriptors_with_the_same_bytes_split_differently_are_distinct(
+    void **state) {
+  (void)state;
+  fixture f = fixture_of("domain: d\n"
+                         "descriptors:\n"
+                         "  - key: a\n"
+                         "    descriptors:\n"
+                         "      - key: b\n"
+                         "        rate_limit: {unit: second, requests_per_unit: 1}\n");
+  eng_descriptor d1 = desc_of("a", "xy", "b", "z", NULL);
+  eng_descriptor d2 = desc_of("a", "x", "b", "yz", NULL);
+  assert_true(check_n(f.t, "d", &d1, 1, 1, T0, 0).allowed);
+  assert_true(check_n(f.t, "d", &d2, 1, 1, T0, 0).allowed);
+  assert_false(check_n(f.t, "d", &d1, 1, 1, T0, 0).allowed);
+  fixture_free(&f);
+}
+
+static void several_descriptors_are_each_checked(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  eng_descriptor ds[3] = {desc_of("k", "alice", NULL),
+                          desc_of("none", "x", NULL),
+                          desc_of("g", "alice", NULL)};
+  eng_result r = check_n(f.t, "d", ds, 3, 1, T0, 0);
+  assert_true(r.allowed);
+  assert_int_equal(r.n, 2);
+  assert_int_equal(r.st[0].descriptor, 0);
+  assert_string_equal(r.st[0].policy_str, "fixed_window:5/s");
+  assert_int_equal(r.st[0].d.remaining, 4);
+  assert_int_equal(r.st[1].descriptor, 2);
+  assert_string_equal(r.st[1].policy_str, "gcra:10/s:burst=3");
+  assert_int_equal(r.st[1].d.remaining, 2);
+  assert_int_equal(r.by_descriptor[0], 0);
+  assert_int_equal(r.by_descriptor[1], -1); /* no rule matched */
+  assert_int_equal(r.by_descriptor[2], 1);
+  /* The most restrictive: fewest remaining. */
+  assert_int_equal(r.worst, 1);
+  fixture_free(&f);
+}
+
+static void worst_is_the_denying_rule(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  for (int i = 0; i < 5; i++) check1(f.t, "d", "k", "alice", T0);
+  eng_descriptor ds[2] = {desc_of("g", "alice", NULL),
+                          desc_of("k", "alice", NULL)};
+  eng_result r = check_n(f.t, "d", ds, 2, 1, T0, 0);
+  assert_false(r.allowed);
+  assert_int_equal(r.worst, 1);
+  assert_false(r.st[1].d.allowed);
+  assert_true(r.st[0].d.allowed); /* gcra had room: its own figures */
+  fixture_free(&f);
+}
+
+static void a_request_matching_no_rule_is_allowed_with_no_status(
+    void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  eng_result r = check1(f.t, "d", "unknown", "x", T0);
+  assert_true(r.allowed);
+  assert_int_equal(r.n, 0);
+  assert_int_equal(r.worst, -1);
+  assert_int_equal(r.by_descriptor[0], -1);
+  fixture_free(&f);
+}
+
+static void hits_are_the_requests_cost(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  eng_descriptor d = desc_of("k", "alice", NULL);
+  eng_result r = check_n(f.t, "d", &d, 1, 3, T0, 0);
+  assert_true(r.allowed);
+  assert_int_equal(r.st[0].d.remaining, 2);
+  r = check_n(f.t, "d", &d, 1, 3, T0, 0);
+  assert_false(r.allowed);
+  assert_int_equal(r.st[0].d.remaining, 2);
+  fixture_free(&f);
+}
+
+static void per_descriptor_hits_override_the_requests(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  eng_descriptor ds[2] = {desc_of("k", "alice", NULL),
+                          desc_of("k", "bob", NULL)};
+  ds[0].hits = 4; /* bob: the request's 1 */
+  eng_result r = check_n(f.t, "d", ds, 2, 1, T0, 0);
+  assert_true(r.allowed);
+  assert_int_equal(r.st[0].d.remaining, 1);
+  assert_int_equal(r.st[1].d.remaining, 4);
+  ds[0].hits = 0; /* a peek for alice, a charge for bob */
+  r = check_n(f.t, "d", ds, 2, 1, T0, 0);
+  assert_int_equal(r.st[0].d.remaining, 1);
+  assert_int_equal(r.st[1].d.remaining, 3);
+  fixture_free(&f);
+}
+
+static void hits_zero_is_a_peek_that_charges_nothing(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(peek1(f.t, "d", "k", "alice", T0).remaining, 5);
+  check1(f.t, "d", "k", "alice", T0);
+  assert_int_equal(peek1(f.t, "d", "k", "alice", T0).remaining, 4);
+  fixture_free(&f);
+}
+
+static void a_cost_no_rule_can_allow_is_an_error(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  eng_descriptor d = desc_of("k", "alice", NULL);
+  eng_result r = check_n(f.t, "d", &d, 1, 6, T0, SL_ECOST);
+  (void)r;
+  assert_int_equal(peek1(f.t, "d", "k", "alice", T0).remaining, 5);
+  fixture_free(&f);
+}
+
+static const char per_second_and_day[] =
+    "domain: api\n"
+    "descriptors:\n"
+    "  - key: user\n"
+    "    rate_limits:\n"
+    "      - {unit: second, requests_per_unit: 2}\n"
+    "      - {unit: day, requests_per_unit: 5}\n";
+
+static void a_request_denied_by_one_rule_charges_nothing_in_the_others(
+    void **state) {
+  (void)state;
+  fixture f = fixture_of(per_second_and_day);
+  assert_true(check1(f.t, "api", "user", "u", T0).allowed);
+  assert_true(check1(f.t, "api", "user", "u", T0).allowed);
+  for (int i = 0; i < 10; i++) {
+    eng_result r = check1(f.t, "api", "user", "u", T0 + MS(i));
+    assert_false(r.allowed);
+    assert_int_equal(r.n, 2);
+    assert_false(r.st[0].d.allowed);
+    assert_int_equal(r.st[1].d.remaining, 3); /* the day is not charged */
+  }
+  eng_descriptor d = desc_of("user", "u", NULL);
+  eng_result r = check_n(f.t, "api", &d, 1, 0, T0 + MS(500), 0);
+  assert_int_equal(r.st[1].d.remaining, 3);
+  /* The next second: allowed again, charged in both. */
+  r = check1(f.t, "api", "user", "u", T0 + SEC(1));
+  assert_true(r.allowed);
+  assert_int_equal(r.st[0].d.remaining, 1);
+  assert_int_equal(r.st[1].d.remaining, 2);
+  fixture_free(&f);
+}
+
+static void the_day_limit_denies_once_spent_across_seconds(void **state) {
+  (void)state;
+  fixture f = fixture_of(per_second_and_day);
+  for (int i = 0; i < 5; i++)
+    assert_true(check1(f.t, "api", "user", "u", T0 + SEC(i)).allowed);
+  eng_result r = check1(f.t, "api", "user", "u", T0 + SEC(10));
+  assert_false(r.allowed);
+  assert_int_equal(r.worst, 1);
+  assert_int_equal(r.st[1].d.retry_after_ns, SEC(86400 - 10));
+  assert_true(r.st[0].d.allowed);
+  assert_int_equal(r.st[0].d.remaining, 2); /* the second is not charged */
+  fixture_free(&f);
+}
+
+static const char shadow_yaml[] =
+    "domain: d\n"
+    "descriptors:\n"
+    "  - key: s\n"
+    "    shadow_mode: true\n"
+    "    rate_limit: {unit: second, requests_per_unit: 1}\n"
+    "  - key: k\n"
+    "    rate_limit: {unit: second, requests_per_unit: 1}\n";
+
+static void a_shadow_rule_never_denies_but_says_it_would_have(void **state) {
+  (void)state;
+  fixture f = fixture_of(shadow_yaml);
+  eng_result r = check1(f.t, "d", "s", "x", T0);
+  assert_true(r.allowed);
+  assert_true(r.st[0].shadow);
+  assert_true(r.st[0].d.allowed);
+  for (int i = 0; i < 3; i++) {
+    r = check1(f.t, "d", "s", "x", T0);
+    assert_true(r.allowed);
+    assert_true(r.st[0].shadow);
+    assert_false(r.st[0].d.allowed); /* would deny */
+    assert_int_equal(r.st[0].d.remaining, 0);
+    assert_int_equal(r.st[0].d.retry_after_ns, SEC(1));
+  }
+  fixture_free(&f);
+}
+
+static void a_shadow_rule_does_not_save_a_request_an_enforced_rule_denies(
+    void **state) {
+  (void)state;
+  fixture f = fixture_of(shadow_yaml);
+  eng_descriptor ds[2] = {desc_of("s", "x", NULL), desc_of("k", "x", NULL)};
+  assert_true(check_n(f.t, "d", ds, 2, 1, T0, 0).allowed);
+  eng_result r = check_n(f.t, "d", ds, 2, 1, T0, 0);
+  assert_false(r.allowed);
+  /* The enforced rule is the worst, ahead of the shadow one. */
+  assert_int_equal(r.worst, 1);
+  assert_false(r.st[1].shadow);
+  fixture_free(&f);
+}
+
+static const char unlimited_yaml[] =
+    "domain: internal\n"
+    "descriptors:\n"
+    "  - key: ldap\n"
+    "    rate_limit:\n"
+    "      unlimited: true\n"
+    "  - key: azure\n"
+    "    rate_limit:\n"
+    "      unit: minute\n"
+    "      requests_per_unit: 1\n";
+
+static void an_unlimited_rule_always_allows(void **state) {
+  (void)state;
+  fixture f = fixture_of(unlimited_yaml);
+  for (int i = 0; i < 100; i++) {
+    eng_result r = check1(f.t, "internal", "ldap", "x", T0);
+    assert_true(r.allowed);
+    assert_int_equal(r.n, 1);
+    assert_true(r.st[0].unlimited);
+    assert_true(r.st[0].d.allowed);
+    assert_int_equal(r.st[0].d.remaining, UINT32_MAX);
+    assert_string_equal(r.st[0].policy_str, "unlimited");
+    assert_int_equal(r.worst, -1); /* nothing limits it */
+    assert_int_equal(r.by_descriptor[0], 0);
+  }
+  assert_int_equal(limiters_of(f.e), 1); /* azure's only */
+  fixture_free(&f);
+}
+
+static void an_unlimited_descriptor_does_not_lift_another_ones_limit(
+    void **state) {
+  (void)state;
+  fixture f = fixture_of(unlimited_yaml);
+  eng_descriptor ds[2] = {desc_of("ldap", "x", NULL),
+                          desc_of("azure", "x", NULL)};
+  assert_true(check_n(f.t, "internal", ds, 2, 1, T0, 0).allowed);
+  eng_result r = check_n(f.t, "internal", ds, 2, 1, T0, 0);
+  assert_false(r.allowed);
+  assert_int_equal(r.worst, 1);
+  fixture_free(&f);
+}
+
+static const char blocked_yaml[] =
+    "domain: edge\n"
+    "descriptors:\n"
+    "  - key: ip\n"
+    "    rate_limit: {unit: hour, requests_per_unit: 10}\n"
+    "  - key: ip\n"
+    "    value: 50.0.0.5\n"
+    "    rate_limit: {unit: hour, requests_per_unit: 0}\n"
+    "  - key: user\n"
+    "    rate_limit: {unit: hour, requests_per_unit: 10}\n";
+
+static void a_blocked_rule_denies_for_good_until_its_window_ends(
+    void **state) {
+  (void)state;
+  fixture f = fixture_of(blocked_yaml);
+  int64_t now = T0 + MS(1234);
+  for (int i = 0; i < 3; i++) {
+    eng_result r = check1(f.t, "edge", "ip", "50.0.0.5", now);
+    assert_false(r.allowed);
+    assert_int_equal(r.n, 1);
+    assert_string_equal(r.st[0].policy_str, "blocked");
+    assert_false(r.st[0].d.allowed);
+    assert_int_equal(r.st[0].d.retry_after_ns, -1);
+    assert_int_equal(r.st[0].d.reset_ns, SEC(3600) - MS(1234));
+    assert_int_equal(r.st[0].d.limit, 0);
+    assert_int_equal(r.st[0].d.remaining, 0);
+    assert_int_equal(r.worst, 0);
+  }
+  assert_true(check1(f.t, "edge", "ip", "50.0.0.6", now).allowed);
+  fixture_free(&f);
+}
+
+static void a_blocked_rule_charges_nothing_in_the_others(void **state) {
+  (void)state;
+  fixture f = fixture_of(blocked_yaml);
+  eng_descriptor ds[2] = {desc_of("user", "u", NULL),
+                          desc_of("ip", "50.0.0.5", NULL)};
+  for (int i = 0; i < 3; i++) {
+    eng_result r = check_n(f.t, "edge", ds, 2, 1, T0, 0);
+    assert_false(r.allowed);
+    assert_int_equal(r.n, 2);
+    assert_int_equal(r.worst, 1);
+  }
+  assert_int_equal(peek1(f.t, "edge", "user", "u", T0).remaining, 10);
+  fixture_free(&f);
+}
+
+static void a_peek_at_a_blocked_rule_is_allowed(void **state) {
+  (void)state;
+  fixture f = fixture_of(blocked_yaml);
+  eng_descriptor d = desc_of("ip", "50.0.0.5", NULL);
+  eng_result r = check_n(f.t, "edge", &d, 1, 0, T0, 0);
+  assert_true(r.allowed);
+  assert_int_equal(r.st[0].d.retry_after_ns, 0);
+  fixture_free(&f);
+}
+
+static const char example7[] =
+    "domain: example7\n"
+    "descriptors:\n"
+    "  - key: key_1\n"
+    "    value: value_1\n"
+    "    descriptors:\n"
+    "      - key: user\n"
+    "        value: bkthomps\n"
+    "        rate_limit:\n"
+    "          name: specific_limit\n"
+    "          requests_per_unit: 5\n"
+    "          unit: second\n"
+    "  - key: key_2\n"
+    "    value: value_2\n"
+    "    descriptors:\n"
+    "      - key: user\n"
+    "        value: bkthomps\n"
+    "        rate_limit:\n"
+    "          replaces:\n"
+    "            - name: specific_limit\n"
+    "          requests_per_unit: 10\n"
+    "          unit: second\n";
+
+static void replaces_drops_the_replaced_limit(void **state) {
+  (void)state;
+  fixture f = fixture_of(example7);
+  eng_descriptor ds[2] = {desc_of("key_1", "value_1", "user", "bkthomps", NULL),
+                          desc_of("key_2", "value_2", "user", "bkthomps", NULL)};
+  for (int i = 0; i < 10; i++) {
+    eng_result r = check_n(f.t, "example7", ds, 2, 1, T0, 0);
+    assert_true(r.allowed);
+    assert_int_equal(r.n, 1); /* only the replacing limit */
+    assert_int_equal(r.st[0].descriptor, 1);
+    assert_int_equal(r.st[0].d.limit, 10);
+    assert_int_equal(r.st[0].d.remaining, 9 - i);
+    assert_int_equal(r.by_descriptor[0], -1);
+  }
+  assert_false(check_n(f.t, "example7", ds, 2, 1, T0, 0).allowed);
+  /* "the limit of the original will not be changed after evaluation" */
+  eng_result r = check_n(f.t, "example7", &ds[0], 1, 1, T0, 0);
+  assert_true(r.allowed);
+  assert_int_equal(r.st[0].d.limit, 5);
+  assert_int_equal(r.st[0].d.remaining, 4);
+  fixture_free(&f);
+}
+
+static void replaces_only_acts_when_both_limits_match(void **state) {
+  (void)state;
+  fixture f = fixture_of(example7);
+  eng_descriptor d = desc_of("key_2", "value_2", "user", "bkthomps", NULL);
+  eng_result r = check_n(f.t, "example7", &d, 1, 1, T0, 0);
+  assert_int_equal(r.n, 1);
+  assert_int_equal(r.st[0].d.limit, 10);
+  fixture_free(&f);
+}
+
+static void an_unknown_domain_is_an_error(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  eng_descriptor d = desc_of("k", "x", NULL);
+  eng_result r = check_n(f.t, "nope", &d, 1, 1, T0, ENG_EDOMAIN);
+  assert_int_equal(r.n, 0);
+  /* The domain is a counted string: "dd" of length 1 is "d". */
+  eng_request req = {"dd", 1, &d, 1, 1};
+  assert_int_equal(engine_check(f.t, &req, T0, &r), 0);
+  req.domain_len = 2;
+  assert_int_equal(engine_check(f.t, &req, T0, &r), ENG_EDOMAIN);
+  fixture_free(&f);
+}
+
+static void too_many_or_no_descriptors_is_an_error(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  eng_descriptor ds[ENG_MAX_DESCRIPTORS + 1];
+  for (int i = 0; i <= ENG_MAX_DESCRIPTORS; i++) ds[i] = desc_of("k", "x", NULL);
+  check_n(f.t, "d", ds, 0, 1, T0, ENG_EDESCRIPTOR);
+  check_n(f.t, "d", ds, ENG_MAX_DESCRIPTORS + 1, 1, T0, ENG_EDESCRIPTOR);
+  /* Nothing was charged by the refused requests. */
+  assert_int_equal(peek1(f.t, "d", "k", "x", T0).remaining, 5);
+  ds[0].hits = 0;
+  eng_result r = check_n(f.t, "d", ds, ENG_MAX_DESCRIPTORS, 0, T0, 0);
+  assert_int_equal(r.n, ENG_MAX_DESCRIPTORS);
+  fixture_free(&f);
+}
+
+static void too_many_or_no_entries_is_an_error(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  eng_descriptor d = desc_of("k", "x", NULL);
+  d.n = 0;
+  check_n(f.t, "d", &d, 1, 1, T0, ENG_EDESCRIPTOR);
+  d.n = ENG_MAX_ENTRIES + 1;
+  for (size_t i = 0; i < ENG_MAX_ENTRIES; i++)
+    d.entries[i] = (cfg_entry){"k", 1, "x", 1};
+  check_n(f.t, "d", &d, 1, 1, T0, ENG_EDESCRIPTOR);
+  fixture_free(&f);
+}
+
+static void a_descriptor_longer_than_a_store_key_is_an_error(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  static char big[SL_KEY_MAX];
+  memset(big, 'v', sizeof big);
+  eng_descriptor d = desc_of("k", "x", NULL);
+  d.entries[0].value = big;
+  d.entries[0].value_len = SL_KEY_MAX - 4; /* + "k" and two lengths: fits */
+  assert_true(check_n(f.t, "d", &d, 1, 1, T0, 0).allowed);
+  d.entries[0].value_len = SL_KEY_MAX - 3; /* one byte too many */
+  check_n(f.t, "d", &d, 1, 1, T0, ENG_EDESCRIPTOR);
+  fixture_free(&f);
+}
+
+static void more_than_64_matched_limits_is_an_error(void **state) {
+  (void)state;
+  /* 5 limits on one descriptor, 13 descriptors: 65 statuses. */
+  fixture f = fixture_of("domain: d\n"
+                         "descriptors:\n"
+                         "  - key: k\n"
+                         "    rate_limits:\n"
+                         "      - {unit: second, requests_per_unit: 1}\n"
+                         "      - {unit: minute, requests_per_unit: 2}\n"
+                         "      - {unit: hour, requests_per_unit: 3}\n"
+                         "      - {unit: day, requests_per_unit: 4}\n"
+                         "      - {unit: week, requests_per_unit: 5}\n");
+  eng_descriptor ds[13];
+  for (int i = 0; i < 13; i++) ds[i] = desc_of("k", "x", NULL);
+  check_n(f.t, "d", ds, 12, 0, T0, 0);
+  check_n(f.t, "d", ds, 13, 0, T0, ENG_EDESCRIPTOR);
+  fixture_free(&f);
+}
+
+/* ---- engine_reload ---- */
+
+static void counters_of_unchanged_rules_survive_a_reload(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  for (int i = 0; i < 3; i++) check1(f.t, "d", "k", "alice", T0);
+  check1(f.t, "d", "g", "alice", T0);
+  uint64_t before = limiters_of(f.e);
+  /* The same rules (and a new one) in a new config object. */
+  reload(&f, "domain: d\n"
+             "descriptors:\n"
+             "  - key: new\n"
+             "    rate_limit: {unit: second, requests_per_unit: 1}\n"
+             "  - key: g\n"
+             "    rate_limit: {policy: \"gcra:10/s:burst=3\"}\n"
+             "  - key: k\n"
+             "    rate_limit: {unit: second, requests_per_unit: 5}\n");
+  assert_int_equal(limiters_of(f.e), before + 1);
+  assert_int_equal(peek1(f.t, "d", "k", "alice", T0).remaining, 2);
+  assert_int_equal(peek1(f.t, "d", "g", "alice", T0).remaining, 2);
+  assert_int_equal(peek1(f.t, "d", "new", "alice", T0).remaining, 1);
+  fixture_free(&f);
+}
+
+static void a_changed_policy_starts_fresh(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  for (int i = 0; i < 5; i++) check1(f.t, "d", "k", "alice", T0);
+  assert_false(check1(f.t, "d", "k", "alice", T0).allowed);
+  reload(&f, "domain: d\n"
+             "descriptors:\n"
+             "  - key: k\n"
+             "    rate_limit: {policy: \"fixed_window:6/s\"}\n");
+  sl_decision d = peek1(f.t, "d", "k", "alice", T0);
+  assert_int_equal(d.limit, 6);
+  assert_int_equal(d.remaining, 6);
+  fixture_free(&f);
+}
+
+static void removed_rules_limiters_are_freed(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  check1(f.t, "d", "k", "alice", T0);
+  check1(f.t, "d", "g", "alice", T0);
+  assert_int_equal(limiters_of(f.e), 2);
+  sl_store_stats st;
+  sl_store_stats_get(engine_store(f.e), &st);
+  assert_int_equal(st.keys, 2);
+  reload(&f, "domain: d\n"
+             "descriptors:\n"
+             "  - key: g\n"
+             "    rate_limit: {policy: \"gcra:10/s:burst=3\"}\n");
+  sl_store_stats_get(engine_store(f.e), &st);
+  assert_int_equal(st.limiters, 1);
+  assert_int_equal(st.keys, 1); /* k's state went with its limiter */
+  reload(&f, "domain: other\n");
+  assert_int_equal(limiters_of(f.e), 0);
+  check_n(f.t, "d", (eng_descriptor[]){desc_of("g", "x", NULL)}, 1, 1, T0,
+          ENG_EDOMAIN);
+  fixture_free(&f);
+}
+
+static void a_reload_swaps_what_engine_config_returns(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  sl_config *c = cfg_of("domain: e\n");
+  engine_thread_offline(f.t);
+  assert_int_equal(engine_reload(f.e, c), 0);
+  assert_ptr_equal(engine_config(f.e), c);
+  engine_thread_quiesce(f.t);
+  assert_int_equal(check1(f.t, "e", "k", "x", T0).n, 0);
+  fixture_free(&f);
+}
+
+/* Worker threads that decide and quiesce while the main thread reloads. */
+typedef struct worker_arg {
+  engine *e;
+  atomic_int *stop;
+  long checks, errors, allowed;
+  int id;
+} worker_arg;
+
+static void *worker_loop(void *p) {
+  worker_arg *a = p;
+  engine_thread *t = engine_thread_new(a->e);
+  if (!t) {
+    a->errors++;
+    return NULL;
+  }
+  char value[16];
+  snprintf(value, sizeof value, "w%d", a->id);
+  for (long i = 0; !atomic_load(a->stop); i++) {
+    eng_descriptor ds[2] = {desc_of("k", value, NULL),
+                            desc_of("g", "shared", NULL)};
+    eng_request r = {"d", 1, ds, 2, 1};
+    eng_result out;
+    int rc = engine_check(t, &r, T0 + MS(i / 64), &out);
+    if (rc == 0) {
+      a->checks++;
+      a->allowed += out.allowed;
+      /* Whatever the generation, what matched is consistent with it. */
+      for (size_t k = 0; k < out.n; k++)
+        if (!out.st[k].limit || !out.st[k].policy_str) a->errors++;
+    } else if (rc != ENG_EDOMAIN) {
+      a->errors++;
+    }
+    if (i % 4 == 0) engine_thread_quiesce(t);
+    if (i % 1024 == 1023) { /* sometimes offline, as a blocked worker */
+      engine_thread_offline(t);
+      engine_thread_quiesce(t);
+    }
+  }
+  engine_thread_offline(t);
+  engine_thread_free(t);
+  return NULL;
+}
+
+static void reloads_race_worker_threads_safely(void **state) {
+  (void)state;
+  engine *e = engine_of(two_rules);
+  atomic_int stop = 0;
+  enum { NW = 3 };
+  worker_arg args[NW];
+  pthread_t th[NW];
+  for (int i = 0; i < NW; i++) {
+    args[i] = (worker_arg){e, &stop, 0, 0, 0, i};
+    assert_int_equal(pthread_create(&th[i], NULL, worker_loop, &args[i]), 0);
+  }
+  static const char *const configs[] = {
+      two_rules,
+      "domain: d\n"
+      "descriptors:\n"
+      "  - key: k\n"
+      "    rate_limit: {policy: \"sliding_window:7/s\"}\n"
+      "  - key: g\n"
+      "    rate_limit: {policy: \"gcra:10/s:burst=3\"}\n",
+      "domain: d\n"
+      "descriptors:\n"
+      "  - key: g\n"
+      "    shadow_mode: true\n"
+      "    rate_limit: {unit: second, requests_per_unit: 2}\n",
+      "domain: other\n",
+  };
+  for (int i = 0; i < 40; i++)
+    assert_int_equal(engine_reload(e, cfg_of(configs[i % 4])), 0);
+  atomic_store(&stop, 1);
+  long checks = 0;
+  for (int i = 0; i < NW; i++) {
+    assert_int_equal(pthread_join(th[i], NULL), 0);
+    assert_int_equal(args[i].errors, 0);
+    checks += args[i].checks;
+  }
+  assert_true(checks > 0);
+  char *m = metrics_of(e);
+  assert_int_equal(metric(m, "sluice_config_reloads_total{result=\"success\"}"),
+                   40);
+  free(m);
+  engine_free(e);
+}
+
+static void an_invalid_new_config_keeps_the_old_one_and_is_counted(
+    void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  check1(f.t, "d", "k", "alice", T0);
+  /* What serve.c does when the new file does not load. */
+  cfg_errors errs = {0};
+  const char *bad = "domain: d\ndescriptors: [\n";
+  assert_null(config_load_string(bad, strlen(bad), "t.yaml", &errs));
+  cfg_errors_free(&errs);
+  engine_note_reload_failure(f.e);
+  engine_thread_quiesce(f.t);
+  assert_int_equal(peek1(f.t, "d", "k", "alice", T0).remaining, 4);
+  char *m = metrics_of(f.e);
+  assert_int_equal(metric(m, "sluice_config_reloads_total{result=\"failure\"}"),
+                   1);
+  assert_int_equal(metric(m, "sluice_config_reloads_total{result=\"success\"}"),
+                   0);
+  free(m);
+  fixture_free(&f);
+}
+
+/* ---- ad-hoc policies ---- */
+
+static eng_result throttle(engine_thread *t, const char *key, const char *spec,
+                           int64_t cost, int64_t now) {
+  eng_result r;
+  char err[256] = "";
+  int rc = engine_throttle(t, key, strlen(key), spec, strlen(spec), cost, now,
+                           &r, err, sizeof err);
+  if (rc) fail_msg("engine_throttle(%s, %s): rc=%d %s", key, spec, rc, err);
+  return r;
+}
+
+static void throttle_decides_under_an_ad_hoc_policy(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  sl_store *s = store_with_cap(0);
+  sl_limiter *ref = limiter_of(s, "token_bucket:2/s:burst=10");
+  for (int i = 0; i < 14; i++) {
+    int64_t now = T0 + MS(25) * i;
+    eng_result r = throttle(f.t, "k", "token_bucket:2/s:burst=10", 1, now);
+    sl_decision want = take(ref, "k", 1, now);
+    assert_int_equal(r.allowed, want.allowed);
+    assert_int_equal(r.n, 1);
+    assert_int_equal(r.worst, 0);
+    assert_null(r.st[0].limit);
+    assert_string_equal(r.st[0].policy_str, "token_bucket:2/s:burst=10");
+    assert_same_decision(&r.st[0].d, &want);
+  }
+  sl_limiter_free(ref);
+  sl_store_free(s);
+  fixture_free(&f);
+}
+
+static void throttle_shares_one_state_per_canonical_policy(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  engine_thread *t2 = engine_thread_new(f.e);
+  /* Two spellings, two threads: one policy, one state for the key. */
+  throttle(f.t, "k", "gcra:5/s", 1, T0);
+  eng_result r = throttle(t2, "k", "gcra:5/1s:burst=5", 1, T0);
+  assert_string_equal(r.st[0].policy_str, "gcra:5/s");
+  assert_int_equal(r.st[0].d.remaining, 3);
+  assert_int_equal(limiters_of(f.e), 3); /* the two rules + one ad hoc */
+  engine_thread_free(t2);
+  fixture_free(&f);
+}
+
+static void throttle_cache_holds_many_specs_correctly(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  /* More specs than the per-thread cache has slots, interleaved. */
+  for (int round = 0; round < 3; round++)
+    for (int n = 1; n <= 200; n++) {
+      char spec[64];
+      snprintf(spec, sizeof spec, "fixed_window:%d/h", n);
+      eng_result r = throttle(f.t, "key", spec, 1, T0);
+      assert_int_equal(r.st[0].d.limit, n);
+      assert_int_equal(r.st[0].d.remaining, n > round ? n - round - 1 : 0);
+      assert_string_equal(r.st[0].policy_str, spec);
+    }
+  fixture_free(&f);
+}
+
+static void the_same_key_under_two_policies_is_two_states(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  throttle(f.t, "k", "fixed_window:3/s", 1, T0);
+  throttle(f.t, "k", "fixed_window:3/s", 1, T0);
+  eng_result r = throttle(f.t, "k", "fixed_window:4/s", 1, T0);
+  assert_int_equal(r.st[0].d.remaining, 3);
+  r = throttle(f.t, "k", "fixed_window:3/s", 1, T0);
+  assert_int_equal(r.st[0].d.remaining, 0);
+  fixture_free(&f);
+}
+
+static void throttle_keys_are_apart_from_config_rules(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  for (int i = 0; i < 5; i++) check1(f.t, "d", "k", "alice", T0);
+  eng_result r = throttle(f.t, "alice", "fixed_window:5/s", 1, T0);
+  assert_true(r.allowed);
+  assert_int_equal(r.st[0].d.remaining, 4);
+  fixture_free(&f);
+}
+
+static void throttle_counts_allowed_and_denied(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  for (int i = 0; i < 3; i++) throttle(f.t, "k", "fixed_window:2/s", 1, T0);
+  char *m = metrics_of(f.e);
+  assert_int_equal(
+      metric(m, "sluice_decisions_total{kind=\"throttle\",result=\"allowed\"}"), 2);
+  assert_int_equal(
+      metric(m, "sluice_decisions_total{kind=\"throttle\",result=\"denied\"}"), 1);
+  free(m);
+  fixture_free(&f);
+}
+
+static void throttle_with_a_bad_policy_says_why(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  eng_result r;
+  char err[256] = "";
+  int rc = engine_throttle(f.t, "k", 1, "tokenbucket:1/s", 15, 1, T0, &r, err,
+                           sizeof err);
+  assert_int_equal(rc, SL_EPOLICY);
+  assert_string_equal(err, "unknown algorithm 'tokenbucket' (expected "
+                           "token_bucket, leaky_bucket, fixed_window, "
+                           "sliding_log, sliding_window or gcra)");
+  rc = engine_throttle(f.t, "k", 1, "gcra:0/s", 8, 1, T0, &r, err, sizeof err);
+  assert_int_equal(rc, SL_EPOLICY);
+  assert_string_equal(err, "limit '0' must be positive");
+  char longspec[300];
+  memset(longspec, '1', sizeof longspec);
+  rc = engine_throttle(f.t, "k", 1, longspec, sizeof longspec, 1, T0, &r, err,
+                       sizeof err);
+  assert_int_equal(rc, SL_EPOLICY);
+  assert_string_equal(err, "policy is too long");
+  assert_int_equal(limiters_of(f.e), 2);
+  fixture_free(&f);
+}
+
+static void throttle_spec_is_a_counted_string(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  const char buf[] = "gcra:5/s:burst=10XYZ";
+  eng_result r;
+  char err[128] = "";
+  assert_int_equal(engine_throttle(f.t, "kk", 1, buf, 8, 1, T0, &r, err,
+                                   sizeof err), 0);
+  assert_string_equal(r.st[0].policy_str, "gcra:5/s");
+  assert_int_equal(engine_throttle(f.t, "kk", 1, buf, 17, 1, T0, &r, err,
+                                   sizeof err), 0);
+  assert_string_equal(r.st[0].policy_str, "gcra:5/s:burst=10");
+  assert_int_equal(engine_throttle(f.t, "kk", 1, buf, 18, 1, T0, &r, err,
+                                   sizeof err), SL_EPOLICY);
+  fixture_free(&f);
+}
+
+static void throttle_refuses_a_policy_past_1024_distinct_ones(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  char spec[64], err[256];
+  eng_result r;
+  for (int n = 1; n <= ENG_MAX_ADHOC; n++) {
+    snprintf(spec, sizeof spec, "sliding_window:%d/m", n);
+    assert_int_equal(engine_throttle(f.t, "k", 1, spec, strlen(spec), 1, T0,
+                                     &r, err, sizeof err), 0);
+  }
+  assert_int_equal(limiters_of(f.e), 2 + ENG_MAX_ADHOC);
+  snprintf(spec, sizeof spec, "sliding_window:%d/m", ENG_MAX_ADHOC + 1);
+  assert_int_equal(engine_throttle(f.t, "k", 1, spec, strlen(spec), 1, T0, &r,
+                                   err, sizeof err), ENG_EADHOC);
+  assert_string_equal(err, "too many distinct ad-hoc policies (max 1024)");
+  sl_policy p = policy_of("gcra:1/h");
+  assert_int_equal(engine_throttle_policy(f.t, "k", 1, &p, 1, T0, &r),
+                   ENG_EADHOC);
+  /* The known ones still work, also through another spelling. */
+  assert_int_equal(engine_throttle(f.t, "k", 1, "sliding_window:7/1m", 19, 1,
+                                   T0, &r, err, sizeof err), 0);
+  assert_int_equal(r.st[0].d.remaining, 5);
+  fixture_free(&f);
+}
+
+static void throttle_policy_shares_the_state_of_the_same_spec(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  throttle(f.t, "user1", "gcra:30/m:burst=16", 1, T0);
+  sl_policy p = {SL_GCRA, 30, 16, SEC(60)};
+  eng_result r;
+  assert_int_equal(engine_throttle_policy(f.t, "user1", 5, &p, 1, T0, &r), 0);
+  assert_true(r.allowed);
+  assert_int_equal(r.n, 1);
+  assert_int_equal(r.worst, 0);
+  assert_string_equal(r.st[0].policy_str, "gcra:30/m:burst=16");
+  assert_int_equal(r.st[0].d.limit, 16);
+  assert_int_equal(r.st[0].d.remaining, 14);
+  sl_policy bad = {SL_GCRA, 0, 16, SEC(60)};
+  assert_int_equal(engine_throttle_policy(f.t, "user1", 5, &bad, 1, T0, &r),
+                   SL_EPOLICY);
+  fixture_free(&f);
+}
+
+static void throttle_reports_a_cost_above_the_burst(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  eng_result r;
+  char err[64];
+  assert_int_equal(engine_throttle(f.t, "k", 1, "gcra:5/s", 8, 6, T0, &r, err,
+                                   sizeof err), SL_ECOST);
+  fixture_free(&f);
+}
+
+/* ---- engine_reset_key ---- */
+
+static void reset_key_forgets_the_key_under_every_ad_hoc_policy(
+    void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  throttle(f.t, "k", "fixed_window:3/s", 3, T0);
+  throttle(f.t, "k", "gcra:3/s", 3, T0);
+  throttle(f.t, "other", "gcra:3/s", 3, T0);
+  assert_int_equal(engine_reset_key(f.e, "k", 1), 2);
+  assert_int_equal(throttle(f.t, "k", "fixed_window:3/s", 0, T0).st[0].d.remaining,
+                   3);
+  assert_int_equal(throttle(f.t, "k", "gcra:3/s", 0, T0).st[0].d.remaining, 3);
+  assert_int_equal(throttle(f.t, "other", "gcra:3/s", 0, T0).st[0].d.remaining,
+                   0);
+  assert_int_equal(engine_reset_key(f.e, "k", 1), 0);
+  assert_int_equal(engine_reset_key(f.e, "never", 5), 0);
+  fixture_free(&f);
+}
+
+/* ---- metrics ---- */
+
+/* Checks the Prometheus text format: comments are "# HELP name text" or
+   "# TYPE name type" (TYPE before the family's samples), every other line
+   is `name{label="value",...} value` or `name value`, label values with
+   only \\, \" and \n escapes. Returns the number of samples. */
+static int assert_prometheus_text(const char *text) {
+  int samples = 0;
+  char typed[64][96];
+  int ntyped = 0;
+  assert_true(strlen(text) > 0);
+  assert_int_equal(text[strlen(text) - 1], '\n');
+  for (const char *p = text; *p;) {
+    const char *nl = strchr(p, '\n');
+    assert_non_null(nl);
+    char line[4096];
+    size_t len = (size_t)(nl - p);
+    assert_true(len < sizeof line);
+    memcpy(line, p, len);
+    line[len] = '\0';
+    p = nl + 1;
+    if (line[0] == '#') {
+      char kind[8], name[96], rest[512];
+      assert_int_equal(sscanf(line, "# %7s %95s %511[^\n]", kind, name, rest),
+                       3);
+      if (!strcmp(kind, "TYPE")) {
+        assert_true(!strcmp(rest, "counter") || !strcmp(rest, "gauge") ||
+                    !strcmp(rest, "histogram"));
+        assert_true(ntyped < 64);
+        snprintf(typed[ntyped++], sizeof typed[0], "%s", name);
+      } else {
+        assert_string_equal(kind, "HELP");
+      }
+      continue;
+    }
+    /* The metric name. */
+    const char *q = line;
+    assert_true(isalpha((unsigned char)*q) || *q == '_' || *q == ':');
+    while (isalnum((unsigned char)*q) || *q == '_' || *q == ':') q++;
+    size_t nlen = (size_t)(q - line);
+    /* Its family was typed before (histograms: _bucket, _sum, _count). */
+    int known = 0;
+    static const char *const suffixes[] = {"", "_bucket", "_sum", "_count"};
+    for (int i = 0; i < ntyped && !known; i++) {
+      size_t tl = strlen(typed[i]);
+      if (nlen < tl || strncmp(line, typed[i], tl)) continue;
+      for (int k = 0; k < 4 && !known; k++)
+        known = strlen(suffixes[k]) == nlen - tl &&
+                !strncmp(line + tl, suffixes[k], nlen - tl);
+    }
+    if (!known) fail_msg("sample before its # TYPE: %s", line);
+    if (*q == '{') {
+      q++;
+      while (*q != '}') {
+        assert_true(isalpha((unsigned char)*q) || *q == '_');
+        while (isalnum((unsigned char)*q) || *q == '_') q++;
+        assert_int_equal(*q++, '=');
+        assert_int_equal(*q++, '"');
+        while (*q != '"') {
+          assert_true(*q != '\0' && *q != '\n');
+          if (*q == '\\') {
+            q++;
+            assert_true(*q == '\\' || *q == '"' || *q == 'n');
+          }
+          q++;
+        }
+        q++;
+        if (*q == ',') q++;
+        else assert_int_equal(*q, '}');
+      }
+      q++;
+    }
+    assert_int_equal(*q++, ' ');
+    char *end;
+    strtod(q, &end);
+    if (end == q && strcmp(q, "+Inf") && strcmp(q, "NaN"))
+      fail_msg("not a number: %s", line);
+    if (end != q) assert_int_equal(*end, '\0');
+    samples++;
+  }
+  return samples;
+}
+
+static void metrics_are_valid_prometheus_text(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  check1(f.t, "d", "k", "x", T0);
+  throttle(f.t, "k", "gcra:1/s", 1, T0);
+  char *m = metrics_of(f.e);
+  assert_true(assert_prometheus_text(m) > 30);
+  free(m);
+  fixture_free(&f);
+}
+
+static void metrics_count_decisions_per_rule(void **state) {
+  (void)state;
+  fixture f = fixture_of(shadow_yaml);
+  for (int i = 0; i < 3; i++) check1(f.t, "d", "k", "x", T0); /* 1 + 2 */
+  for (int i = 0; i < 4; i++) check1(f.t, "d", "s", "x", T0); /* 1 + 3 */
+  check1(f.t, "d", "none", "x", T0);
+  char *m = metrics_of(f.e);
+  assert_int_equal(metric(m, "sluice_rule_decisions_total{domain=\"d\","
+                             "rule=\"d.k\",result=\"allowed\"}"), 1);
+  assert_int_equal(metric(m, "sluice_rule_decisions_total{domain=\"d\","
+                             "rule=\"d.k\",result=\"denied\"}"), 2);
+  assert_int_equal(metric(m, "sluice_rule_decisions_total{domain=\"d\","
+                             "rule=\"d.k\",result=\"shadow_denied\"}"), 0);
+  assert_int_equal(metric(m, "sluice_rule_decisions_total{domain=\"d\","
+                             "rule=\"d.s\",result=\"allowed\"}"), 1);
+  assert_int_equal(metric(m, "sluice_rule_decisions_total{domain=\"d\","
+                             "rule=\"d.s\",result=\"denied\"}"), 0);
+  assert_int_equal(metric(m, "sluice_rule_decisions_total{domain=\"d\","
+                             "rule=\"d.s\",result=\"shadow_denied\"}"), 3);
+  /* near limit: allowed with less than 20% left (1 of 1 used). */
+  assert_int_equal(metric(m, "sluice_rule_near_limit_total{domain=\"d\","
+                             "rule=\"d.k\"}"), 1);
+  assert_int_equal(
+      metric(m, "sluice_decisions_total{kind=\"check\",result=\"allowed\"}"), 6);
+  assert_int_equal(
+      metric(m, "sluice_decisions_total{kind=\"check\",result=\"denied\"}"), 2);
+  /* One latency observation per decided request. */
+  long long count = metric(m, "sluice_decision_duration_seconds_count");
+  assert_int_equal(count, 8);
+  assert_int_equal(
+      metric(m, "sluice_decision_duration_seconds_bucket{le=\"+Inf\"}"), count);
+  assert_int_equal(metric(m, "sluice_limiters"), 2);
+  assert_int_equal(metric(m, "sluice_store_keys"), 2);
+  free(m);
+  fixture_free(&f);
+}
+
+static void metrics_histogram_buckets_are_cumulative(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  for (int i = 0; i < 50; i++) check1(f.t, "d", "g", "x", T0 + MS(i * 100));
+  char *m = metrics_of(f.e);
+  long long prev = 0;
+  int buckets = 0;
+  for (const char *p = strstr(m, "sluice_decision_duration_seconds_bucket{");
+       p; p = strstr(p + 1, "sluice_decision_duration_seconds_bucket{")) {
+    const char *sp = strchr(p, ' ');
+    long long v = strtoll(sp + 1, NULL, 10);
+    assert_true(v >= prev);
+    prev = v;
+    buckets++;
+  }
+  assert_int_equal(buckets, 12);
+  assert_int_equal(prev, 50);
+  free(m);
+  fixture_free(&f);
+}
+
+static void metrics_count_front_end_counters_and_connections(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  engine_thread *t2 = engine_thread_new(f.e);
+  engine_count(f.t, EC_HTTP_REQUESTS, 3);
+  engine_count(t2, EC_HTTP_REQUESTS, 4);
+  engine_count(t2, EC_HTTP_ERRORS, 1);
+  engine_count(f.t, EC_RESP_COMMANDS, 5);
+  engine_count(f.t, EC_RESP_ERRORS, 2);
+  engine_count(t2, EC_CONNECTIONS_REJECTED, 6);
+  engine_connections(f.t, 0, 2);
+  engine_connections(t2, 0, 1);
+  engine_connections(t2, 1, 1);
+  engine_connections(f.t, 0, -1);
+  char *m = metrics_of(f.e);
+  assert_int_equal(metric(m, "sluice_requests_total{protocol=\"http\"}"), 7);
+  assert_int_equal(metric(m, "sluice_requests_total{protocol=\"resp\"}"), 5);
+  assert_int_equal(metric(m, "sluice_request_errors_total{protocol=\"http\"}"), 1);
+  assert_int_equal(metric(m, "sluice_request_errors_total{protocol=\"resp\"}"), 2);
+  assert_int_equal(metric(m, "sluice_connections{protocol=\"http\"}"), 2);
+  assert_int_equal(metric(m, "sluice_connections{protocol=\"resp\"}"), 1);
+  assert_int_equal(metric(m, "sluice_connections_rejected_total"), 6);
+  free(m);
+  engine_thread_free(t2);
+  fixture_free(&f);
+}
+
+static void metrics_give_detailed_rules_a_series_per_value(void **state) {
+  (void)state;
+  fixture f = fixture_of("domain: example8\n"
+                         "descriptors:\n"
+                         "  - key: key1\n"
+                         "    detailed_metric: true\n"
+                         "    rate_limit:\n"
+                         "      unit: minute\n"
+                         "      requests_per_unit: 10\n"
+                         "  - key: key1\n"
+                         "    value: value1\n"
+                         "    rate_limit:\n"
+                         "      unit: minute\n"
+                         "      requests_per_unit: 20\n");
+  check1(f.t, "example8", "key1", "unspecified_value", T0);
+  check1(f.t, "example8", "key1", "unspecified_value", T0);
+  check1(f.t, "example8", "key1", "unspecified_value2", T0);
+  check1(f.t, "example8", "key1", "value1", T0);
+  char *m = metrics_of(f.e);
+  assert_int_equal(
+      metric(m, "sluice_rule_decisions_total{domain=\"example8\",rule="
+                "\"example8.key1_unspecified_value\",result=\"allowed\"}"), 2);
+  assert_int_equal(
+      metric(m, "sluice_rule_decisions_total{domain=\"example8\",rule="
+                "\"example8.key1_unspecified_value2\",result=\"allowed\"}"), 1);
+  assert_int_equal(
+      metric(m, "sluice_rule_decisions_total{domain=\"example8\",rule="
+                "\"example8.key1_value1\",result=\"allowed\"}"), 1);
+  /* The rolled-up series is not counted for detailed values. */
+  assert_int_equal(
+      metric(m, "sluice_rule_decisions_total{domain=\"example8\",rule="
+                "\"example8.key1\",result=\"allowed\"}"), 0);
+  free(m);
+  fixture_free(&f);
+}
+
+static void metrics_escape_label_values(void **state) {
+  (void)state;
+  fixture f = fixture_of("domain: 'q\"d'\n"
+                         "descriptors:\n"
+                         "  - key: 'back\\slash'\n"
+                         "    value: \"new\\nline\"\n"
+                         "    rate_limit: {unit: second, requests_per_unit: 1}\n");
+  eng_descriptor d = desc_of("back\\slash", "new\nline", NULL);
+  eng_result r = check_n(f.t, "q\"d", &d, 1, 1, T0, 0);
+  assert_int_equal(r.n, 1);
+  char *m = metrics_of(f.e);
+  assert_int_equal(metric(m, "sluice_rule_decisions_total{domain=\"q\\\"d\","
+                             "rule=\"q\\\"d.back\\\\slash_new\\nline\","
+                             "result=\"allowed\"}"), 1);
+  assert_prometheus_text(m);
+  free(m);
+  fixture_free(&f);
+}
+
+static void metrics_report_reloads_and_build_info(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  reload(&f, two_rules);
+  reload(&f, two_rules);
+  engine_note_reload_failure(f.e);
+  char *m = metrics_of(f.e);
+  assert_int_equal(metric(m, "sluice_config_reloads_total{result=\"success\"}"), 2);
+  assert_int_equal(metric(m, "sluice_config_reloads_total{result=\"failure\"}"), 1);
+  assert_true(metric(m, "sluice_config_last_reload_timestamp_seconds") >
+              1700000000);
+  char info[128];
+  snprintf(info, sizeof info, "sluice_build_info{version=\"%s\"}",
+           sl_version_string());
+  assert_int_equal(metric(m, info), 1);
+  free(m);
+  fixture_free(&f);
+}
+
+static void metrics_keep_counts_of_a_thread_until_it_is_freed(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  engine_thread *t2 = engine_thread_new(f.e);
+  check1(t2, "d", "k", "x", T0);
+  check1(f.t, "d", "k", "x", T0);
+  char *m = metrics_of(f.e);
+  assert_int_equal(
+      metric(m, "sluice_decisions_total{kind=\"check\",result=\"allowed\"}"), 2);
+  free(m);
+  engine_thread_free(t2);
+  fixture_free(&f);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(engine_new_serves_the_config_it_was_given),
+      cmocka_unit_test(engine_new_with_too_small_a_store_fails_with_a_message),
+      cmocka_unit_test(unlimited_and_blocked_rules_need_no_limiter),
+      cmocka_unit_test(threads_come_and_go),
+      cmocka_unit_test(an_offline_thread_does_not_hold_up_a_reload),
+      cmocka_unit_test(check_reports_the_rule_and_the_librarys_figures),
+      cmocka_unit_test(
+          check_allows_the_quota_then_denies_until_the_window_ends),
+      cmocka_unit_test(each_value_of_a_key_only_rule_has_its_own_counter),
+      cmocka_unit_test(
+          descriptors_with_the_same_bytes_split_differently_are_distinct),
+      cmocka_unit_test(several_descriptors_are_each_checked),
+      cmocka_unit_test(worst_is_the_denying_rule),
+      cmocka_unit_test(a_request_matching_no_rule_is_allowed_with_no_status),
+      cmocka_unit_test(hits_are_the_requests_cost),
+      cmocka_unit_test(per_descriptor_hits_override_the_requests),
+      cmocka_unit_test(hits_zero_is_a_peek_that_charges_nothing),
+      cmocka_unit_test(a_cost_no_rule_can_allow_is_an_error),
+      cmocka_unit_test(
+          a_request_denied_by_one_rule_charges_nothing_in_the_others),
+      cmocka_unit_test(the_day_limit_denies_once_spent_across_seconds),
+      cmocka_unit_test(a_shadow_rule_never_denies_but_says_it_would_have),
+      cmocka_unit_test(
+          a_shadow_rule_does_not_save_a_request_an_enforced_rule_denies),
+      cmocka_unit_test(an_unlimited_rule_always_allows),
+      cmocka_unit_test(
+          an_unlimited_descriptor_does_not_lift_another_ones_limit),
+      cmocka_unit_test(a_blocked_rule_denies_for_good_until_its_window_ends),
+      cmocka_unit_test(a_blocked_rule_charges_nothing_in_the_others),
+      cmocka_unit_test(a_peek_at_a_blocked_rule_is_allowed),
+      cmocka_unit_test(replaces_drops_the_replaced_limit),
+      cmocka_unit_test(replaces_only_acts_when_both_limits_match),
+      cmocka_unit_test(an_unknown_domain_is_an_error),
+      cmocka_unit_test(too_many_or_no_descriptors_is_an_error),
+      cmocka_unit_test(too_many_or_no_entries_is_an_error),
+      cmocka_unit_test(a_descriptor_longer_than_a_store_key_is_an_error),
+      cmocka_unit_test(more_than_64_matched_limits_is_an_error),
+      cmocka_unit_test(counters_of_unchanged_rules_survive_a_reload),
+      cmocka_unit_test(a_changed_policy_starts_fresh),
+      cmocka_unit_test(removed_rules_limiters_are_freed),
+      cmocka_unit_test(a_reload_swaps_what_engine_config_returns),
+      cmocka_unit_test(reloads_race_worker_threads_safely),
+      cmocka_unit_test(an_invalid_new_config_keeps_the_old_one_and_is_counted),
+      cmocka_unit_test(throttle_decides_under_an_ad_hoc_policy),
+      cmocka_unit_test(throttle_shares_one_state_per_canonical_policy),
+      cmocka_unit_test(throttle_cache_holds_many_specs_correctly),
+      cmocka_unit_test(the_same_key_under_two_policies_is_two_states),
+      cmocka_unit_test(throttle_keys_are_apart_from_config_rules),
+      cmocka_unit_test(throttle_counts_allowed_and_denied),
+      cmocka_unit_test(throttle_with_a_bad_policy_says_why),
+      cmocka_unit_test(throttle_spec_is_a_counted_string),
+      cmocka_unit_test(throttle_refuses_a_policy_past_1024_distinct_ones),
+      cmocka_unit_test(throttle_policy_shares_the_state_of_the_same_spec),
+      cmocka_unit_test(throttle_reports_a_cost_above_the_burst),
+      cmocka_unit_test(reset_key_forgets_the_key_under_every_ad_hoc_policy),
+      cmocka_unit_test(metrics_are_valid_prometheus_text),
+      cmocka_unit_test(metrics_count_decisions_per_rule),
+      cmocka_unit_test(metrics_histogram_buckets_are_cumulative),
+      cmocka_unit_test(metrics_count_front_end_counters_and_connections),
+      cmocka_unit_test(metrics_give_detailed_rules_a_series_per_value),
+      cmocka_unit_test(metrics_escape_label_values),
+      cmocka_unit_test(metrics_report_reloads_and_build_info),
+      cmocka_unit_test(metrics_keep_counts_of_a_thread_until_it_is_freed),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
