@@ -37,6 +37,10 @@
 #define SIM_LINE_MAX 4096
 #define SIM_WORDS 16
 #define SIM_MAX_ATTEMPTS 1000000
+/* Distinct keys and retry settings: plenty to see what a limiter does, and
+   bounds on the memory a hostile scenario can make the run take. */
+#define SIM_MAX_KEYS 100000
+#define SIM_MAX_RETRY_SETTINGS 64
 
 enum { CMD_REQUEST, CMD_BURST, CMD_EVERY };
 enum { RETRY_OFF, RETRY_IMMEDIATE, RETRY_AFTER };
@@ -66,7 +70,6 @@ typedef struct sim_cmd {
   uint32_t key;
   int64_t cost;
   int32_t retry; /* index in retries, -1 = off */
-  char label[128];
 } sim_cmd;
 
 struct sim_scenario {
@@ -203,8 +206,12 @@ static int add_requests(parse_state *ps, int kind, int64_t every_ns,
                 "%llu decisions per policy (requests x retry attempts)",
                 (unsigned long long)ps->max_requests);
   ps->decisions += instants * per_instant * attempts;
+  size_t before = sc->nkeys;
   int64_t kidx = intern_key(sc, key);
   if (kidx < 0) return perr(ps->err, ps->err_len, ps->line, "out of memory");
+  if (sc->nkeys > before && sc->nkeys > SIM_MAX_KEYS)
+    return perr(ps->err, ps->err_len, ps->line,
+                "more than %d distinct keys", SIM_MAX_KEYS);
   if (sc->ncmd == sc->capcmd) {
     size_t ncap = sc->capcmd ? sc->capcmd * 2 : 16;
     sim_cmd *n = realloc(sc->cmd, ncap * sizeof *n);
@@ -223,20 +230,6 @@ static int add_requests(parse_state *ps, int kind, int64_t every_ns,
   c->key = (uint32_t)kidx;
   c->cost = cost;
   c->retry = ps->retry;
-  char d[40], costpart[40] = "";
-  if (cost != 1) snprintf(costpart, sizeof costpart, " cost %lld", (long long)cost);
-  switch (kind) {
-  case CMD_REQUEST:
-    snprintf(c->label, sizeof c->label, "request %.24s%s", key, costpart);
-    break;
-  case CMD_BURST:
-    snprintf(c->label, sizeof c->label, "burst %llu %.24s%s",
-             (unsigned long long)per_instant, key, costpart);
-    break;
-  default:
-    snprintf(c->label, sizeof c->label, "every %s %.24s%s",
-             lab_fmt_short(every_ns, d, sizeof d), key, costpart);
-  }
   sc->requests += instants * per_instant;
   return 0;
 }
@@ -326,6 +319,19 @@ static int parse_retry(parse_state *ps, char **w, int n) {
     snprintf(r.text, sizeof r.text,
              "retry after retry_after + jitter up to %s, max %u attempts",
              lab_fmt_short(r.jitter_ns, d, sizeof d), r.max_attempts);
+  /* A setting given again is the same one (its figures add up under the
+     line that first gave it). */
+  for (size_t i = 0; i < sc->nretry; i++)
+    if (sc->retry[i].mode == r.mode && sc->retry[i].every_ns == r.every_ns &&
+        sc->retry[i].jitter_ns == r.jitter_ns &&
+        sc->retry[i].max_attempts == r.max_attempts) {
+      ps->retry = (int32_t)i;
+      return 0;
+    }
+  if (sc->nretry == SIM_MAX_RETRY_SETTINGS)
+    return perr(ps->err, ps->err_len, ps->line,
+                "more than %d different retry settings",
+                SIM_MAX_RETRY_SETTINGS);
   if (sc->nretry == sc->capretry) {
     size_t ncap = sc->capretry ? sc->capretry * 2 : 4;
     sim_retry *nr = realloc(sc->retry, ncap * sizeof *nr);
@@ -495,6 +501,30 @@ const char *sim_description(const sim_scenario *sc) { return sc->description; }
 
 int sim_npolicies(const sim_scenario *sc) { return sc->npol; }
 
+/* The timeline's name of command i ("burst 100 client"), into buf. Built
+   when printed: a scenario of a million one-line commands stores no text. */
+static const char *cmd_label(const sim_scenario *sc, size_t i, char *buf,
+                             size_t len) {
+  const sim_cmd *c = &sc->cmd[i];
+  const char *key = sc->keys[c->key];
+  char d[40], costpart[40] = "";
+  if (c->cost != 1)
+    snprintf(costpart, sizeof costpart, " cost %lld", (long long)c->cost);
+  switch (c->kind) {
+  case CMD_REQUEST:
+    snprintf(buf, len, "request %.24s%s", key, costpart);
+    break;
+  case CMD_BURST:
+    snprintf(buf, len, "burst %llu %.24s%s",
+             (unsigned long long)c->per_instant, key, costpart);
+    break;
+  default:
+    snprintf(buf, len, "every %s %.24s%s",
+             lab_fmt_short(c->every_ns, d, sizeof d), key, costpart);
+  }
+  return buf;
+}
+
 /* ---- running ---------------------------------------------------------- */
 
 /* A pending retry of one policy. */
@@ -582,7 +612,6 @@ typedef struct row {
   int64_t t_first, t_last;
   uint64_t steps;
   int64_t src; /* command index, -1 for retries */
-  const char *label;
   cell c[SIM_MAX_POLICIES];
 } row;
 
@@ -764,7 +793,11 @@ static void print_row(run_state *rs, const row *r) {
   snprintf(t2, sizeof t2, "to %s", lab_fmt_fixed(r->t_last, d, sizeof d));
   snprintf(steps, sizeof steps, "(%llu steps)", (unsigned long long)r->steps);
   int lineno = 0;
-  char line[512];
+  char line[512], label[128];
+  if (r->src >= 0)
+    cmd_label(rs->sc, (size_t)r->src, label, sizeof label);
+  else
+    snprintf(label, sizeof label, "retry");
   for (int p = 0; p < rs->sc->npol; p++) {
     const cell *c = &r->c[p];
     if (!c->used) continue;
@@ -791,7 +824,7 @@ static void print_row(run_state *rs, const row *r) {
                       : c->denied               ? C_RED
                                                 : C_GREEN;
     const char *tcol = lineno == 0 ? t : lineno == 1 && r->steps > 1 ? t2 : "";
-    const char *scol = lineno == 0   ? r->label
+    const char *scol = lineno == 0   ? label
                        : lineno == 1 && r->steps > 1 ? steps
                                                      : "";
     int pad = 24 - (int)strlen(res);
@@ -811,7 +844,7 @@ static void print_row(run_state *rs, const row *r) {
 }
 
 /* Ends one step: merges it into the pending row or prints that row. */
-static void end_step(run_state *rs, int64_t t, int64_t src, const char *label) {
+static void end_step(run_state *rs, int64_t t, int64_t src) {
   const int np = rs->sc->npol;
   row *r = &rs->pending;
   if (rs->show) {
@@ -846,7 +879,6 @@ static void end_step(run_state *rs, int64_t t, int64_t src, const char *label) {
       r->t_first = r->t_last = t;
       r->steps = 1;
       r->src = src;
-      r->label = label;
       memcpy(r->c, rs->step, sizeof r->c);
     }
   }
@@ -919,7 +951,7 @@ static int run_pass(run_state *rs, char *err, size_t err_len) {
         for (uint64_t i = 0; i < c->per_instant; i++)
           if ((rc = decide(rs, p, cp.t, c->key, c->cost, c->retry, 1, cp.t)))
             goto fail;
-      end_step(rs, cp.t, cp.cmd, c->label);
+      end_step(rs, cp.t, cp.cmd);
       if (++cp.instant < c->instants) {
         cp.t = c->t0 + (int64_t)cp.instant * c->every_ns;
         heap[0] = cp;
@@ -936,7 +968,7 @@ static int run_pass(run_state *rs, char *err, size_t err_len) {
                            ev.first_t)))
             goto fail;
         }
-      end_step(rs, tr, -1, "retry");
+      end_step(rs, tr, -1);
     }
   }
   if (rs->chart) peek_until(rs, INT64_MAX);
@@ -1037,9 +1069,11 @@ int sim_run(const sim_scenario *sc, const sim_options *opts, FILE *out,
     if ((int)strlen(sc->pol[p].name) > rs.name_w)
       rs.name_w = (int)strlen(sc->pol[p].name);
   rs.label_w = 4;
-  for (size_t i = 0; i < sc->ncmd; i++)
-    if ((int)strlen(sc->cmd[i].label) > rs.label_w)
-      rs.label_w = (int)strlen(sc->cmd[i].label);
+  char label[128];
+  for (size_t i = 0; i < sc->ncmd; i++) {
+    int n = (int)strlen(cmd_label(sc, i, label, sizeof label));
+    if (n > rs.label_w) rs.label_w = n;
+  }
   if (sc->nretry && rs.label_w < 5) rs.label_w = 5;
   if (rs.show) print_header(&rs);
   if (run_pass(&rs, err, err_len)) {
@@ -1178,8 +1212,9 @@ static int read_all(FILE *f, char **out, size_t *len) {
     if (got == 0) break;
   }
   if (ferror(f)) {
+    int e = errno; /* fread's own reason: EISDIR, EIO, ... */
     free(buf);
-    errno = EIO;
+    errno = e ? e : EIO;
     return -1;
   }
   *out = buf;

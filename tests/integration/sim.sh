@@ -296,6 +296,23 @@ line_err "zero interval" 2 "must be positive" "$P" 'every 0s for 1s'
 line_err "bad retry mode" 2 "unknown retry mode" "$P" 'retry sometimes'
 line_err "bad policy name" 1 "policy name" 'policy a/b gcra:1/s'
 
+# Bounds on what a scenario may hold, so that a hostile one cannot take
+# the memory: distinct keys and retry settings.
+{ echo "$P"; awk 'BEGIN { for (i = 0; i <= 100000; i++) print "request k" i }'; } >"$tmp/in"
+sl sim - --summary-only
+want_rc "too many keys" 1
+has "too many keys (message)" "$tmp/err" 'line 100002: more than 100000 distinct keys'
+{ echo "$P"; awk 'BEGIN { for (i = 1; i <= 65; i++) print "retry immediate every " i "ms" }'; } >"$tmp/in"
+sl sim -
+want_rc "too many retry settings" 1
+has "too many retry settings (message)" "$tmp/err" 'line 66: more than 64 different retry settings'
+# The same setting given twice is one: its figures add up.
+scenario 'policy f fixed_window:1/s' 'retry after max 3' 'burst 2' 'retry off' \
+  'at 10s' 'retry after max 3' 'burst 2'
+sl sim -
+has "a repeated retry setting is one" "$tmp/out" '^  f +4 requests, 6 attempts, 4 served'
+rm -f "$tmp/in"
+
 sl sim --example no-such-example
 want_rc "unknown example" 2
 sl sim
