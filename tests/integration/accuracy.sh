@@ -184,6 +184,17 @@ check "many-keys: sliding_log is exact" \
 has "many-keys: its size" "$tmp/out" \
   '^accuracy trace=many-keys algo=gcra requests=200000 '
 
+# docs/algorithms.md holds the default run's table (make docs); the cheap
+# traces of it must be today's.
+DOCS=${DOCS:-docs}
+sl accuracy --trace poisson-0.5x,poisson-1x,on-off,boundary
+grep '^| [a-z]' "$tmp/out" | grep -v '^| trace ' >"$tmp/rows"
+while IFS= read -r row; do
+  if grep -qxF -- "$row" "$DOCS/algorithms.md"; then pass; else
+    fail "docs/algorithms.md is stale (run make docs): no row '$row'"
+  fi
+done <"$tmp/rows"
+
 # --------------------------------------------------------------------------
 # (d) errors and help
 # --------------------------------------------------------------------------

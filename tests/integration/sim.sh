@@ -127,6 +127,18 @@ for ex in $examples; do
   done
 done
 
+# docs/algorithms.md is generated from these examples (make docs): their
+# summary lines there must be today's.
+DOCS=${DOCS:-docs}
+for ex in $examples; do
+  sl sim --example "$ex" --summary-only
+  while IFS= read -r line; do
+    if grep -qxF -- "$line" "$DOCS/algorithms.md"; then pass; else
+      fail "docs/algorithms.md is stale for $ex (run make docs): no '$line'"
+    fi
+  done <"$tmp/out"
+done
+
 # boundary-burst, 100 per minute: the fixed window lets 2x the limit into
 # one window (100 at 59.9 s, 100 at 60 s); the sliding ones keep to it.
 sl sim --example boundary-burst --summary-only
