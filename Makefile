@@ -139,9 +139,12 @@ FUZZ_CFLAGS = -std=c17 -g -O1 -fsanitize=fuzzer,address,undefined \
 
 FUZZ_CLI = src/cli/replay.c src/cli/util.c src/cli/sim.c src/cli/lab.c \
   src/cli/svg.c src/cli/examples.c
-build/fuzz/%_fuzz: fuzz/%_fuzz.c $(LIB_SRC) $(FUZZ_CLI)
+# The daemon's parts that need no h2o: YAML rules, engine, RESP parser.
+FUZZ_SRV = src/config/config.c src/server/engine.c src/server/resp_parse.c
+build/fuzz/%_fuzz: fuzz/%_fuzz.c $(LIB_SRC) $(FUZZ_CLI) $(FUZZ_SRV)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(FUZZ_CLI) $(LIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc -o $@ $< $(LIB_SRC) $(FUZZ_CLI) \
+	  $(FUZZ_SRV) -lyaml $(LIBS)
 
 fuzz: deps-fuzz $(FUZZ_BIN)
 	@set -e; for f in $(FUZZ_BIN); do n=$$(basename $$f _fuzz); \

@@ -1,0 +1,160 @@
+/*
+ * resp_fuzz.c — libFuzzer harness for the RESP request parser
+ * (src/server/resp_parse.c), which reads bytes from any client.
+ *
+ * The input's first 8 bytes seed the chunk sizes; the rest is the byte
+ * stream of one connection. It is parsed twice: whole (command after
+ * command from one buffer), and the way resp.c reads a socket (the stream
+ * arrives in random chunks; the parser is called only once the unread
+ * bytes reach its `need` hint, on an exact-size copy so that any read past
+ * the end is an ASan report). Properties beyond "no crash":
+ *   - both ways give the same commands (same arguments at the same stream
+ *     offsets) and end the same way (incomplete, or the same error);
+ *   - a command spans at most the bytes given, its arguments lie inside
+ *     that span, argc is within [0, RESP_MAX_ARGS], each length within the
+ *     limits;
+ *   - "incomplete" asks for more bytes than it has (need > len);
+ *   - an error is one of the known messages.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/resp_parse.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define MAX_CMDS 4096
+#define MAX_ARGS_TOTAL 65536
+
+typedef struct outcome {
+  size_t ncmds;
+  size_t argc[MAX_CMDS];
+  size_t nargs;
+  size_t arg_off[MAX_ARGS_TOTAL], arg_len[MAX_ARGS_TOTAL];
+  int failed;      /* 0: ended incomplete (or exactly at a boundary) */
+  char err[64];    /* the message (the parser's may live in a static) */
+  size_t err_at;   /* stream offset of the command that failed */
+} outcome;
+
+static outcome whole, chunked;
+static resp_cmd cmd;
+
+static void check_error(const char *err) {
+  static const char *const known[] = {
+      "Protocol error: invalid multibulk length",
+      "Protocol error: invalid bulk length",
+      "Protocol error: too big inline request",
+      "Protocol error: too many arguments in inline request",
+      "Protocol error: bulk string not terminated by CRLF",
+  };
+  if (!err) abort();
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+    if (!strcmp(err, known[i])) return;
+  if (!strncmp(err, "Protocol error: expected '$', got '", 35) &&
+      strlen(err) == 37 && err[36] == '\'')
+    return;
+  abort();
+}
+
+/* Checks one parse of buf[0..len) (at stream offset `at`) and records it
+   in o. Returns the bytes used, 0 (incomplete), or -1 (error). */
+static ssize_t parse_one(const char *buf, size_t len, size_t at, outcome *o,
+                         size_t *need) {
+  const char *err = NULL;
+  ssize_t n = resp_parse(buf, len, &cmd, need, &err);
+  if (n < 0) {
+    if (n != -1) abort();
+    check_error(err);
+    o->failed = 1;
+    snprintf(o->err, sizeof o->err, "%s", err);
+    o->err_at = at;
+    return -1;
+  }
+  if (n == 0) {
+    if (*need <= len) abort();
+    return 0;
+  }
+  if ((size_t)n > len) abort();
+  if (cmd.argc < 0 || cmd.argc > RESP_MAX_ARGS) abort();
+  if (o->ncmds == MAX_CMDS || o->nargs + (size_t)cmd.argc > MAX_ARGS_TOTAL)
+    return -2; /* enough: stop comparing here */
+  o->argc[o->ncmds++] = (size_t)cmd.argc;
+  for (int i = 0; i < cmd.argc; i++) {
+    const char *a = cmd.argv[i];
+    if (a < buf || a > buf + n || cmd.len[i] > (size_t)(buf + n - a)) abort();
+    if (cmd.len[i] > RESP_MAX_BULK && cmd.len[i] > RESP_MAX_INLINE) abort();
+    o->arg_off[o->nargs] = at + (size_t)(a - buf);
+    o->arg_len[o->nargs++] = cmd.len[i];
+  }
+  return n;
+}
+
+static uint64_t next_rand(uint64_t *x) {
+  uint64_t z = (*x += UINT64_C(0x9e3779b97f4a7c15));
+  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+  return z ^ (z >> 31);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 8) return 0;
+  uint64_t seed;
+  memcpy(&seed, data, 8);
+  const char *s = (const char *)data + 8;
+  size_t len = size - 8;
+
+  /* Whole: every command from one buffer (an exact-size copy). */
+  memset(&whole, 0, sizeof whole);
+  char *copy = malloc(len ? len : 1);
+  if (!copy) return 0;
+  memcpy(copy, s, len);
+  size_t off = 0, need = 0;
+  int stopped = 0;
+  for (;;) {
+    ssize_t n = parse_one(copy + off, len - off, off, &whole, &need);
+    if (n == -2) stopped = 1;
+    if (n <= 0) break;
+    off += (size_t)n;
+  }
+  free(copy);
+  if (stopped) return 0;
+
+  /* Chunked: as a connection reads it. */
+  memset(&chunked, 0, sizeof chunked);
+  size_t start = 0, have = 0; /* unread bytes: stream[start, have) */
+  need = 0;
+  while (have < len) {
+    uint64_t r = next_rand(&seed);
+    size_t chunk = (r & 3) == 0 ? 1 + (size_t)(r >> 8) % 4
+                                : 1 + (size_t)(r >> 8) % 64;
+    have = have + chunk < len ? have + chunk : len;
+    while (have > start && have - start >= need) {
+      size_t avail = have - start;
+      char *buf = malloc(avail);
+      if (!buf) return 0;
+      memcpy(buf, s + start, avail);
+      ssize_t n = parse_one(buf, avail, start, &chunked, &need);
+      free(buf);
+      if (n < 0) goto done;
+      if (n == 0) break;
+      start += (size_t)n;
+      need = 0;
+    }
+  }
+done:
+  /* The same commands, the same ending. */
+  if (chunked.ncmds != whole.ncmds || chunked.nargs != whole.nargs) abort();
+  if (memcmp(chunked.argc, whole.argc, whole.ncmds * sizeof *whole.argc) ||
+      memcmp(chunked.arg_off, whole.arg_off,
+             whole.nargs * sizeof *whole.arg_off) ||
+      memcmp(chunked.arg_len, whole.arg_len,
+             whole.nargs * sizeof *whole.arg_len))
+    abort();
+  if (chunked.failed != whole.failed) abort();
+  if (whole.failed &&
+      (strcmp(chunked.err, whole.err) || chunked.err_at != whole.err_at))
+    abort();
+  return 0;
+}
