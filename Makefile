@@ -50,7 +50,8 @@ LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC = $(wildcard tests/unit/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-INTEG    = $(wildcard tests/integration/*.sh)
+# serve_lib.sh is sourced by the daemon's scripts, not run.
+INTEG    = $(filter-out %_lib.sh,$(wildcard tests/integration/*.sh))
 
 
 .PHONY: all check unit integration examples run demo docs bench fuzz deps deps-bench deps-fuzz clean
@@ -85,12 +86,13 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/helpers.h $(BUILD)/libsluice.a \
 	  $(LIBS) -lm
 
 deps:
-	@scripts/deps.sh build
+	@scripts/deps.sh build test
 
 deps-bench:
 	@scripts/deps.sh build bench
 
-# Every test: unit tests (cmocka), the CLI's integration scripts, and the
+# Every test: unit tests (cmocka), the integration scripts (the CLI's, and
+# the daemon's against real peers: curl, redis-cli, nginx, wrk), and the
 # README's C example (built against the static library and run).
 check: deps
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(BUILD)/examples/quickstart

@@ -1,7 +1,8 @@
 #!/bin/sh
 # deps.sh — installs the Debian packages sluice needs that are missing.
 #
-#   scripts/deps.sh [GROUP...]     GROUP: build (default), bench, fuzz
+#   scripts/deps.sh [GROUP...]     GROUP: build (default), bench, fuzz,
+#                                  test (the integration tests' peers)
 #
 # Idempotent: checks each package with dpkg first and installs only what is
 # missing, in one apt-get call. Without root it says what to run instead and
@@ -11,6 +12,7 @@ set -eu
 build="gcc make libc6-dev libsodium-dev libcmocka-dev libh2o-evloop-dev libssl-dev libyaml-dev libjansson-dev libxml2-utils"
 bench="golang-go golang-golang-x-time-dev"
 fuzz="clang libclang-rt-dev"
+test="python3 curl redis-server redis-tools nginx wrk"
 
 [ $# -gt 0 ] || set -- build
 want=""
@@ -19,7 +21,8 @@ for group in "$@"; do
     build) want="$want $build" ;;
     bench) want="$want $bench" ;;
     fuzz) want="$want $fuzz" ;;
-    *) echo "deps.sh: unknown group '$group' (expected build, bench or fuzz)" >&2; exit 2 ;;
+    test) want="$want $test" ;;
+    *) echo "deps.sh: unknown group '$group' (expected build, bench, fuzz or test)" >&2; exit 2 ;;
   esac
 done
 

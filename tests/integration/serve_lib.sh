@@ -1,0 +1,430 @@
+# serve_lib.sh — helpers for the integration tests of `sluice serve`
+# (POSIX sh; sourced, not run: the serve_*.sh scripts start with
+#   . "$(dirname "$0")/serve_lib.sh"; lib_init NAME ).
+#
+# What it gives a test script:
+#   - a temporary directory $tmp (mktemp -d), removed on exit;
+#   - a check counter: pass, fail "name: why", lib_finish (prints the
+#     totals, exits 1 if any check failed);
+#   - daemons: sv_start NAME ARGS... starts "$SLUICE serve" on ports the
+#     kernel picks (127.0.0.1:0, so two test runs, or a developer's own
+#     daemon, can never share a port: sluice binds with SO_REUSEPORT, and a
+#     port chosen by hand could be silently shared with another sluice),
+#     reads the ports from its log, and waits until /healthz answers;
+#     sv_stop NAME sends SIGTERM and checks the exit status;
+#   - every process a test starts (daemons, nginx, background load) is
+#     killed on exit, whatever happens; every wait has a bound.
+#
+# After sv_start / sv_use NAME: $PID, $HTTP and $RESP (ports; empty when
+# that listener is off), $URL (http://127.0.0.1:$HTTP), $LOG (its stderr).
+#
+# HTTP: http METHOD URL [CURL-ARGS...] leaves the status in $code (000 when
+# the connection failed), the headers in $tmp/h (no CR), the body in
+# $tmp/b; hdr NAME prints a header's value (first one, name case-blind).
+
+SLUICE=${SLUICE:-build/sluice}
+# Debian's python3 (scripts/deps.sh test) first: a version manager's shim
+# in PATH can cost 100+ ms a call, and the checks call it often.
+if [ -z "${PY:-}" ]; then
+  if [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=python3; fi
+fi
+# Bounds, in tenths of a second; generous, since sanitizer builds are slow.
+SV_START_TENTHS=${SV_START_TENTHS:-300}
+SV_STOP_TENTHS=${SV_STOP_TENTHS:-300}
+
+checks=0
+fails=0
+sv_names=""
+lib_pids=""
+
+# While $defer is set (in_window), outcomes are held back in $tmp/deferred.
+defer=""
+pass() {
+  if [ -n "$defer" ]; then echo "PASS" >>"$tmp/deferred"; else
+    checks=$((checks + 1))
+  fi
+}
+fail() {
+  if [ -n "$defer" ]; then echo "FAIL: $*" >>"$tmp/deferred"; else
+    checks=$((checks + 1))
+    fails=$((fails + 1))
+    echo "FAIL: $*" >&2
+  fi
+}
+
+# lib_init NAME — checks $SLUICE, makes $tmp, installs the traps.
+lib_init() {
+  lib_name=$1
+  if [ ! -x "$SLUICE" ]; then
+    echo "$lib_name: '$SLUICE' is not an executable (run make first)" >&2
+    exit 1
+  fi
+  for _t in curl "$PY"; do
+    if ! command -v "$_t" >/dev/null 2>&1; then
+      echo "$lib_name: '$_t' is missing (scripts/deps.sh test installs it)" >&2
+      exit 1
+    fi
+  done
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-$lib_name.XXXXXX") || exit 1
+  trap 'lib_cleanup' EXIT
+  trap 'exit 129' HUP
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+
+# Kills whatever is still running (daemons, tracked pids), removes $tmp.
+lib_cleanup() {
+  for _p in $lib_pids; do
+    kill -TERM "$_p" 2>/dev/null
+  done
+  for _n in $sv_names; do
+    _d=$tmp/sv.$_n
+    if [ -f "$_d/pid" ] && [ ! -f "$_d/rc" ]; then
+      kill -TERM "$(cat "$_d/pid")" 2>/dev/null
+    fi
+  done
+  for _n in $sv_names; do
+    _d=$tmp/sv.$_n
+    [ -f "$_d/pid" ] || continue
+    _i=0
+    while [ ! -f "$_d/rc" ] && [ $_i -lt 50 ]; do
+      sleep 0.1
+      _i=$((_i + 1))
+    done
+    [ -f "$_d/rc" ] || kill -KILL "$(cat "$_d/pid")" 2>/dev/null
+  done
+  for _p in $lib_pids; do
+    kill -KILL "$_p" 2>/dev/null
+  done
+  wait 2>/dev/null
+  rm -rf "$tmp"
+}
+
+# lib_track PID — kills PID (SIGTERM, then SIGKILL) on exit.
+lib_track() { lib_pids="$lib_pids $1"; }
+
+# lib_finish — the totals; exits 1 when a check failed.
+lib_finish() {
+  if [ "$fails" -ne 0 ]; then
+    echo "$lib_name.sh: $fails of $checks checks FAILED" >&2
+    exit 1
+  fi
+  echo "$lib_name.sh: all $checks checks passed"
+  exit 0
+}
+
+# waitfor TENTHS COMMAND... — runs COMMAND every 0.1 s until it succeeds;
+# 1 if it never did within TENTHS tenths of a second.
+waitfor() {
+  _wt=$1
+  shift
+  while ! "$@"; do
+    [ "$_wt" -gt 0 ] || return 1
+    sleep 0.1
+    _wt=$((_wt - 1))
+  done
+  return 0
+}
+
+# now_ms — wall-clock milliseconds since the epoch (the daemon's clock).
+now_ms() { date +%s%3N; }
+
+# in_window SECONDS FUNCTION — runs FUNCTION ATTEMPT (1, 2, ...) until one
+# run lies wholly inside one window of SECONDS aligned to the epoch, as the
+# daemon's fixed windows are (it reads this machine's clock), so counting
+# checks never straddle a window boundary; FUNCTION must use keys of its
+# own per attempt. The checks of a straddling run are dropped. A run is not
+# started in the last quarter of a window or its last 3 s, whichever is
+# shorter: it waits for the next window. At most 5 attempts.
+in_window() {
+  _iw=$(($1 * 1000))
+  _ia=0
+  while [ $_ia -lt 5 ]; do
+    _ia=$((_ia + 1))
+    _left=$((_iw - $(now_ms) % _iw))
+    _guard=$((_iw / 4))
+    [ $_guard -le 3000 ] || _guard=3000
+    if [ $_left -lt $_guard ]; then
+      sleep "$(awk -v ms=$_left 'BEGIN { printf "%.3f", ms / 1000 + 0.02 }')"
+    fi
+    : >"$tmp/deferred"
+    defer=1
+    _i0=$(now_ms)
+    "$2" "$_ia"
+    _i1=$(now_ms)
+    defer=""
+    if [ $((_i0 / _iw)) -eq $((_i1 / _iw)) ]; then
+      checks=$((checks + $(grep -c '' "$tmp/deferred")))
+      fails=$((fails + $(grep -c '^FAIL' "$tmp/deferred")))
+      grep '^FAIL' "$tmp/deferred" >&2
+      return 0
+    fi
+  done
+  fail "in_window $1 $2: no attempt ran inside one window"
+  return 1
+}
+
+# ---------------------------------------------------------------------------
+# daemons
+
+# sv_use NAME — points $PID, $HTTP, $RESP, $URL, $LOG at daemon NAME.
+sv_use() {
+  _d=$tmp/sv.$1
+  LOG=$_d/log
+  PID=$(cat "$_d/pid" 2>/dev/null)
+  HTTP=$(sed -n 's/.*listening on http:.*(port \([0-9]*\)).*/\1/p' "$LOG" | head -n 1)
+  RESP=$(sed -n 's/.*listening on redis:.*(port \([0-9]*\)).*/\1/p' "$LOG" | head -n 1)
+  URL=http://127.0.0.1:$HTTP
+}
+
+_sv_up() { grep -q 'worker threads' "$1/log" 2>/dev/null || [ -f "$1/rc" ]; }
+_sv_healthy() {
+  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$URL/healthz")" = 200 ]
+}
+
+# sv_start NAME [ARGS...] — starts "$SLUICE serve --http 127.0.0.1:0
+# --resp 127.0.0.1:0 ARGS..." (ARGS may override either listener) with its
+# stderr in $tmp/sv.NAME/log, and waits until it listens and /healthz
+# answers. 0 when it is up (then sv_use NAME is in effect); otherwise a
+# failed check with the daemon's log, and 1.
+sv_start() {
+  _n=$1
+  shift
+  _d=$tmp/sv.$_n
+  rm -rf "$_d"
+  mkdir -p "$_d"
+  case " $sv_names " in *" $_n "*) ;; *) sv_names="$sv_names $_n" ;; esac
+  # The inner sh records its own pid and becomes the daemon (exec); the
+  # subshell records the daemon's exit status once it is over.
+  (
+    sh -c 'echo $$ >"$0.tmp" && mv "$0.tmp" "$0" && exec "$@"' "$_d/pid" \
+      "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 "$@" \
+      </dev/null >"$_d/out" 2>"$_d/log"
+    echo $? >"$_d/rc.tmp"
+    mv "$_d/rc.tmp" "$_d/rc"
+  ) &
+  if ! waitfor "$SV_START_TENTHS" _sv_up "$_d" || [ -f "$_d/rc" ]; then
+    fail "sv_start $_n: the daemon did not start (exit status" \
+      "$(cat "$_d/rc" 2>/dev/null || echo none)); its log:"
+    sed 's/^/    /' "$_d/log" >&2
+    return 1
+  fi
+  sv_use "$_n"
+  if [ -n "$HTTP" ] && ! waitfor "$SV_START_TENTHS" _sv_healthy; then
+    fail "sv_start $_n: /healthz never answered 200 on $URL; its log:"
+    sed 's/^/    /' "$_d/log" >&2
+    return 1
+  fi
+  return 0
+}
+
+# sv_running NAME — whether daemon NAME is still running.
+sv_running() { [ -f "$tmp/sv.$1/pid" ] && [ ! -f "$tmp/sv.$1/rc" ]; }
+
+# sv_signal NAME SIGNAL — sends SIGNAL (HUP, TERM, ...) to daemon NAME.
+sv_signal() { kill -"$2" "$(cat "$tmp/sv.$1/pid")"; }
+
+# sv_wait_exit NAME [TENTHS] — waits for daemon NAME to exit; its status in
+# $sv_rc ("none" if it is still running after the bound).
+sv_wait_exit() {
+  _d=$tmp/sv.$1
+  waitfor "${2:-$SV_STOP_TENTHS}" test -f "$_d/rc"
+  sv_rc=$(cat "$_d/rc" 2>/dev/null || echo none)
+}
+
+# sv_stop NAME [WANT] — SIGTERM, then the exit status must be WANT (0) and
+# the log must end with "stopped"; a daemon that does not stop within the
+# bound is killed and fails the check.
+sv_stop() {
+  _d=$tmp/sv.$1
+  if ! sv_running "$1"; then
+    fail "sv_stop $1: the daemon is not running (exit status $(cat "$_d/rc" 2>/dev/null)); its log:"
+    tail -n 20 "$_d/log" | sed 's/^/    /' >&2
+    return 1
+  fi
+  kill -TERM "$(cat "$_d/pid")"
+  sv_wait_exit "$1"
+  if [ "$sv_rc" = none ]; then
+    kill -KILL "$(cat "$_d/pid")" 2>/dev/null
+    fail "sv_stop $1: still running $((SV_STOP_TENTHS / 10)) s after SIGTERM (killed)"
+    return 1
+  fi
+  if [ "$sv_rc" != "${2:-0}" ]; then
+    fail "sv_stop $1: exit status $sv_rc after SIGTERM, want ${2:-0}; its log:"
+    tail -n 20 "$_d/log" | sed 's/^/    /' >&2
+    return 1
+  fi
+  if ! tail -n 1 "$_d/log" | grep -q 'info: stopped$'; then
+    fail "sv_stop $1: the log does not end with 'stopped': $(tail -n 1 "$_d/log")"
+    return 1
+  fi
+  pass
+  return 0
+}
+
+# sv_log_has NAME ERE — the daemon's log matches ERE.
+sv_log_has() { grep -Eq -- "$2" "$tmp/sv.$1/log"; }
+
+# ---------------------------------------------------------------------------
+# HTTP
+
+# http METHOD URL [CURL-ARGS...] — see the top.
+http() {
+  _m=$1
+  _u=$2
+  shift 2
+  rm -f "$tmp/b" "$tmp/h.raw"
+  if [ "$_m" = HEAD ]; then
+    code=$(curl -s -g -I -o /dev/null -D "$tmp/h.raw" -w '%{http_code}' \
+      --max-time 10 "$@" "$_u")
+    : >"$tmp/b"
+  else
+    code=$(curl -s -g -X "$_m" -o "$tmp/b" -D "$tmp/h.raw" -w '%{http_code}' \
+      --max-time 10 "$@" "$_u")
+  fi
+  [ -n "$code" ] || code=000
+  [ -f "$tmp/b" ] || : >"$tmp/b"
+  tr -d '\r' <"$tmp/h.raw" >"$tmp/h" 2>/dev/null || : >"$tmp/h"
+}
+
+# get URL [CURL-ARGS...] / post URL JSON [CURL-ARGS...]
+get() { http GET "$@"; }
+post() {
+  _u=$1
+  printf '%s' "$2" >"$tmp/req.json"
+  shift 2
+  http POST "$_u" -H 'content-type: application/json' \
+    --data-binary "@$tmp/req.json" "$@"
+}
+
+# hdr NAME — the value of the first header NAME of the last response.
+hdr() {
+  awk -v n="$(printf '%s' "$1" | tr 'A-Z' 'a-z')" '
+    { i = index($0, ":"); if (i && tolower(substr($0, 1, i - 1)) == n) {
+        v = substr($0, i + 1); sub(/^[ \t]*/, "", v); print v; exit } }' \
+    "$tmp/h"
+}
+
+# hdr_count NAME — how many headers NAME the last response has.
+hdr_count() {
+  awk -v n="$(printf '%s' "$1" | tr 'A-Z' 'a-z')" '
+    { i = index($0, ":"); if (i && tolower(substr($0, 1, i - 1)) == n) c++ }
+    END { print c + 0 }' "$tmp/h"
+}
+
+# jv EXPR — evaluates a Python expression over the last body, parsed as
+# JSON into `d`; prints the result as JSON (so strings come quoted, true is
+# true). Prints "ERROR: ..." when the body is not JSON.
+jv() {
+  "$PY" -S - "$tmp/b" "$1" <<'EOF'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+    print(json.dumps(eval(sys.argv[2], {"d": d}), separators=(",", ":")))
+except Exception as e:
+    print("ERROR: %s: %s" % (type(e).__name__, e))
+EOF
+}
+
+# metric NAME{LABELS} [FILE] — the value of one sample of $URL/metrics, or
+# of a scrape saved in FILE by snap (empty when the series is not there).
+metric() {
+  if [ $# -ge 2 ]; then cat "$2"; else curl -s --max-time 10 "$URL/metrics"; fi |
+    awk -v s="$1" 'substr($0, 1, length(s) + 1) == s " " { print $2; exit }'
+}
+
+# snap FILE — saves a scrape of $URL/metrics in FILE.
+snap() { curl -s --max-time 10 "$URL/metrics" >"$1"; }
+
+# mdelta NAME{LABELS} BEFORE AFTER — how much a sample moved between two snaps.
+mdelta() { echo $(($(metric "$1" "$3") - $(metric "$1" "$2"))); }
+
+# ---------------------------------------------------------------------------
+# checks
+
+# eq NAME WANT GOT
+eq() {
+  if [ "$2" = "$3" ]; then pass; else fail "$1: got '$3', want '$2'"; fi
+}
+
+# like NAME ERE GOT
+like() {
+  if printf '%s\n' "$3" | grep -Eq -- "$2"; then pass; else
+    fail "$1: '$3' does not match /$2/"
+  fi
+}
+
+# want_code NAME CODE — the last response's status.
+want_code() {
+  if [ "$code" = "$2" ]; then pass; else
+    fail "$1: HTTP $code, want $2 (body: $(head -c 300 "$tmp/b"))"
+  fi
+}
+
+# want_hdr NAME HEADER VALUE — the header is there with exactly VALUE.
+want_hdr() {
+  _v=$(hdr "$2")
+  if [ "$(hdr_count "$2")" -ge 1 ] && [ "$_v" = "$3" ]; then pass; else
+    fail "$1: header $2 is '$_v' ($(hdr_count "$2") of them), want '$3'"
+  fi
+}
+
+# want_hdr_like NAME HEADER ERE
+want_hdr_like() {
+  _v=$(hdr "$2")
+  if [ "$(hdr_count "$2")" -ge 1 ] && printf '%s\n' "$_v" | grep -Eq -- "$3"; then
+    pass
+  else
+    fail "$1: header $2 is '$_v' ($(hdr_count "$2") of them), want /$3/"
+  fi
+}
+
+# no_hdr NAME HEADER — the last response has no such header.
+no_hdr() {
+  if [ "$(hdr_count "$2")" -eq 0 ]; then pass; else
+    fail "$1: unexpected header $2: $(hdr "$2")"
+  fi
+}
+
+# body_has NAME STRING — the last body contains STRING (fixed string).
+body_has() {
+  if grep -qF -- "$2" "$tmp/b"; then pass; else
+    fail "$1: body lacks '$2' (body: $(head -c 300 "$tmp/b"))"
+  fi
+}
+
+# want_jv NAME EXPR WANT — jv EXPR prints WANT.
+want_jv() {
+  _v=$(jv "$2")
+  if [ "$_v" = "$3" ]; then pass; else
+    fail "$1: $2 = $_v, want $3 (body: $(head -c 300 "$tmp/b"))"
+  fi
+}
+
+# in_range NAME LO HI VALUE — LO <= VALUE <= HI (integers).
+in_range() {
+  if [ -n "$4" ] && [ "$4" -ge "$2" ] 2>/dev/null && [ "$4" -le "$3" ]; then
+    pass
+  else
+    fail "$1: '$4' is not in $2..$3"
+  fi
+}
+
+# rl_item HEADER NAME — the item for NAME in a RateLimit or RateLimit-Policy
+# header of the last response ('"NAME";r=R;t=T').
+rl_item() {
+  hdr "$1" | tr ',' '\n' | sed 's/^ *//' | grep -F "\"$2\";" | head -n 1
+}
+
+# want_error NAME CODE — an error response: CODE, JSON {"error": "..."}.
+want_error() {
+  want_code "$1" "$2"
+  # The whole body: {"error":"..."} (a JSON string: escapes, no raw quote).
+  if [ "$(grep -c '' "$tmp/b")" -eq 1 ] &&
+    grep -Eq '^\{"error":"([^"\\]|\\.)+"\}$' "$tmp/b"; then
+    pass
+  else
+    fail "$1: body is not {\"error\": \"...\"}: $(head -c 300 "$tmp/b")"
+  fi
+  want_hdr_like "$1 (content type)" content-type '^application/json'
+}
