@@ -1,0 +1,306 @@
+#!/bin/sh
+# serve_lifecycle.sh — integration checks for the life of a `sluice serve`
+# process (POSIX sh; curl, wrk, redis-cli, and http_raw.py / resp_raw.py for
+# connections held half-way; helpers in serve_lib.sh).
+#
+#   SLUICE=build/sluice sh tests/integration/serve_lifecycle.sh
+#
+# Config reloads (SIGHUP, a changed file, an invalid file that keeps the old
+# config), reloads under load without a failed request, graceful SIGTERM
+# and SIGINT with connections open, --max-connections, --threads 1 and 4.
+# Counting uses sliding logs over an hour (no window boundary to race);
+# waits are polls with generous bounds, never fixed sleeps that a slow
+# (sanitizer) build could outrun.
+
+. "$(dirname "$0")/serve_lib.sh"
+lib_init serve_lifecycle
+HRAW="$PY $(dirname "$0")/http_raw.py"
+RAW="$PY $(dirname "$0")/resp_raw.py"
+for t in wrk redis-cli; do
+  if ! command -v $t >/dev/null 2>&1; then
+    echo "serve_lifecycle: '$t' is missing (scripts/deps.sh test installs it)" >&2
+    exit 1
+  fi
+done
+
+# config CHANGE-LIMIT NEW-LIMIT [EXTRA] — writes the config as $tmp/life.new:
+# `keep` never changes, `change` and `new` take the limits given, `gone`
+# is there only while NEW-LIMIT is 0 (the first version).
+config() {
+  {
+    echo 'domain: life'
+    echo 'descriptors:'
+    echo '  - key: keep'
+    echo '    rate_limit: {policy: "sliding_log:5/h"}'
+    echo '  - key: change'
+    echo "    rate_limit: {policy: \"sliding_log:$1/h\"}"
+    echo '  - key: load'
+    echo '    rate_limit: {policy: "gcra:1000000/s"}'
+    if [ "$2" -eq 0 ]; then
+      echo '  - key: gone'
+      echo '    rate_limit: {policy: "sliding_log:5/h"}'
+    else
+      echo '  - key: new'
+      echo "    rate_limit: {policy: \"sliding_log:$2/h\"}"
+    fi
+  } >"$tmp/life.new"
+}
+# install — puts $tmp/life.new in place atomically (rename).
+install_config() { mv "$tmp/life.new" "$tmp/life.yaml"; }
+
+# limit_of KEY — the limit and remaining of life's rule for KEY, peeking
+# (hits=0 charges nothing): "LIMIT REMAINING", or "none".
+limit_of() {
+  get "$URL/v1/check?domain=life&$1&hits=0"
+  jv '" ".join(str(s[f]) for s in d["statuses"][:1] if "limit" in s
+                for f in ("limit", "limit_remaining")) or "none"' |
+    tr -d '"'
+}
+reloads() { metric "sluice_config_reloads_total{result=\"$1\"}"; }
+
+# ===========================================================================
+# 1. reloads
+# ===========================================================================
+config 5 0
+install_config
+sv_start life -t 2 --config "$tmp/life.yaml" || lib_finish
+get "$URL/v1/check?domain=life&keep=k"
+get "$URL/v1/check?domain=life&keep=k"
+get "$URL/v1/check?domain=life&change=c"
+get "$URL/v1/check?domain=life&change=c"
+eq "before the reload: keep" '5 3' "$(limit_of keep=k)"
+eq "before the reload: change" '5 3' "$(limit_of change=c)"
+eq "before the reload: gone" '5 5' "$(limit_of gone=g)"
+
+# SIGHUP: `keep` is unchanged and keeps its counter; `change` has a new
+# policy (a new state: 7 - 1 after the next request); `gone` no longer
+# limits; `new` does.
+config 7 2
+install_config
+sv_signal life HUP
+if waitfor 100 sh -c "[ \"\$(curl -s $URL/metrics | grep -c 'reloads_total{result=\"success\"} 1\$')\" = 1 ]"; then
+  pass
+else
+  fail "SIGHUP: sluice_config_reloads_total{result=\"success\"} never reached 1"
+fi
+if sv_log_has life 'info: config reloaded: 1 domain, 4 rules'; then pass; else
+  fail "SIGHUP: no 'config reloaded' line in the log"
+fi
+eq "SIGHUP: an unchanged rule keeps its counter" '5 3' "$(limit_of keep=k)"
+eq "SIGHUP: a changed rule takes its new limit" '7 7' "$(limit_of change=c)"
+eq "SIGHUP: a removed rule no longer limits" none "$(limit_of gone=g)"
+eq "SIGHUP: an added rule limits" '2 2' "$(limit_of new=n)"
+
+# A changed file reloads by itself, within about a second (we allow 10 s:
+# sanitizer builds are slow).
+config 9 2
+t0=$(now_ms)
+install_config
+if waitfor 100 sh -c "curl -s '$URL/v1/check?domain=life&change=c&hits=0' | grep -q '\"limit\":9,'"; then
+  pass
+else
+  fail "file change: the new limit never applied"
+fi
+in_range "file change: reloaded within 10 s (ms)" 0 10000 $(($(now_ms) - t0))
+eq "file change: counted as a successful reload" 2 "$(reloads success)"
+eq "file change: the unchanged rule kept its counter" '5 3' "$(limit_of keep=k)"
+
+# An invalid file: the old config stays, the log says where, the failure
+# is counted; SIGHUP retries it (and fails again).
+cat >"$tmp/life.new" <<'EOF'
+domain: life
+descriptors:
+  - key: keep
+    rate_limit: {policy: "sliding_log:0/h"}
+EOF
+install_config
+if waitfor 100 sv_log_has life 'error: config reload failed: keeping the running config'; then
+  pass
+else
+  fail "invalid file: no 'config reload failed' in the log"
+fi
+if sv_log_has life "error: $tmp/life.yaml:4:[0-9]+: "; then pass; else
+  fail "invalid file: the log has no $tmp/life.yaml:LINE:COL: line: $(grep error "$LOG" | head -n 1)"
+fi
+eq "invalid file: counted as a failed reload" 1 "$(reloads failure)"
+eq "invalid file: no success counted" 2 "$(reloads success)"
+eq "invalid file: the old rules still apply (change)" '9 9' "$(limit_of change=c)"
+eq "invalid file: the old rules still apply (keep)" '5 3' "$(limit_of keep=k)"
+sv_signal life HUP
+waitfor 100 sh -c "[ \"\$(curl -s $URL/metrics | grep -c 'reloads_total{result=\"failure\"} 2\$')\" = 1 ]"
+eq "invalid file, SIGHUP: a second failure" 2 "$(reloads failure)"
+get "$URL/healthz"
+want_code "invalid file: still healthy" 200
+config 11 2
+install_config
+waitfor 100 sh -c "curl -s '$URL/v1/check?domain=life&change=c&hits=0' | grep -q '\"limit\":11,'"
+eq "a fixed file reloads again" '11 11' "$(limit_of change=c)"
+eq "a fixed file: the unchanged rule still kept its counter" '5 3' "$(limit_of keep=k)"
+
+# Reloads under load: wrk for 4 s on a rule that never denies, while the
+# config alternates and SIGHUP arrives every 0.4 s: no failed request.
+ok0=$(reloads success)
+wrk -t 2 -c 8 -d 4s --timeout 5s "$URL/v1/check?domain=life&load=x" \
+  >"$tmp/wrk" 2>&1 &
+wrkpid=$!
+lib_track $wrkpid
+sleep 0.5
+i=0
+while [ $i -lt 6 ]; do
+  config $((20 + i)) $((3 + i))
+  install_config
+  sv_signal life HUP
+  sleep 0.4
+  i=$((i + 1))
+done
+waitfor 300 sh -c "! kill -0 $wrkpid 2>/dev/null"
+wait $wrkpid
+eq "under load: wrk's exit status" 0 $?
+n=$(awk '/requests in/ { print $1 }' "$tmp/wrk")
+in_range "under load: requests served" 100 100000000 "$n"
+if grep -Eq 'Non-2xx|Socket errors' "$tmp/wrk"; then
+  fail "under load: failed requests: $(grep -E 'Non-2xx|Socket errors' "$tmp/wrk" | tr '\n' ' ')"
+else
+  pass
+fi
+in_range "under load: every SIGHUP reloaded" $((ok0 + 6)) $((ok0 + 20)) \
+  "$(reloads success)"
+eq "under load: no failed reload" 2 "$(reloads failure)"
+eq "under load: the last config applies" '25 25' "$(limit_of change=c)"
+eq "under load: the unchanged rule still kept its counter" '5 3' "$(limit_of keep=k)"
+
+sv_stop life
+
+# ===========================================================================
+# 2. stopping
+# ===========================================================================
+# A request in flight when SIGTERM arrives is answered; new connections are
+# refused meanwhile; then the daemon exits 0.
+sv_start g1 -t 2 --config "$tmp/life.yaml" || lib_finish
+$HRAW inflight "$HTTP" "$PID" '/v1/check?domain=life&keep=inflight' 0.5 >"$tmp/inflight"
+eq "SIGTERM: a new connection is refused" 'new connection: refused' \
+  "$(sed -n 1p "$tmp/inflight")"
+like "SIGTERM: the request in flight is answered" \
+  '^200 \{"overall_code":"OK",.*"limit_remaining":4,' "$(sed -n 2p "$tmp/inflight")"
+sv_wait_exit g1
+eq "SIGTERM: exit status" 0 "$sv_rc"
+if sv_log_has g1 'info: SIGTERM: stopping' && tail -n 1 "$LOG" | grep -q 'info: stopped$'; then
+  pass
+else
+  fail "SIGTERM: the log does not say stopping ... stopped"
+fi
+
+# /readyz during the drain: 503.
+sv_start g2 -t 1 || lib_finish
+$HRAW inflight "$HTTP" "$PID" /readyz 0.3 >"$tmp/inflight"
+eq "SIGTERM: /readyz while stopping" '503 {"status":"stopping"}' \
+  "$(sed -n 2p "$tmp/inflight")"
+sv_wait_exit g2
+eq "SIGTERM (readyz): exit status" 0 "$sv_rc"
+
+# A request that never completes is cut at --shutdown-grace.
+sv_start g3 -t 1 --shutdown-grace 1000 || lib_finish
+t0=$(now_ms)
+$HRAW inflight "$HTTP" "$PID" /healthz 3 >"$tmp/inflight"
+sv_wait_exit g3
+t1=$(now_ms)
+eq "--shutdown-grace 1000: exit status" 0 "$sv_rc"
+eq "--shutdown-grace 1000: the unfinished request gets nothing" 'no response' \
+  "$(sed -n 2p "$tmp/inflight")"
+in_range "--shutdown-grace 1000: stopped within the grace (+ slack, ms)" 0 10000 \
+  $((t1 - t0))
+
+# An idle Redis-protocol connection is closed at once.
+sv_start g4 -t 2 || lib_finish
+$RAW "$RESP" hold 30 >"$tmp/hold" &
+holder=$!
+lib_track $holder
+waitfor 100 grep -qs HELD "$tmp/hold"
+t0=$(now_ms)
+sv_signal g4 TERM
+sv_wait_exit g4
+t1=$(now_ms)
+wait $holder
+eq "SIGTERM: exit status with an idle RESP connection" 0 "$sv_rc"
+like "SIGTERM: the idle RESP connection is closed" '^CLOSED after' \
+  "$(tail -n 1 "$tmp/hold")"
+in_range "SIGTERM: an idle RESP connection does not hold the exit (ms)" 0 4000 \
+  $((t1 - t0))
+
+# SIGINT stops the same way.
+sv_start g5 -t 1 || lib_finish
+sv_signal g5 INT
+sv_wait_exit g5
+eq "SIGINT: exit status" 0 "$sv_rc"
+if sv_log_has g5 'info: SIGINT: stopping'; then pass; else
+  fail "SIGINT: no 'SIGINT: stopping' in the log"
+fi
+
+# ===========================================================================
+# 3. --max-connections, --threads
+# ===========================================================================
+sv_start m -t 2 --max-connections 3 || lib_finish
+holders=""
+for i in 1 2 3; do
+  $RAW "$RESP" hold 60 >"$tmp/hold$i" &
+  holders="$holders $!"
+  lib_track $!
+  waitfor 100 grep -qs HELD "$tmp/hold$i"
+done
+get "$URL/healthz"
+eq "--max-connections 3: a fourth connection is closed unanswered" 000 "$code"
+like "--max-connections 3: redis-cli is turned away too" \
+  '(Connection reset|closed|Error|error|refused)' \
+  "$(timeout 10 redis-cli -h 127.0.0.1 -p "$RESP" PING 2>&1)"
+set -- $holders
+kill "$1"
+if waitfor 100 _sv_healthy; then pass; else
+  fail "--max-connections 3: a freed slot is never usable"
+fi
+eq "--max-connections 3: the rejections are counted" 2 \
+  "$(metric sluice_connections_rejected_total)"
+for p in $holders; do
+  kill "$p" 2>/dev/null
+  wait "$p" 2>/dev/null
+done
+sv_stop m
+
+# --threads 1 and 4: the limit holds exactly whichever thread (and
+# connection) decides: 60 requests at once on sliding_log:25/h give 25
+# allowed; 64 Redis clients at once on sliding_log:40/h, 40.
+for n in 1 4; do
+  sv_start t$n -t $n || lib_finish
+  if sv_log_has t$n "info: $n worker threads"; then pass; else
+    fail "--threads $n: the log does not say $n worker threads"
+  fi
+  : >"$tmp/par.cfg"
+  i=0
+  while [ $i -lt 60 ]; do
+    echo "url = \"$URL/v1/throttle?key=par&policy=sliding_log:25/h\"" >>"$tmp/par.cfg"
+    echo 'output = "/dev/null"' >>"$tmp/par.cfg"
+    i=$((i + 1))
+  done
+  curl -s -Z --parallel-max 20 --max-time 30 -K "$tmp/par.cfg" \
+    -w '%{http_code}\n' >"$tmp/par.codes" 2>"$tmp/par.err"
+  eq "--threads $n: 60 parallel requests, limit 25: 200s" 25 \
+    "$(grep -c '^200$' "$tmp/par.codes")"
+  eq "--threads $n: 60 parallel requests, limit 25: 429s" 35 \
+    "$(grep -c '^429$' "$tmp/par.codes")"
+  printf '*3\r\n$11\r\nSL.THROTTLE\r\n$6\r\nshared\r\n$16\r\nsliding_log:40/h\r\nQUIT\r\n' \
+    >"$tmp/many.in"
+  $RAW "$RESP" many 64 "$tmp/many.in" >"$tmp/many"
+  eq "--threads $n: 64 Redis clients, limit 40: allowed" 40 \
+    "$(awk '$3 ~ /^\*6/ && $4 == "[:1," { n += $1 } END { print n + 0 }' "$tmp/many")"
+  if [ $n -eq 1 ]; then
+    # Without --config there is nothing to reload: SIGHUP says so.
+    sv_signal t1 HUP
+    if waitfor 100 sv_log_has t1 'no --config: nothing to reload'; then pass; else
+      fail "SIGHUP without --config: no 'nothing to reload' in the log"
+    fi
+    get "$URL/healthz"
+    want_code "SIGHUP without --config: still serving" 200
+  fi
+  sv_stop t$n
+done
+
+lib_finish
