@@ -96,6 +96,7 @@ typedef struct loader {
   sl_config *cfg;
   const char *domain;
   int failed;
+  size_t nerr; /* errors reported so far (even past MAX_ERRORS) */
 } loader;
 
 static void err_at(loader *L, const yaml_node_t *n, const char *fmt, ...) {
@@ -105,6 +106,7 @@ static void err_at(loader *L, const yaml_node_t *n, const char *fmt, ...) {
             n ? (int)n->start_mark.column + 1 : 0, fmt, ap);
   va_end(ap);
   L->failed = 1;
+  L->nerr++;
 }
 
 static yaml_node_t *node(loader *L, int index) {
@@ -244,6 +246,7 @@ static void parse_limit(loader *L, cfg_node *d, const yaml_node_t *map,
     err_at(L, map, "a rate limit must be a mapping, not %s", type_name(map));
     return;
   }
+  size_t errors_before = L->nerr; /* this limit's own errors are after it */
   const char *unit = NULL, *name = NULL, *policy = NULL, *algorithm = NULL,
              *period = NULL;
   const yaml_node_t *unit_n = NULL, *rpu_n = NULL, *policy_n = NULL,
@@ -289,7 +292,6 @@ static void parse_limit(loader *L, cfg_node *d, const yaml_node_t *map,
     err_at(L, map, "out of memory");
     return;
   }
-  size_t errors_before = L->errs ? L->errs->n : 0;
   l->pos = (cfg_pos){L->file, (int)map->start_mark.line + 1,
                      (int)map->start_mark.column + 1};
   l->shadow = shadow;
@@ -406,9 +408,9 @@ static void parse_limit(loader *L, cfg_node *d, const yaml_node_t *map,
       l->policy_str = strdup(canon);
     }
   }
-  if (!l->policy_str || !l->rule || L->failed) {
-    if (!L->errs || L->errs->n == errors_before)
-      err_at(L, map, "invalid rate limit");
+  int failed_here = L->nerr > errors_before;
+  if (!l->policy_str || !l->rule || failed_here) {
+    if (!failed_here) err_at(L, map, "invalid rate limit");
     limit_free(l);
     return;
   }
@@ -557,10 +559,11 @@ static void parse_descriptors(loader *L, cfg_node *parent,
     parse_descriptor(L, parent, node(L, *it), path, depth);
 }
 
-/* Sorts children for lookup and collects wildcard values, recursively. */
+/*
+ * Collects wildcard values in file order (envoy tries them in that order),
+ * then sorts the children for lookup, recursively.
+ */
 static int index_node(cfg_node *n) {
-  if (n->nchildren)
-    qsort(n->children, n->nchildren, sizeof *n->children, child_cmp);
   for (size_t i = 0; i < n->nchildren; i++) {
     cfg_node *c = n->children[i];
     if (c->wildcard) {
@@ -572,6 +575,8 @@ static int index_node(cfg_node *n) {
     }
     if (index_node(c)) return -1;
   }
+  if (n->nchildren)
+    qsort(n->children, n->nchildren, sizeof *n->children, child_cmp);
   return 0;
 }
 
@@ -811,14 +816,23 @@ sl_config *config_load(const char *path, cfg_errors *errs) {
   return finish(c, errs, failed);
 }
 
+/*
+ * Compares a stored string (NUL-terminated, no NUL inside: scalars with one
+ * are refused) with a counted one that may hold any byte, in strcmp's
+ * order, so it agrees with the sort.
+ */
+static int cmp_n(const char *s, const char *t, size_t tlen) {
+  size_t slen = strlen(s);
+  int c = memcmp(s, t, slen < tlen ? slen : tlen);
+  return c ? c : (slen > tlen) - (slen < tlen);
+}
+
 const cfg_domain *config_domain(const sl_config *c, const char *name,
                                 size_t len) {
   size_t lo = 0, hi = c->ndomains;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    const char *m = c->domains[mid]->name;
-    int cmp = strncmp(m, name, len);
-    if (cmp == 0) cmp = m[len] != '\0';
+    int cmp = cmp_n(c->domains[mid]->name, name, len);
     if (cmp == 0) return c->domains[mid];
     if (cmp < 0)
       lo = mid + 1;
@@ -826,12 +840,6 @@ const cfg_domain *config_domain(const sl_config *c, const char *name,
       hi = mid;
   }
   return NULL;
-}
-
-/* Compares a stored (NUL-terminated) string with a counted one. */
-static int cmp_n(const char *s, const char *t, size_t tlen) {
-  int c = strncmp(s, t, tlen);
-  return c ? c : (s[tlen] != '\0');
 }
 
 /* The child (key, value) of n; value NULL finds the key-only child. */

@@ -342,10 +342,13 @@ int engine_reload(engine *e, sl_config *cfg) {
     /* Keep the old gen's limiters: mark them all used again. */
     for (size_t i = 0; i < e->nlims; i++) e->lims[i].used = 1;
     pthread_mutex_unlock(&e->reload_lock);
+    config_free(cfg); /* ours from the call on, as the header says */
     atomic_fetch_add(&e->reloads_failed, 1);
     return -1;
   }
-  gen *old = atomic_exchange_explicit(&e->cur, g, memory_order_acq_rel);
+  /* seq_cst, paired with engine_thread_quiesce: either a thread's "I am
+     looking" is seen below, or its load of `cur` sees g. */
+  gen *old = atomic_exchange_explicit(&e->cur, g, memory_order_seq_cst);
   /* Wait until no online thread can still hold `old`. */
   for (;;) {
     int behind = 0;
@@ -353,7 +356,7 @@ int engine_reload(engine *e, sl_config *cfg) {
     for (unsigned i = 0; i < ENG_MAX_THREADS; i++) {
       engine_thread *t = e->threads[i];
       if (!t) continue;
-      uint64_t seen = atomic_load_explicit(&t->seen, memory_order_acquire);
+      uint64_t seen = atomic_load_explicit(&t->seen, memory_order_seq_cst);
       if (seen != OFFLINE && seen < g->version) behind = 1;
     }
     pthread_mutex_unlock(&e->threads_lock);
@@ -415,15 +418,12 @@ void engine_thread_free(engine_thread *t) {
 }
 
 void engine_thread_quiesce(engine_thread *t) {
-  /* Announce first, then load: a reload that published after our
-     announcement waits for our next quiesce, and one before it is seen. */
-  gen *g = atomic_load_explicit(&t->e->cur, memory_order_acquire);
+  /* First say "I may be holding anything" (0: every reload waits for us),
+     then load: a reload either sees our 0 and waits, or has already
+     published what we load. Only then say which version we hold. */
+  atomic_store_explicit(&t->seen, 0, memory_order_seq_cst);
+  gen *g = atomic_load_explicit(&t->e->cur, memory_order_seq_cst);
   atomic_store_explicit(&t->seen, g->version, memory_order_release);
-  gen *again = atomic_load_explicit(&t->e->cur, memory_order_acquire);
-  if (again != g) { /* a reload raced us: take the newer one */
-    g = again;
-    atomic_store_explicit(&t->seen, g->version, memory_order_release);
-  }
   t->g = g;
 }
 
@@ -626,10 +626,7 @@ int engine_check(engine_thread *t, const eng_request *req, int64_t now,
   if (nc) rc = sl_take_all(checks, nc, now, dec, &all);
   observe_latency(t, mono_ns() - t0);
   if (rc) return rc;
-  if (blocked) {
-    all = 0;
-    for (size_t c = 0; c < nc; c++) dec[c].allowed = 0; /* nothing passes */
-  }
+  if (blocked) all = 0; /* the others report their own (peeked) figures */
   for (size_t c = 0; c < nc; c++) out->st[check_of[c]].d = dec[c];
   out->allowed = all;
 
@@ -642,14 +639,15 @@ int engine_check(engine_thread *t, const eng_request *req, int64_t now,
                                    &d->entries[d->n - 1]);
     counter *c = series_counters(t, sid);
     if (!c) continue;
-    if (s->d.allowed && (out->allowed || s->shadow)) {
+    /* A rule is counted for what it said: over its limit (denied, or
+       shadow_denied), or charged (allowed); a rule that had room in a
+       request another rule denied was not charged and is not counted. */
+    if (!s->d.allowed) {
+      inc(&c[s->shadow ? S_SHADOW_DENIED : S_DENIED], 1);
+    } else if (out->allowed) {
       inc(&c[S_ALLOWED], 1);
       if (!s->unlimited && s->d.limit > 0 && s->d.remaining * 5 < s->d.limit)
         inc(&c[S_NEAR_LIMIT], 1);
-    } else if (s->shadow) {
-      inc(&c[S_SHADOW_DENIED], 1);
-    } else {
-      inc(&c[S_DENIED], 1);
     }
   }
   engine_count(t, out->allowed ? EC_CHECK_ALLOWED : EC_CHECK_DENIED, 1);
@@ -749,6 +747,26 @@ int engine_throttle_policy(engine_thread *t, const char *key, size_t key_len,
   const adhoc_entry *a = adhoc_get(t->e, p, canon);
   if (!a) return ENG_EADHOC;
   return adhoc_decide(t, a, key, key_len, cost, now, out);
+}
+
+int engine_reset_descriptor(engine_thread *t, const eng_request *req) {
+  gen *g = t->g;
+  const cfg_domain *dom = config_domain(g->cfg, req->domain, req->domain_len);
+  if (!dom) return ENG_EDOMAIN;
+  int dropped = 0;
+  for (size_t i = 0; i < req->n; i++) {
+    const eng_descriptor *d = &req->descriptors[i];
+    if (d->n == 0 || d->n > ENG_MAX_ENTRIES) return ENG_EDESCRIPTOR;
+    uint8_t key[KEY_MAX];
+    size_t len;
+    if (descriptor_key(d, key, &len)) return ENG_EDESCRIPTOR;
+    const cfg_node *node = config_match(dom, d->entries, d->n);
+    for (size_t k = 0; node && k < node->nlimits; k++) {
+      sl_limiter *lim = g->lims[node->limits[k]->index];
+      if (lim) dropped += sl_limiter_reset(lim, key, len) == 1;
+    }
+  }
+  return dropped;
 }
 
 int engine_reset_key(engine *e, const char *key, size_t key_len) {

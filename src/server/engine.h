@@ -46,7 +46,8 @@ engine *engine_new(const engine_opts *opts, sl_config *cfg, char *err,
 void engine_free(engine *e);
 
 /*
- * Makes cfg (owned from now on) the current config. Waits until every
+ * Makes cfg (owned from now on, also when the call fails) the current
+ * config. Waits until every
  * online thread has passed a quiesce point, then frees the old generation
  * and the limiters no rule uses any more. Call from one thread at a time.
  * 0, or -1 (out of memory: the old config stays).
@@ -125,9 +126,14 @@ int engine_throttle_policy(engine_thread *t, const char *key, size_t key_len,
                            const sl_policy *p, int64_t cost, int64_t now,
                            eng_result *out);
 
-/* Forgets `key` under every ad-hoc policy and every rule (as a descriptor
-   of one entry, "key" = key). Returns how many states were dropped. */
+/* Forgets `key` under every ad-hoc policy (SL.THROTTLE, /v1/throttle).
+   Returns how many states were dropped. */
 int engine_reset_key(engine *e, const char *key, size_t key_len);
+
+/* Forgets the state of each of req's descriptors under every limit they
+   match in the thread's config. Returns how many states were dropped, or
+   ENG_EDOMAIN / ENG_EDESCRIPTOR. */
+int engine_reset_descriptor(engine_thread *t, const eng_request *req);
 
 /* ---- metrics ---- */
 

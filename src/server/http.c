@@ -7,7 +7,8 @@
  *        "value"}], "hits_addend"?}], "hits_addend"?}  (Envoy's RLS shape)
  *   GET  /v1/throttle?key=K&policy=SPEC[&cost=N]   ad-hoc policy
  *   GET  /metrics (Prometheus), /healthz, /readyz
- *   POST /admin/reset?key=K, GET /admin/inspect?... (a /v1/check or
+ *   POST /admin/reset?key=K (ad-hoc) or ?domain=D&K1=V1 (a config
+ *        descriptor), GET /admin/inspect?... (a /v1/check or
  *        /v1/throttle that charges nothing); bearer token, or loopback only
  *
  * Decisions answer 200 or the deny status (--deny-status, 429) with a JSON
@@ -586,39 +587,57 @@ static int answer_check(h2o_req_t *req, server *srv, const eng_request *er,
                    "application/json", &b);
 }
 
-static int get_check(h2o_req_t *req, server *srv, int peek) {
+/*
+ * Reads "domain=D&K1=V1&...[&hits=N]" into *er (one descriptor, in *d; none
+ * when a value names a missing header). 0, or -1 after sending a 400.
+ */
+static int query_request(h2o_req_t *req, server *srv, eng_request *er,
+                         eng_descriptor *d) {
   qparam ps[MAX_PARAMS];
   int n = parse_query(req, ps);
-  if (n == -1) return send_error(req, 400, "malformed percent-encoding in the query");
-  if (n == -2) return send_error(req, 400, "too many query parameters (max %d)", MAX_PARAMS);
+  if (n == -1)
+    return send_error(req, 400, "malformed percent-encoding in the query"), -1;
+  if (n == -2)
+    return send_error(req, 400, "too many query parameters (max %d)",
+                      MAX_PARAMS), -1;
   const qparam *dom = find_param(ps, n, "domain");
   if (!dom || !dom->value_len)
-    return send_error(req, 400, "missing domain= in the query");
-  eng_descriptor d;
-  d.n = 0;
-  d.hits = -1;
-  int64_t hits = 1, skip = 0;
+    return send_error(req, 400, "missing domain= in the query"), -1;
+  d->n = 0;
+  d->hits = -1;
+  int64_t hits = 1;
+  int skip = 0;
   for (int i = 0; i < n; i++) {
     if (&ps[i] == dom) continue;
     if (!strcmp(ps[i].key, "hits")) {
       if (parse_count(ps[i].value, &hits))
-        return send_error(req, 400, "hits must be an integer >= 0");
+        return send_error(req, 400, "hits must be an integer >= 0"), -1;
       continue;
     }
     if (!ps[i].key_len)
-      return send_error(req, 400, "an empty descriptor key in the query");
-    if (d.n == ENG_MAX_ENTRIES)
-      return send_error(req, 400, "at most %d descriptor entries", ENG_MAX_ENTRIES);
+      return send_error(req, 400, "an empty descriptor key in the query"), -1;
+    if (d->n == ENG_MAX_ENTRIES)
+      return send_error(req, 400, "at most %d descriptor entries",
+                        ENG_MAX_ENTRIES), -1;
     char *v = ps[i].value;
     size_t vl = ps[i].value_len;
     if (!resolve(req, srv, &v, &vl)) skip = 1;
     if (ps[i].key_len > srv->o.max_key || vl > srv->o.max_key)
       return send_error(req, 400, "a key or value is longer than %zu bytes",
-                        srv->o.max_key);
-    d.entries[d.n++] = (cfg_entry){ps[i].key, ps[i].key_len, v, vl};
+                        srv->o.max_key), -1;
+    d->entries[d->n++] = (cfg_entry){ps[i].key, ps[i].key_len, v, vl};
   }
-  if (!d.n) return send_error(req, 400, "no descriptor entries (KEY=VALUE) in the query");
-  eng_request er = {dom->value, dom->value_len, &d, skip ? 0 : 1, hits};
+  if (!d->n)
+    return send_error(req, 400, "no descriptor entries (KEY=VALUE) in the "
+                                "query"), -1;
+  *er = (eng_request){dom->value, dom->value_len, d, skip ? 0 : 1, hits};
+  return 0;
+}
+
+static int get_check(h2o_req_t *req, server *srv, int peek) {
+  eng_descriptor d;
+  eng_request er;
+  if (query_request(req, srv, &er, &d)) return 0;
   return answer_check(req, srv, &er, peek);
 }
 
@@ -790,13 +809,26 @@ static int get_throttle(h2o_req_t *req, server *srv, int peek) {
                    "application/json", &b);
 }
 
+/* ?key=K: an ad-hoc key under every policy; ?domain=D&K1=V1...: a config
+   descriptor under every rule it matches. */
 static int admin_reset(h2o_req_t *req, server *srv) {
   qparam ps[MAX_PARAMS];
   int n = parse_query(req, ps);
   if (n < 0) return send_error(req, 400, "malformed query");
-  const qparam *key = find_param(ps, n, "key");
-  if (!key || !key->value_len) return send_error(req, 400, "key= is required");
-  int dropped = engine_reset_key(srv->eng, key->value, key->value_len);
+  int dropped;
+  if (find_param(ps, n, "domain")) {
+    eng_descriptor d;
+    eng_request er;
+    if (query_request(req, srv, &er, &d)) return 0;
+    dropped = engine_reset_descriptor(worker_of(req->conn->ctx)->et, &er);
+    if (dropped < 0) return engine_error(req, dropped, &er);
+  } else {
+    const qparam *key = find_param(ps, n, "key");
+    if (!key || !key->value_len)
+      return send_error(req, 400, "key= or domain= (with descriptor "
+                                  "entries) is required");
+    dropped = engine_reset_key(srv->eng, key->value, key->value_len);
+  }
   jbuf b = {0};
   jb_fmt(&b, "{\"reset\":%d}\n", dropped);
   return send_body(req, 200, "application/json", &b);

@@ -47,6 +47,10 @@ static ssize_t parse_inline(const char *buf, size_t len, resp_cmd *cmd,
     *need = len + 1;
     return 0;
   }
+  if (nl - buf > RESP_MAX_INLINE) { /* however the bytes arrived */
+    *err = "Protocol error: too big inline request";
+    return -1;
+  }
   const char *end = nl > buf && nl[-1] == '\r' ? nl - 1 : nl;
   cmd->argc = 0;
   for (const char *p = buf; p < end;) {

@@ -1660,8 +1660,110 @@ static void default_config_loads_and_limits_any_key(void **state) {
   config_free(c);
 }
 
+/* ---- from the bugs found in review (fixed) ---- */
+
+static void expect_errors(const char *yaml, const char *const *want,
+                          size_t n) {
+  cfg_errors e = {0};
+  sl_config *c = config_load_string(yaml, strlen(yaml), "t.yaml", &e);
+  assert_null(c);
+  for (size_t i = 0; i < e.n; i++) print_message("got: %s\n", e.msgs[i]);
+  assert_int_equal(e.n, n);
+  for (size_t i = 0; i < n; i++) assert_string_equal(e.msgs[i], want[i]);
+  cfg_errors_free(&e);
+}
+
+/* Bug: parse_limit's errors_before is taken after the key loop, and
+   L->failed is file-wide, so every valid rate limit after an earlier error
+   gets a spurious "invalid rate limit". */
+static void a_valid_limit_after_an_invalid_one_gets_no_error(void **state) {
+  (void)state;
+  const char *want[] = {
+      "t.yaml:4:24: invalid rate limit unit 'fortnight' (expected second, "
+      "minute, hour, day, week, month or year)"};
+  expect_errors("domain: d\n"
+                "descriptors:\n"
+                "  - key: a\n"
+                "    rate_limit: {unit: fortnight, requests_per_unit: 1}\n"
+                "  - key: b\n"
+                "    rate_limit: {unit: second, requests_per_unit: 1}\n",
+                want, 1);
+}
+
+/* Same cause: a key-level error inside a rate limit adds a second, vague
+   "invalid rate limit" at the mapping. */
+static void an_unknown_rate_limit_key_is_reported_once(void **state) {
+  (void)state;
+  const char *want[] = {
+      "t.yaml:6:7: unknown key 'per_unit' in a rate limit (expected unit, "
+      "requests_per_unit, unlimited, name, replaces, policy, algorithm, "
+      "period or burst)"};
+  expect_errors("domain: d\n"
+                "descriptors:\n"
+                "  - key: a\n"
+                "    rate_limit:\n"
+                "      unit: second\n"
+                "      per_unit: 2\n"
+                "      requests_per_unit: 1\n",
+                want, 1);
+}
+
+/* Bug: cmp_n uses strncmp, which stops at a NUL in the request's value,
+   then reads s[tlen] past the end of the shorter stored string (heap
+   out-of-bounds read under ASan), and may match "users" for "users\0x". */
+static void a_value_with_a_nul_byte_is_not_the_value_before_it(void **state) {
+  (void)state;
+  sl_config *c = load_ok("domain: d\n"
+                         "descriptors:\n"
+                         "  - key: database\n"
+                         "    value: users\n"
+                         "    rate_limit: {unit: second, requests_per_unit: 1}\n");
+  const cfg_domain *d = config_domain(c, "d", 1);
+  static const char v[] = "users\0xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+  cfg_entry e = {"database", 8, v, sizeof v - 1};
+  assert_null(config_match(d, &e, 1));
+  e.value_len = 6; /* "users\0" */
+  assert_null(config_match(d, &e, 1));
+  config_free(c);
+}
+
+/* Same bug in config_domain: "d\0..." must not find domain "d". */
+static void a_domain_with_a_nul_byte_is_not_the_domain_before_it(
+    void **state) {
+  (void)state;
+  sl_config *c = load_ok("domain: d\n");
+  static const char name[] = "d\0zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz";
+  assert_null(config_domain(c, name, sizeof name - 1));
+  config_free(c);
+}
+
+/* Divergence from envoyproxy/ratelimit: its wildcardKeys are tried in the
+   order of the file; sluice sorts them, so with overlapping wildcards the
+   one that sorts first wins ("a*" before "ab*"), whatever the file says. */
+static void overlapping_wildcards_are_tried_in_file_order(void **state) {
+  (void)state;
+  sl_config *c = load_ok("domain: d\n"
+                         "descriptors:\n"
+                         "  - key: k\n"
+                         "    value: ab*\n"
+                         "    rate_limit: {unit: second, requests_per_unit: 1}\n"
+                         "  - key: k\n"
+                         "    value: a*\n"
+                         "    rate_limit: {unit: second, requests_per_unit: 2}\n");
+  cfg_entry e = {"k", 1, "abc", 3};
+  const cfg_node *n = config_match(config_domain(c, "d", 1), &e, 1);
+  assert_non_null(n);
+  assert_string_equal(n->limits[0]->rule, "d.k_ab*");
+  config_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(a_valid_limit_after_an_invalid_one_gets_no_error),
+      cmocka_unit_test(an_unknown_rate_limit_key_is_reported_once),
+      cmocka_unit_test(a_value_with_a_nul_byte_is_not_the_value_before_it),
+      cmocka_unit_test(a_domain_with_a_nul_byte_is_not_the_domain_before_it),
+      cmocka_unit_test(overlapping_wildcards_are_tried_in_file_order),
       cmocka_unit_test(load_string_gives_one_domain_with_its_rule),
       cmocka_unit_test(
           load_string_without_descriptors_gives_a_domain_without_rules),

@@ -1364,8 +1364,167 @@ static void metrics_keep_counts_of_a_thread_until_it_is_freed(void **state) {
   fixture_free(&f);
 }
 
+/* ---- from the bugs found in review (fixed) ---- */
+
+/*
+ * Bug: engine_thread_quiesce on a thread that is offline (seen == OFFLINE,
+ * also right after engine_thread_new) loads `cur`, and a reload that swaps
+ * it meanwhile sees the thread as offline and frees that generation before
+ * the thread reads g->version: heap-use-after-free (ASan, well under 1 s).
+ */
+static atomic_int stop_flag;
+
+static void *offline_online_loop(void *p) {
+  engine_thread *t = engine_thread_new(p);
+  while (!atomic_load(&stop_flag)) {
+    engine_thread_offline(t);
+    engine_thread_quiesce(t);
+  }
+  engine_thread_offline(t);
+  engine_thread_free(t);
+  return NULL;
+}
+
+static void quiesce_after_offline_is_safe_during_reloads(void **state) {
+  (void)state;
+  engine *e = engine_of("domain: d\n");
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(pthread_create(&th[i], NULL, offline_online_loop, e), 0);
+  for (int i = 0; i < 100000; i++)
+    assert_int_equal(engine_reload(e, cfg_of("domain: d\n")), 0);
+  atomic_store(&stop_flag, 1);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  engine_free(e);
+}
+
+/* engine_reset_descriptor forgets a config descriptor's state under the
+   rules it matches (POST /admin/reset?domain=default&key=alice);
+   engine_reset_key is for ad-hoc keys only. */
+static void reset_descriptor_forgets_the_rule_state(void **state) {
+  (void)state;
+  engine *e = engine_of(config_default_yaml);
+  engine_thread *t = engine_thread_new(e);
+  eng_descriptor d = {.entries = {{"key", 3, "alice", 5}}, .n = 1, .hits = -1};
+  eng_request r = {"default", 7, &d, 1, 1};
+  eng_result out;
+  for (int i = 0; i < 5; i++) assert_int_equal(engine_check(t, &r, T0, &out), 0);
+  assert_int_equal(out.st[0].d.remaining, 95);
+  assert_int_equal(engine_reset_key(e, "alice", 5), 0); /* not ad hoc */
+  assert_int_equal(engine_reset_descriptor(t, &r), 1);
+  r.hits = 0;
+  assert_int_equal(engine_check(t, &r, T0, &out), 0);
+  assert_int_equal(out.st[0].d.remaining, 100);
+  engine_thread_free(t);
+  engine_free(e);
+}
+
+/*
+ * Bug: engine.h says engine_reload owns cfg "from now on", but when
+ * gen_build fails (here: the store has no room for another limiter) it
+ * returns -1 without freeing cfg; serve.c's reload() does not free it
+ * either: LeakSanitizer reports the whole config.
+ */
+static void a_failed_reload_frees_the_config_it_was_given(void **state) {
+  (void)state;
+  engine *e = engine_of("domain: d\n"
+                        "descriptors:\n"
+                        "  - key: k\n"
+                        "    rate_limit: {unit: second, requests_per_unit: 5}\n");
+  engine_thread *t = engine_thread_new(e);
+  /* Fill the store's limiter table (65535) so the new rule cannot get one. */
+  static sl_limiter *extra[70000];
+  size_t n = 0;
+  sl_policy p = policy_of("gcra:1/s");
+  while (n < 70000 && sl_limiter_new(engine_store(e), &p, &extra[n]) == 0) n++;
+  engine_thread_offline(t);
+  assert_int_equal(engine_reload(e, cfg_of("domain: d\n"
+                                           "descriptors:\n"
+                                           "  - key: k\n"
+                                           "    rate_limit: {unit: second, "
+                                           "requests_per_unit: 6}\n")),
+                   -1);
+  engine_thread_quiesce(t);
+  /* The old config still serves. */
+  eng_descriptor d = {.entries = {{"k", 1, "x", 1}}, .n = 1, .hits = -1};
+  eng_request r = {"d", 1, &d, 1, 1};
+  eng_result out;
+  assert_int_equal(engine_check(t, &r, T0, &out), 0);
+  assert_int_equal(out.st[0].d.limit, 5);
+  for (size_t i = 0; i < n; i++) sl_limiter_free(extra[i]);
+  engine_thread_free(t);
+  engine_free(e);
+  /* LeakSanitizer at exit: the rejected config must not be reported. */
+}
+
+/*
+ * Bug (metrics): a rule that had room is counted as "denied" when another
+ * rule of the request denies it: with per second + per day limits, the day
+ * rule's denied series grows although it never was over its limit
+ * (envoyproxy/ratelimit counts over_limit only for the limit that is over).
+ */
+static void a_rule_with_room_is_not_counted_denied(void **state) {
+  (void)state;
+  engine *e = engine_of("domain: api\n"
+                        "descriptors:\n"
+                        "  - key: user\n"
+                        "    rate_limits:\n"
+                        "      - {unit: second, requests_per_unit: 2}\n"
+                        "      - {unit: day, requests_per_unit: 5}\n");
+  engine_thread *t = engine_thread_new(e);
+  eng_descriptor d = {.entries = {{"user", 4, "u", 1}}, .n = 1, .hits = -1};
+  eng_request r = {"api", 3, &d, 1, 1};
+  eng_result out;
+  for (int i = 0; i < 3; i++) assert_int_equal(engine_check(t, &r, T0, &out), 0);
+  assert_false(out.allowed);
+  size_t len;
+  char *m = engine_metrics(e, &len);
+  assert_non_null(strstr(m, "sluice_rule_decisions_total{domain=\"api\","
+                            "rule=\"api.user#1\",result=\"denied\"} 0\n"));
+  free(m);
+  engine_thread_free(t);
+  engine_free(e);
+}
+
+/*
+ * Inconsistency: when an ordinary rule denies, the other rules keep their
+ * own figures (allowed = 1: sluice.h's sl_take_all contract), but when a
+ * blocked rule (requests_per_unit: 0) denies, engine_check forces
+ * allowed = 0 on every other rule, so /v1/check reports OVER_LIMIT for a
+ * descriptor whose rule has its whole quota left.
+ */
+static void a_blocked_rule_leaves_the_other_rules_figures_alone(
+    void **state) {
+  (void)state;
+  engine *e = engine_of("domain: edge\n"
+                        "descriptors:\n"
+                        "  - key: ip\n"
+                        "    value: 50.0.0.5\n"
+                        "    rate_limit: {unit: hour, requests_per_unit: 0}\n"
+                        "  - key: user\n"
+                        "    rate_limit: {unit: hour, requests_per_unit: 10}\n");
+  engine_thread *t = engine_thread_new(e);
+  eng_descriptor ds[2] = {
+      {.entries = {{"user", 4, "u", 1}}, .n = 1, .hits = -1},
+      {.entries = {{"ip", 2, "50.0.0.5", 8}}, .n = 1, .hits = -1}};
+  eng_request r = {"edge", 4, ds, 2, 1};
+  eng_result out;
+  assert_int_equal(engine_check(t, &r, T0, &out), 0);
+  assert_false(out.allowed);
+  assert_int_equal(out.st[0].descriptor, 0);
+  assert_true(out.st[0].d.allowed);
+  assert_int_equal(out.st[0].d.remaining, 10);
+  engine_thread_free(t);
+  engine_free(e);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(reset_descriptor_forgets_the_rule_state),
+      cmocka_unit_test(a_failed_reload_frees_the_config_it_was_given),
+      cmocka_unit_test(a_rule_with_room_is_not_counted_denied),
+      cmocka_unit_test(a_blocked_rule_leaves_the_other_rules_figures_alone),
+      cmocka_unit_test(quiesce_after_offline_is_safe_during_reloads),
       cmocka_unit_test(engine_new_serves_the_config_it_was_given),
       cmocka_unit_test(engine_new_with_too_small_a_store_fails_with_a_message),
       cmocka_unit_test(unlimited_and_blocked_rules_need_no_limiter),

@@ -402,8 +402,40 @@ static void an_error_is_found_before_the_rest_arrives(void **state) {
                    "Protocol error: invalid bulk length");
 }
 
+/* ---- from the bugs found in review (fixed) ---- */
+
+#include "server/resp_parse.h"
+
+static resp_cmd cmd;
+
+/*
+ * Bug: RESP_MAX_INLINE ("bytes per inline command") is only enforced while
+ * no newline has arrived: a 100 KB inline line that arrives whole (one
+ * read, or a client that pipelines) is accepted, the same line trickling in
+ * is refused. The outcome must not depend on how the bytes were split.
+ */
+static void an_inline_line_past_64k_is_refused_however_it_arrives(
+    void **state) {
+  (void)state;
+  size_t len = 100000;
+  char *buf = malloc(len);
+  assert_non_null(buf);
+  memset(buf, 'a', len);
+  buf[len - 1] = '\n';
+  size_t need;
+  const char *err = NULL;
+  /* In pieces: refused once 64K + 1 bytes are there without a newline. */
+  assert_int_equal(resp_parse(buf, RESP_MAX_INLINE + 1, &cmd, &need, &err), -1);
+  /* Whole: must be refused too. */
+  err = NULL;
+  assert_int_equal(resp_parse(buf, len, &cmd, &need, &err), -1);
+  assert_string_equal(err, "Protocol error: too big inline request");
+  free(buf);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(an_inline_line_past_64k_is_refused_however_it_arrives),
       cmocka_unit_test(multibulk_command_gives_its_arguments),
       cmocka_unit_test(arguments_point_into_the_callers_buffer),
       cmocka_unit_test(bulk_arguments_are_binary_safe),
