@@ -102,7 +102,13 @@ else
   fail "file change: the new limit never applied"
 fi
 in_range "file change: reloaded within 10 s (ms)" 0 10000 $(($(now_ms) - t0))
-eq "file change: counted as a successful reload" 2 "$(reloads success)"
+# (a reload is counted once the old config is retired, a moment after the
+# new one applies)
+if waitfor 100 sh -c "[ \"\$(curl -s $URL/metrics | grep -c 'reloads_total{result=\"success\"} 2\$')\" = 1 ]"; then
+  pass
+else
+  fail "file change: not counted as a successful reload: $(reloads success)"
+fi
 eq "file change: the unchanged rule kept its counter" '5 3' "$(limit_of keep=k)"
 
 # An invalid file: the old config stays, the log says where, the failure
@@ -163,6 +169,7 @@ if grep -Eq 'Non-2xx|Socket errors' "$tmp/wrk"; then
 else
   pass
 fi
+waitfor 100 sh -c "[ \$(curl -s $URL/metrics | sed -n 's/^sluice_config_reloads_total{result=\"success\"} //p') -ge $((ok0 + 6)) ]"
 in_range "under load: every SIGHUP reloaded" $((ok0 + 6)) $((ok0 + 20)) \
   "$(reloads success)"
 eq "under load: no failed reload" 2 "$(reloads failure)"
@@ -170,6 +177,28 @@ eq "under load: the last config applies" '25 25' "$(limit_of change=c)"
 eq "under load: the unchanged rule still kept its counter" '5 3' "$(limit_of keep=k)"
 
 sv_stop life
+
+# Kubernetes mounts a ConfigMap as symlinks (NAME -> ..data/NAME, ..data ->
+# a timestamped directory) and updates it by swapping ..data: a directory
+# config follows the swap.
+mkdir -p "$tmp/cm/v1" "$tmp/cm/v2" "$tmp/cmconf"
+printf 'domain: cm\ndescriptors:\n  - key: a\n    rate_limit: {policy: "sliding_log:5/h"}\n' \
+  >"$tmp/cm/v1/cm.yaml"
+printf 'domain: cm\ndescriptors:\n  - key: a\n    rate_limit: {policy: "sliding_log:6/h"}\n' \
+  >"$tmp/cm/v2/cm.yaml"
+ln -s ../cm/v1 "$tmp/cmconf/..data"
+ln -s ..data/cm.yaml "$tmp/cmconf/cm.yaml"
+sv_start cm -t 1 --config "$tmp/cmconf" || lib_finish
+get "$URL/v1/check?domain=cm&a=1"
+want_jv "ConfigMap: the first version" 'd["statuses"][0]["limit"]' 5
+ln -s ../cm/v2 "$tmp/cmconf/..data_tmp"
+mv -T "$tmp/cmconf/..data_tmp" "$tmp/cmconf/..data"
+if waitfor 100 sh -c "curl -s '$URL/v1/check?domain=cm&a=1&hits=0' | grep -q '\"limit\":6,'"; then
+  pass
+else
+  fail "ConfigMap: the swapped ..data never applied"
+fi
+sv_stop cm
 
 # ===========================================================================
 # 2. stopping
@@ -257,7 +286,8 @@ kill "$1"
 if waitfor 100 _sv_healthy; then pass; else
   fail "--max-connections 3: a freed slot is never usable"
 fi
-eq "--max-connections 3: the rejections are counted" 2 \
+# (2, and one per probe that came before the daemon saw the slot free)
+in_range "--max-connections 3: the rejections are counted" 2 200 \
   "$(metric sluice_connections_rejected_total)"
 for p in $holders; do
   kill "$p" 2>/dev/null
@@ -302,5 +332,38 @@ for n in 1 4; do
   fi
   sv_stop t$n
 done
+
+# ===========================================================================
+# 4. refusing to start
+# ===========================================================================
+# bad_option NAME ARGS... — `sluice serve ARGS` exits 2 at once, saying why.
+bad_option() {
+  _n=$1
+  shift
+  timeout 20 "$SLUICE" serve "$@" </dev/null >/dev/null 2>"$tmp/opt.err"
+  eq "serve $_n: exit status" 2 $?
+  like "serve $_n: a message" '^sluice serve: ' "$(head -n 1 "$tmp/opt.err")"
+}
+bad_option "--deny-status 200" --http 127.0.0.1:0 --resp off --deny-status 200
+bad_option "--headers bogus" --http 127.0.0.1:0 --resp off --headers bogus
+bad_option "--threads 0" --http 127.0.0.1:0 --resp off --threads 0
+bad_option "--max-memory 10" --http 127.0.0.1:0 --resp off -m 10
+bad_option "--max-connections x" --http 127.0.0.1:0 --resp off --max-connections x
+bad_option "both listeners off" --http off --resp off
+bad_option "an extra argument" --http 127.0.0.1:0 --resp off extra
+# A port held by another program (no SO_REUSEPORT there): exit 1.
+"$PY" -S -c 'import socket, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+print(s.getsockname()[1], flush=True); time.sleep(60)' >"$tmp/busy" </dev/null &
+busy=$!
+lib_track $busy
+waitfor 100 test -s "$tmp/busy"
+timeout 20 "$SLUICE" serve --http "127.0.0.1:$(cat "$tmp/busy")" --resp off \
+  </dev/null >/dev/null 2>"$tmp/busy.err"
+eq "serve on a port in use: exit status" 1 $?
+like "serve on a port in use: says so" 'cannot listen on 127\.0\.0\.1:[0-9]+: Address already in use' \
+  "$(cat "$tmp/busy.err")"
+kill $busy 2>/dev/null
+wait $busy 2>/dev/null
 
 lib_finish

@@ -296,6 +296,25 @@ bench SL.THROTTLE -r 1000 SL.THROTTLE key:__rand_int__ gcra:100/s
 bench CL.THROTTLE -r 1000 CL.THROTTLE key:__rand_int__ 15 30 60
 eq "after redis-benchmark: still serving" PONG "$(rc PING)"
 
+# --- the memory cap ---------------------------------------------------------------
+# 100 000 distinct keys into a 1 MiB store: it evicts, stays under its cap,
+# and keeps answering.
+sv_start cap -t 2 --http 127.0.0.1:0 -m 1M || lib_finish
+timeout 120 redis-benchmark -h 127.0.0.1 -p "$RESP" -n 100000 -c 20 -P 16 \
+  -r 100000000 --csv SL.THROTTLE key:__rand_int__ sliding_log:100/h \
+  >"$tmp/bench" 2>&1
+eq "-m 1M flood: redis-benchmark's exit status" 0 $?
+if grep -qi error "$tmp/bench"; then fail "-m 1M flood: $(grep -i error "$tmp/bench" | head -n 1)"; else pass; fi
+eq "-m 1M flood: sluice_store_max_bytes" 1048576 "$(metric sluice_store_max_bytes)"
+in_range "-m 1M flood: sluice_store_bytes stays under the cap" 1 1048576 \
+  "$(metric sluice_store_bytes)"
+in_range "-m 1M flood: live keys were evicted" 1 100000 \
+  "$(metric sluice_store_evictions_total)"
+eq "-m 1M flood: a new key is still decided" '1 100 99 0 3600000 0' \
+  "$(rc SL.THROTTLE after-flood sliding_log:100/h)"
+sv_stop cap
+sv_use r
+
 # --- hostile input: "-ERR Protocol error: ..." and the connection closed --------
 hostile() {
   raw "$1" "$2"
