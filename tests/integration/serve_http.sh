@@ -241,6 +241,8 @@ bad_get "throttle with burst on a window" '/v1/throttle?key=a&policy=fixed_windo
 bad_get "throttle with cost=x" '/v1/throttle?key=a&policy=gcra:1/h&cost=x'
 bad_get "throttle with cost=-1" '/v1/throttle?key=a&policy=gcra:1/h&cost=-1'
 bad_get "throttle with a 1025-byte key" "/v1/throttle?key=$long&policy=gcra:1/h"
+get "$D/v1/throttle?key=$(awk 'BEGIN { while (n++ < 1024) printf "k" }')&policy=gcra:1/h"
+want_code "throttle with a 1024-byte key (the most)" 200
 get "$D/v1/throttle?key=a&policy=bogus:1/h"
 body_has "bad policy: the error names the policy" bogus
 
@@ -379,7 +381,23 @@ want_code "admin reset: the key starts afresh" 200
 http POST "$D/admin/reset?key=never-seen"
 eq "admin reset of an unknown key" '{"reset":0}' "$(cat "$tmp/b")"
 http POST "$D/admin/reset"
-want_error "admin reset without key=: 400" 400
+want_error "admin reset without key= or domain=: 400" 400
+# ?domain=D&K=V forgets a config descriptor's state under every rule it
+# matches.
+get "$D/v1/check?domain=default&key=rst"
+get "$D/v1/check?domain=default&key=rst"
+want_jv "admin reset by descriptor: two taken" \
+  'd["statuses"][0]["limit_remaining"]' 98
+http POST "$D/admin/reset?domain=default&key=rst"
+want_code "admin reset by descriptor" 200
+eq "admin reset by descriptor: one state dropped" '{"reset":1}' "$(cat "$tmp/b")"
+get "$D/admin/inspect?domain=default&key=rst"
+want_jv "admin reset by descriptor: the key starts afresh" \
+  'd["statuses"][0]["limit_remaining"]' 100
+http POST "$D/admin/reset?domain=nosuch&key=rst"
+want_error "admin reset by descriptor, unknown domain: 404" 404
+http POST "$D/admin/reset?domain=default"
+want_error "admin reset by descriptor without entries: 400" 400
 # inspect charges nothing: /v1/check and POST forms too.
 get "$D/admin/inspect?domain=default&key=insp"
 want_jv "admin inspect (GET check): a fresh key" \
@@ -994,8 +1012,23 @@ cc "no domain" "$tmp/bad/nodomain.yaml" 1
 like "check-config: no domain" "^$tmp/bad/nodomain.yaml:1:1: .*domain" \
   "$(cat "$tmp/cc.err")"
 
+# One error, one line: the valid limit after it is not reported.
+cat >"$tmp/bad/unknown.yaml" <<'EOF'
+domain: d
+descriptors:
+  - key: a
+    bogus: 1
+  - key: b
+    rate_limit: {unit: second, requests_per_unit: 1}
+EOF
+cc "an unknown key" "$tmp/bad/unknown.yaml" 1
+eq "check-config: an unknown key, and nothing else: one line" 1 \
+  "$(grep -c '' "$tmp/cc.err")"
+like "check-config: an unknown key, at the key" \
+  "^$tmp/bad/unknown.yaml:4:5: unknown key 'bogus'" "$(cat "$tmp/cc.err")"
+
 cc "a directory with bad files" "$tmp/bad" 1
-eq "check-config a directory: every bad file reported" 6 \
+eq "check-config a directory: every bad file reported" 7 \
   "$(grep -c "^$tmp/bad/[a-z]*\.yaml:[0-9]*:[0-9]*: " "$tmp/cc.err")"
 
 cc "a missing file" "$tmp/no-such.yaml" 1

@@ -213,7 +213,7 @@ like "SIGTERM: the request in flight is answered" \
   '^200 \{"overall_code":"OK",.*"limit_remaining":4,' "$(sed -n 2p "$tmp/inflight")"
 sv_wait_exit g1
 eq "SIGTERM: exit status" 0 "$sv_rc"
-if sv_log_has g1 'info: SIGTERM: stopping' && tail -n 1 "$LOG" | grep -q 'info: stopped$'; then
+if sv_log_has g1 'info: SIGTERM: stopping' && sv_log_has g1 'info: stopped$'; then
   pass
 else
   fail "SIGTERM: the log does not say stopping ... stopped"
