@@ -173,6 +173,10 @@ get "$D/v1/throttle?key=t2&policy=sliding_log:3/h&cost=3"
 want_jv "throttle: cost=3 takes 3" '[d["allowed"], d["remaining"]]' '[true,0]'
 get "$D/v1/throttle?key=t2&policy=sliding_log:3/h&cost=4"
 want_error "throttle: cost above the limit can never pass: 400" 400
+# Keep-alive: two answers on one connection (curl connects once).
+eq "keep-alive: a 200 leaves the connection open" '1 0 ' \
+  "$(curl -s -o /dev/null -o /dev/null -w '%{num_connects} ' \
+    "$D/v1/throttle?key=ka0&policy=gcra:5/h" "$D/healthz")"
 # leaky_bucket:1/h:burst=3 shapes: the second request waits for the first,
 # one interval (1 h, less the few ms between them).
 get "$D/v1/throttle?key=t3&policy=leaky_bucket:1/h:burst=3"
