@@ -695,6 +695,12 @@ messaging() {
 }
 in_window 86400 messaging
 
+# A rule that allowed a request another rule denied is not counted as
+# denied (messaging.to_number had 89 left): /metrics blames the rule that
+# was over, as envoyproxy/ratelimit's over_limit does.
+eq "metrics: a rule that allowed is not counted as denied" 0 \
+  "$(metric 'sluice_rule_decisions_total{domain="messaging",rule="messaging.to_number",result="denied"}')"
+
 # --- example 3: exact value beats key only; 0 blocks -------------------------
 edge() {
   get "$E/v1/check?domain=edge_proxy_per_ip&remote_address=50.0.0.$1"
