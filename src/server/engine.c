@@ -37,6 +37,8 @@
 #define MAX_SERIES 65536
 #define ADHOC_CACHE 64
 #define DETAIL_CACHE 256
+#define DETAIL_PER_RULE 1000 /* detailed_metric series per rule at most */
+#define NO_BASE UINT32_MAX
 #define KEY_MAX SL_KEY_MAX
 
 /* Latency histogram bounds, in ns (Prometheus le= in seconds). */
@@ -81,6 +83,8 @@ typedef struct adhoc_entry {
 
 typedef struct series {
   char *domain, *rule;
+  uint64_t hash;
+  uint32_t details; /* detailed_metric series made under this one */
 } series;
 
 struct engine_thread {
@@ -125,6 +129,8 @@ struct engine {
   series *series;
   _Atomic size_t nseries;
   size_t series_cap;
+  uint32_t *series_index; /* open addressing: series index + 1, 0 empty */
+  size_t index_cap;       /* a power of two, at least 2x nseries */
 
   _Atomic uint64_t reloads_ok, reloads_failed;
   _Atomic int64_t last_reload_s;
@@ -138,38 +144,72 @@ static int64_t mono_ns(void) {
 
 /* ---- series registry ---- */
 
-/* The index of series (domain, rule), created if new; MAX_SERIES when the
-   registry is full (that series is not counted). */
-static uint32_t series_of(engine *e, const char *domain, const char *rule) {
+static uint64_t series_hash(const char *domain, const char *rule) {
+  uint64_t h = 0xcbf29ce484222325u;
+  for (const char *p = domain; *p; p++) h = (h ^ (uint8_t)*p) * 0x100000001b3u;
+  h = (h ^ 0xff) * 0x100000001b3u;
+  for (const char *p = rule; *p; p++) h = (h ^ (uint8_t)*p) * 0x100000001b3u;
+  return h;
+}
+
+/* Rebuilds the hash index at twice the size (under series_lock). */
+static int series_grow_index(engine *e) {
+  size_t cap = e->index_cap ? e->index_cap * 2 : 256;
+  uint32_t *idx = calloc(cap, sizeof *idx);
+  if (!idx) return -1;
+  size_t n = atomic_load_explicit(&e->nseries, memory_order_relaxed);
+  for (size_t i = 0; i < n; i++) {
+    size_t k = e->series[i].hash & (cap - 1);
+    while (idx[k]) k = (k + 1) & (cap - 1);
+    idx[k] = (uint32_t)i + 1;
+  }
+  free(e->series_index);
+  e->series_index = idx;
+  e->index_cap = cap;
+  return 0;
+}
+
+/*
+ * The index of series (domain, rule), created if new. A detailed series
+ * (per value of a rule) names its rule's series as `base`: past
+ * DETAIL_PER_RULE of them, base itself is returned (values roll up). When
+ * the registry is full, MAX_SERIES (not counted) or base.
+ */
+static uint32_t series_of(engine *e, const char *domain, const char *rule,
+                          uint32_t base) {
+  uint64_t h = series_hash(domain, rule);
+  uint32_t idx = base == NO_BASE ? MAX_SERIES : base;
   pthread_mutex_lock(&e->series_lock);
   size_t n = atomic_load_explicit(&e->nseries, memory_order_relaxed);
-  uint32_t idx = MAX_SERIES;
-  for (size_t i = 0; i < n; i++)
-    if (!strcmp(e->series[i].rule, rule) && !strcmp(e->series[i].domain, domain)) {
-      idx = (uint32_t)i;
-      break;
-    }
-  if (idx == MAX_SERIES && n < MAX_SERIES) {
-    if (n == e->series_cap) {
-      size_t cap = e->series_cap ? e->series_cap * 2 : 64;
-      series *grown = realloc(e->series, cap * sizeof *grown);
-      if (grown) {
-        e->series = grown;
-        e->series_cap = cap;
-      }
-    }
-    if (n < e->series_cap) {
-      e->series[n].domain = strdup(domain);
-      e->series[n].rule = strdup(rule);
-      if (e->series[n].domain && e->series[n].rule) {
-        idx = (uint32_t)n;
-        atomic_store_explicit(&e->nseries, n + 1, memory_order_release);
-      } else {
-        free(e->series[n].domain);
-        free(e->series[n].rule);
-      }
+  if (e->index_cap < 2 * (n + 1) && series_grow_index(e)) goto done;
+  size_t k = h & (e->index_cap - 1);
+  for (uint32_t v; (v = e->series_index[k]); k = (k + 1) & (e->index_cap - 1)) {
+    const series *x = &e->series[v - 1];
+    if (x->hash == h && !strcmp(x->rule, rule) && !strcmp(x->domain, domain)) {
+      idx = v - 1;
+      goto done;
     }
   }
+  if (n >= MAX_SERIES) goto done;
+  if (base != NO_BASE && e->series[base].details >= DETAIL_PER_RULE) goto done;
+  if (n == e->series_cap) {
+    size_t cap = e->series_cap ? e->series_cap * 2 : 64;
+    series *grown = realloc(e->series, cap * sizeof *grown);
+    if (!grown) goto done;
+    e->series = grown;
+    e->series_cap = cap;
+  }
+  e->series[n] = (series){strdup(domain), strdup(rule), h, 0};
+  if (!e->series[n].domain || !e->series[n].rule) {
+    free(e->series[n].domain);
+    free(e->series[n].rule);
+    goto done;
+  }
+  e->series_index[k] = (uint32_t)n + 1;
+  if (base != NO_BASE) e->series[base].details++;
+  idx = (uint32_t)n;
+  atomic_store_explicit(&e->nseries, n + 1, memory_order_release);
+done:
   pthread_mutex_unlock(&e->series_lock);
   return idx;
 }
@@ -222,7 +262,8 @@ static gen *gen_build(engine *e, sl_config *cfg) {
   for (size_t i = 0; i < cfg->nlimits; i++) {
     const cfg_limit *l = cfg->limits[i];
     char dom[256];
-    g->series[i] = series_of(e, limit_domain(l, dom, sizeof dom), l->rule);
+    g->series[i] =
+        series_of(e, limit_domain(l, dom, sizeof dom), l->rule, NO_BASE);
     if (l->unlimited || l->blocked) continue;
     size_t idlen = strlen(l->rule) + strlen(l->policy_str) + 2;
     char *id = malloc(idlen);
@@ -327,6 +368,7 @@ void engine_free(engine *e) {
     free(e->series[i].rule);
   }
   free(e->series);
+  free(e->series_index);
   sl_store_free(e->store);
   pthread_mutex_destroy(&e->reload_lock);
   pthread_mutex_destroy(&e->threads_lock);
@@ -424,6 +466,9 @@ void engine_thread_quiesce(engine_thread *t) {
   atomic_store_explicit(&t->seen, 0, memory_order_seq_cst);
   gen *g = atomic_load_explicit(&t->e->cur, memory_order_seq_cst);
   atomic_store_explicit(&t->seen, g->version, memory_order_release);
+  /* The detail cache is keyed by limit: a new gen's limits may sit where
+     the old ones were. */
+  if (g != t->g) memset(t->detail_cache, 0, sizeof t->detail_cache);
   t->g = g;
 }
 
@@ -533,8 +578,11 @@ static uint32_t detailed_series(engine_thread *t, const cfg_limit *l,
   char rule[1200], dom[256];
   snprintf(rule, sizeof rule, "%s_%.*s", l->rule, (int)last->value_len,
            last->value);
-  uint32_t s = series_of(t->e, limit_domain(l, dom, sizeof dom), rule);
-  if (s >= MAX_SERIES) return base;
+  uint32_t s = base < MAX_SERIES
+                   ? series_of(t->e, limit_domain(l, dom, sizeof dom), rule, base)
+                   : base;
+  if (s >= MAX_SERIES) s = base;
+  /* Cached whatever it is (a roll-up too): the lock is not taken again. */
   t->detail_cache[slot].limit = l;
   memcpy(t->detail_cache[slot].value, last->value, last->value_len);
   t->detail_cache[slot].len = last->value_len;

@@ -65,6 +65,9 @@ static void jb_raw(jbuf *b, const char *s, size_t n) {
   b->p[b->len] = '\0';
 }
 
+/* A string literal, its length counted by the compiler. */
+#define JB_LIT(b, lit) jb_raw((b), (lit), sizeof(lit) - 1)
+
 static void jb_fmt(jbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void jb_fmt(jbuf *b, const char *fmt, ...) {
@@ -92,7 +95,7 @@ static size_t utf8_len(const unsigned char *s, size_t n) {
 
 /* A JSON string: escapes, and U+FFFD for bytes that are not UTF-8. */
 static void jb_str(jbuf *b, const char *s, size_t n) {
-  jb_raw(b, "\"", 1);
+  JB_LIT(b, "\"");
   const unsigned char *u = (const unsigned char *)s;
   for (size_t i = 0; i < n;) {
     unsigned char ch = u[i];
@@ -109,12 +112,12 @@ static void jb_str(jbuf *b, const char *s, size_t n) {
         jb_raw(b, s + i, k);
         i += k;
       } else {
-        jb_raw(b, "\\ufffd", 6);
+        JB_LIT(b, "\\ufffd");
         i++;
       }
     }
   }
-  jb_raw(b, "\"", 1);
+  JB_LIT(b, "\"");
 }
 
 /* ---- responses ---- */
@@ -152,13 +155,17 @@ static int send_body(h2o_req_t *req, int status, const char *ctype,
     b->p = NULL;
     b->len = 0;
     status = 503;
-    jb_raw(b, "{\"error\":\"out of memory\"}", 25);
+    JB_LIT(b, "{\"error\":\"out of memory\"}");
     if (b->oom) { /* still no memory: an empty body */
       b->len = 0;
     }
   }
   req->res.status = status;
   req->res.reason = reason(status);
+  /* A known length keeps the connection alive for any status (h2o 2.2
+     closes after a non-200 chunked response): a proxy asking for every
+     request, 429s included, keeps its connection. */
+  req->res.content_length = b->len;
   h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
                  ctype, strlen(ctype));
   h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
@@ -179,9 +186,9 @@ static int send_error(h2o_req_t *req, int status, const char *fmt, ...) {
   worker *w = worker_of(req->conn->ctx);
   engine_count(w->et, EC_HTTP_ERRORS, 1);
   jbuf b = {0};
-  jb_raw(&b, "{\"error\":", 9);
+  JB_LIT(&b, "{\"error\":");
   jb_str(&b, msg, strlen(msg));
-  jb_raw(&b, "}\n", 2);
+  JB_LIT(&b, "}\n");
   return send_body(req, status, "application/json", &b);
 }
 
@@ -213,13 +220,13 @@ static int64_t window_s(const sl_policy *p) {
 
 /* A Structured Field String: printable ASCII, '"' and '\' escaped. */
 static void sf_str(jbuf *b, const char *s) {
-  jb_raw(b, "\"", 1);
+  JB_LIT(b, "\"");
   for (; *s; s++) {
     char ch = (*s >= 0x20 && *s < 0x7f) ? *s : '_';
-    if (ch == '"' || ch == '\\') jb_raw(b, "\\", 1);
+    if (ch == '"' || ch == '\\') JB_LIT(b, "\\");
     jb_raw(b, &ch, 1);
   }
-  jb_raw(b, "\"", 1);
+  JB_LIT(b, "\"");
 }
 
 /* The name a status is reported under. */
@@ -259,8 +266,8 @@ static void add_limit_headers(h2o_req_t *req, server *srv, const eng_result *r,
       const eng_status *s = order[k];
       sl_policy tmp;
       const sl_policy *p = status_policy(s, &tmp);
-      if (pol.len) jb_raw(&pol, ", ", 2);
-      if (cur.len) jb_raw(&cur, ", ", 2);
+      if (pol.len) JB_LIT(&pol, ", ");
+      if (cur.len) JB_LIT(&cur, ", ");
       sf_str(&pol, status_name(s));
       jb_fmt(&pol, ";q=%lld", (long long)s->d.limit);
       if (p && !(s->limit && s->limit->blocked)) jb_fmt(&pol, ";w=%lld", (long long)window_s(p));
@@ -494,7 +501,7 @@ static void status_json(jbuf *b, const eng_status *s) {
   int ok = s->d.allowed || s->shadow;
   jb_fmt(b, "{\"code\":\"%s\"", ok ? "OK" : "OVER_LIMIT");
   if (s->unlimited) {
-    jb_raw(b, ",\"unlimited\":true,\"limit_remaining\":4294967295", 46);
+    JB_LIT(b, ",\"unlimited\":true,\"limit_remaining\":4294967295");
   } else {
     if (s->limit && s->limit->unit_name)
       jb_fmt(b,
@@ -516,18 +523,18 @@ static void status_json(jbuf *b, const eng_status *s) {
       jb_fmt(b, ",\"delay_ms\":%lld",
              (long long)(s->d.delay_ns / 1000000 + (s->d.delay_ns % 1000000 != 0)));
   }
-  jb_raw(b, ",\"policy\":", 10);
+  JB_LIT(b, ",\"policy\":");
   jb_str(b, s->policy_str, strlen(s->policy_str));
   if (s->limit) {
-    jb_raw(b, ",\"rule\":", 8);
+    JB_LIT(b, ",\"rule\":");
     jb_str(b, s->limit->rule, strlen(s->limit->rule));
     if (s->limit->name) {
-      jb_raw(b, ",\"name\":", 8);
+      JB_LIT(b, ",\"name\":");
       jb_str(b, s->limit->name, strlen(s->limit->name));
     }
   }
   if (s->shadow) jb_fmt(b, ",\"shadow\":true");
-  jb_raw(b, "}", 1);
+  JB_LIT(b, "}");
 }
 
 static int engine_error(h2o_req_t *req, int rc, const eng_request *er) {
@@ -550,9 +557,14 @@ static int engine_error(h2o_req_t *req, int rc, const eng_request *er) {
   }
 }
 
-/* Decides req's descriptors and sends the answer (status, headers, body). */
+/*
+ * Decides req's descriptors and sends the answer (status, headers, body).
+ * `skipped` (NULL: none) marks, among the `asked` descriptors of the
+ * request, those left out because a value named a missing header: their
+ * statuses stay in place, as "OK" with "skipped": true.
+ */
 static int answer_check(h2o_req_t *req, server *srv, const eng_request *er,
-                        int peek) {
+                        int peek, const int *skipped, size_t asked) {
   worker *w = worker_of(req->conn->ctx);
   eng_request r = *er;
   if (peek) {
@@ -573,15 +585,21 @@ static int answer_check(h2o_req_t *req, server *srv, const eng_request *er,
   jbuf b = {0};
   jb_fmt(&b, "{\"overall_code\":\"%s\",\"allowed\":%s,\"statuses\":[",
          res.allowed ? "OK" : "OVER_LIMIT", res.allowed ? "true" : "false");
-  for (size_t i = 0; i < r.n; i++) {
-    if (i) jb_raw(&b, ",", 1);
-    int k = i < ENG_MAX_DESCRIPTORS ? res.by_descriptor[i] : -1;
+  if (!skipped) asked = r.n;
+  for (size_t i = 0, used = 0; i < asked; i++) {
+    if (i) JB_LIT(&b, ",");
+    if (skipped && skipped[i]) {
+      JB_LIT(&b, "{\"code\":\"OK\",\"skipped\":true}");
+      continue;
+    }
+    int k = used < ENG_MAX_DESCRIPTORS ? res.by_descriptor[used] : -1;
+    used++;
     if (k < 0)
-      jb_raw(&b, "{\"code\":\"OK\"}", 13);
+      JB_LIT(&b, "{\"code\":\"OK\"}");
     else
       status_json(&b, &res.st[k]);
   }
-  jb_raw(&b, "]}\n", 3);
+  JB_LIT(&b, "]}\n");
   add_limit_headers(req, srv, &res, now);
   return send_body(req, res.allowed || peek ? 200 : srv->o.deny_status,
                    "application/json", &b);
@@ -638,7 +656,8 @@ static int get_check(h2o_req_t *req, server *srv, int peek) {
   eng_descriptor d;
   eng_request er;
   if (query_request(req, srv, &er, &d)) return 0;
-  return answer_check(req, srv, &er, peek);
+  int skipped = er.n == 0;
+  return answer_check(req, srv, &er, peek, &skipped, 1);
 }
 
 /* The string field `name` of a JSON object, or NULL; -1 in *bad if it is
@@ -684,6 +703,7 @@ static int post_check(h2o_req_t *req, server *srv, int peek) {
   int rc = 0, bad = 0;
   size_t dlen = 0;
   eng_descriptor ds[ENG_MAX_DESCRIPTORS];
+  int skipped[ENG_MAX_DESCRIPTORS] = {0};
   size_t nd = 0;
   int64_t hits = 1;
   const char *domain = json_is_object(root)
@@ -754,11 +774,14 @@ static int post_check(h2o_req_t *req, server *srv, int peek) {
       }
       e->entries[e->n++] = (cfg_entry){key, kl, v, vl};
     }
-    if (!skip) nd++;
+    if (!skip)
+      nd++;
+    else
+      skipped[i] = 1;
   }
   {
     eng_request er = {domain, dlen, ds, nd, hits};
-    rc = answer_check(req, srv, &er, peek);
+    rc = answer_check(req, srv, &er, peek, skipped, json_array_size(descs));
   }
 done:
   json_decref(root);
@@ -803,7 +826,7 @@ static int get_throttle(h2o_req_t *req, server *srv, int peek) {
          (long long)(d->retry_after_ns / 1000000 + (d->retry_after_ns % 1000000 != 0)),
          (long long)(d->delay_ns / 1000000 + (d->delay_ns % 1000000 != 0)));
   jb_str(&b, r.st[0].policy_str, strlen(r.st[0].policy_str));
-  jb_raw(&b, "}\n", 2);
+  JB_LIT(&b, "}\n");
   add_limit_headers(req, srv, &r, now);
   return send_body(req, d->allowed ? 200 : srv->o.deny_status,
                    "application/json", &b);
@@ -883,9 +906,9 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
     int ready = !atomic_load(&srv->stopping);
     jbuf b = {0};
     if (path_is(req, "/healthz") || ready)
-      jb_raw(&b, "{\"status\":\"ok\"}\n", 16);
+      JB_LIT(&b, "{\"status\":\"ok\"}\n");
     else
-      jb_raw(&b, "{\"status\":\"stopping\"}\n", 22);
+      JB_LIT(&b, "{\"status\":\"stopping\"}\n");
     return send_body(req, path_is(req, "/healthz") || ready ? 200 : 503,
                      "application/json", &b);
   }

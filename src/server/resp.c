@@ -8,7 +8,8 @@
  *   SL.CHECK domain K1 V1 [K2 V2 ...] [HITS n]   config-driven, one
  *                                      descriptor: [allowed, limit,
  *                                      remaining, retry_after_ms, reset_ms,
- *                                      rule] (limit -1: no rule matched)
+ *                                      rule] (limit -1: no rule matched,
+ *                                      rule ""; or an unlimited rule)
  *   SL.RESET key                       forgets key under every ad-hoc policy
  *   PING [msg], ECHO msg, INFO, DBSIZE, SELECT n, AUTH [user] password,
  *   QUIT, and COMMAND / CONFIG GET / CLIENT SETNAME answered harmlessly so
@@ -316,15 +317,16 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
     lib_error(c, rc, hits, "a matching rule");
     return;
   }
-  if (r.worst < 0 || r.st[r.worst].unlimited) {
+  int k = r.by_descriptor[0]; /* the most restrictive, or an unlimited */
+  if (k < 0 || r.st[k].unlimited) {
     out_fmt(c, "*6\r\n:1\r\n:-1\r\n:-1\r\n:0\r\n:0\r\n");
-    if (r.worst < 0)
-      out_bulk(c, "", 0);
+    if (k < 0)
+      out_bulk(c, "", 0); /* no rule matched */
     else
-      out_bulk(c, r.st[r.worst].limit->rule, strlen(r.st[r.worst].limit->rule));
+      out_bulk(c, r.st[k].limit->rule, strlen(r.st[k].limit->rule));
     return;
   }
-  const eng_status *s = &r.st[r.worst];
+  const eng_status *s = &r.st[k];
   out_fmt(c, "*6\r\n:%d\r\n:%lld\r\n:%lld\r\n:%lld\r\n:%lld\r\n", r.allowed,
           (long long)s->d.limit, (long long)s->d.remaining,
           s->d.retry_after_ns < 0 ? -1LL : ms_up(s->d.retry_after_ns),

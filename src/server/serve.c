@@ -118,8 +118,14 @@ static int split_addr(const char *addr, char *host, size_t hlen, char *port,
   return 0;
 }
 
-/* A listening socket on addr (port `port_override` if > 0). fd or -1. */
-static int listen_on(const char *addr, int port_override, int *bound_port) {
+/*
+ * A listening socket on addr (port `port_override` if > 0). fd or -1.
+ * SO_REUSEPORT lets the workers share a port; `probe` first binds once
+ * without it, so a port another process holds is an error ("address in
+ * use"), not silently shared with it.
+ */
+static int listen_on(const char *addr, int port_override, int *bound_port,
+                     int probe) {
   char host[256], port[16];
   if (split_addr(addr, host, sizeof host, port, sizeof port)) {
     srv_log("error", "address '%s' is not HOST:PORT", addr);
@@ -142,6 +148,21 @@ static int listen_on(const char *addr, int port_override, int *bound_port) {
     if (fd < 0) continue;
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (probe) {
+      int p = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
+      if (p >= 0) {
+        setsockopt(p, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        int busy = bind(p, ai->ai_addr, ai->ai_addrlen) != 0 &&
+                   errno == EADDRINUSE;
+        close(p);
+        if (busy && port_override <= 0 && strcmp(port, "0")) {
+          srv_log("error", "cannot listen on %s: address in use", addr);
+          close(fd);
+          fd = -1;
+          continue;
+        }
+      }
+    }
     setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
     if (bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, SOMAXCONN)) {
       srv_log("error", "cannot listen on %s: %s", addr, strerror(errno));
@@ -515,13 +536,15 @@ int cmd_serve(int argc, char **argv) {
     b->http_fd = b->resp_fd = -1;
     if (o->http_addr)
       ok &= (b->http_fd = listen_on(o->http_addr, srv.http_port,
-                                    &srv.http_port)) >= 0;
+                                    &srv.http_port, i == 0)) >= 0;
     if (ok && o->resp_addr)
       ok &= (b->resp_fd = listen_on(o->resp_addr, srv.resp_port,
-                                    &srv.resp_port)) >= 0;
+                                    &srv.resp_port, i == 0)) >= 0;
   }
   h2o_config_init(&h2o_conf);
-  h2o_conf.max_request_entity_size = o->max_body + 1; /* ours answers 413 */
+  /* sluice answers 413 in JSON up to 1 MiB (the largest --max-body); h2o
+     refuses anything larger itself, without reading it. */
+  h2o_conf.max_request_entity_size = (size_t)1 << 20;
   h2o_conf.server_name = h2o_iovec_init(H2O_STRLIT("sluice"));
   http_register(&h2o_conf, &srv);
 

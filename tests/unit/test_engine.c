@@ -1386,6 +1386,40 @@ static void metrics_keep_counts_of_a_thread_until_it_is_freed(void **state) {
   fixture_free(&f);
 }
 
+/* detailed_metric gives each value its own series, up to 1000 per rule;
+   further values roll up into the rule's own series, and cost no lock. */
+static void detailed_metric_series_are_capped_per_rule(void **state) {
+  (void)state;
+  engine *e = engine_of("domain: d\n"
+                        "descriptors:\n"
+                        "  - key: ip\n"
+                        "    detailed_metric: true\n"
+                        "    rate_limit: {unit: hour, requests_per_unit: 5}\n");
+  engine_thread *t = engine_thread_new(e);
+  eng_descriptor d = {.n = 1, .hits = -1};
+  eng_request r = {"d", 1, &d, 1, 1};
+  eng_result out;
+  char v[32];
+  for (int i = 0; i < 1200; i++) {
+    int n = snprintf(v, sizeof v, "10.0.%d.%d", i / 256, i % 256);
+    d.entries[0] = (cfg_entry){"ip", 2, v, (size_t)n};
+    assert_int_equal(engine_check(t, &r, T0, &out), 0);
+  }
+  size_t len;
+  char *m = engine_metrics(e, &len);
+  assert_non_null(m);
+  size_t per_value = 0;
+  for (char *p = m; (p = strstr(p, "rule=\"d.ip_")); p++)
+    if (strstr(p, "result=\"allowed\"") < strchr(p, '\n')) per_value++;
+  assert_int_equal(per_value, 1000);
+  /* The 200 values past the cap are counted in the rule's own series. */
+  assert_non_null(strstr(m, "sluice_rule_decisions_total{domain=\"d\","
+                            "rule=\"d.ip\",result=\"allowed\"} 200\n"));
+  free(m);
+  engine_thread_free(t);
+  engine_free(e);
+}
+
 /* ---- from the bugs found in review (fixed) ---- */
 
 /*
@@ -1555,6 +1589,7 @@ static void a_blocked_rule_leaves_the_other_rules_figures_alone(
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(detailed_metric_series_are_capped_per_rule),
       cmocka_unit_test(reset_descriptor_forgets_the_rule_state),
       cmocka_unit_test(a_failed_reload_frees_the_config_it_was_given),
       cmocka_unit_test(a_rule_with_room_is_not_counted_denied),
