@@ -361,7 +361,7 @@ waitfor 100 test -s "$tmp/busy"
 timeout 20 "$SLUICE" serve --http "127.0.0.1:$(cat "$tmp/busy")" --resp off \
   </dev/null >/dev/null 2>"$tmp/busy.err"
 eq "serve on a port in use: exit status" 1 $?
-like "serve on a port in use: says so" 'cannot listen on 127\.0\.0\.1:[0-9]+: Address already in use' \
+like "serve on a port in use: says so" 'cannot listen on 127\.0\.0\.1:[0-9]+: [Aa]ddress (already )?in use' \
   "$(cat "$tmp/busy.err")"
 kill $busy 2>/dev/null
 wait $busy 2>/dev/null
