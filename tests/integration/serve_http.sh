@@ -177,6 +177,15 @@ want_error "throttle: cost above the limit can never pass: 400" 400
 eq "keep-alive: a 200 leaves the connection open" '1 0 ' \
   "$(curl -s -o /dev/null -o /dev/null -w '%{num_connects} ' \
     "$D/v1/throttle?key=ka0&policy=gcra:5/h" "$D/healthz")"
+# ... and so do a 429 and a 404 (each 429 to a forward-auth proxy would
+# otherwise cost it a new connection).
+get "$D/v1/throttle?key=ka1&policy=gcra:1/h"
+eq "keep-alive: a 429 leaves the connection open" '1 0 ' \
+  "$(curl -s -o /dev/null -o /dev/null -w '%{num_connects} ' \
+    "$D/v1/throttle?key=ka1&policy=gcra:1/h" "$D/healthz")"
+eq "keep-alive: a 404 leaves the connection open" '1 0 ' \
+  "$(curl -s -o /dev/null -o /dev/null -w '%{num_connects} ' \
+    "$D/nope" "$D/healthz")"
 # leaky_bucket:1/h:burst=3 shapes: the second request waits for the first,
 # one interval (1 h, less the few ms between them).
 get "$D/v1/throttle?key=t3&policy=leaky_bucket:1/h:burst=3"
@@ -303,6 +312,10 @@ post "$L/v1/check" "$body"
 want_error "POST a body of --max-body + 1 bytes: 413" 413
 post "$L/v1/check" '{"domain":"default","descriptors":[{"entries":[{"key":"key","value":"v"}]}]}'
 want_code "POST a body under --max-body 100" 200
+# Far over --max-body (up to 1 MiB, h2o's own bound): sluice's JSON 413 too.
+head -c 200000 /dev/zero | tr '\0' a >"$tmp/big.body"
+http POST "$L/v1/check" --data-binary "@$tmp/big.body"
+want_error "POST 200 KB under --max-body 100: 413" 413
 get "$L/v1/check?domain=default&key=a" -H "X-Pad: $(awk 'BEGIN { while (n++ < 700) printf "y" }')"
 want_error "headers over --max-header-bytes: 431" 431
 get "$L/v1/check?domain=default&key=a" -H "X-Pad: $(awk 'BEGIN { while (n++ < 200) printf "y" }')"
@@ -906,6 +919,15 @@ eq "\$http_x_api_key in a POST" '["OK",20,18,"refs.api_key_abc"]' \
 get "$E/v1/check?domain=refs&api_key=\$http_x_api_key"
 want_code "\$http_x_api_key without the header: allowed" 200
 no_hdr "\$http_x_api_key without the header: no limit, no RateLimit" RateLimit
+# A skipped descriptor keeps its place in "statuses" (statuses[i] answers
+# descriptors[i], as in Envoy's RLS), marked skipped.
+get "$E/v1/check?domain=refs&api_key=\$http_x_api_key"
+want_jv "GET: a skipped descriptor keeps its place" 'd["statuses"]' \
+  '[{"code":"OK","skipped":true}]'
+post "$E/v1/check" '{"domain":"refs","descriptors":[{"entries":[{"key":"api_key","value":"$http_x_api_key"}]},{"entries":[{"key":"ip","value":"10.0.0.1"}]}]}'
+want_jv "POST: a skipped descriptor keeps its place" \
+  '[len(d["statuses"]), d["statuses"][0], d["statuses"][1].get("rule")]' \
+  '[2,{"code":"OK","skipped":true},"refs.ip"]'
 
 # --- metrics move as expected -----------------------------------------------------
 snap "$tmp/m0"

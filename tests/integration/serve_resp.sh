@@ -197,9 +197,9 @@ eq "SL.CHECK: requests_per_unit 0 blocks, never (retry -1)" \
   '0 0 0 -1 api.user_banned' "$1 $2 $3 $4 $6"
 eq "SL.CHECK: nested" '1 3 2 0 3600000 api.tenant.user' \
   "$(rc SL.CHECK api tenant t1 user u1)"
-# (docs/server.md: only unlimited limits answer as no limit at all)
-eq "SL.CHECK: unlimited: allowed, no limit" \
-  '(integer) 1 | (integer) -1 | (integer) -1 | (integer) 0 | (integer) 0 | ""' \
+# An unlimited rule: no limit, but named (no rule at all: "", below).
+eq "SL.CHECK: unlimited: allowed, no limit, the rule named" \
+  '(integer) 1 | (integer) -1 | (integer) -1 | (integer) 0 | (integer) 0 | "api.free"' \
   "$(rcn SL.CHECK api free x)"
 eq "SL.CHECK: no rule matched: limit -1, rule empty" \
   '(integer) 1 | (integer) -1 | (integer) -1 | (integer) 0 | (integer) 0 | ""' \
