@@ -243,8 +243,9 @@ static const sl_policy *status_policy(const eng_status *s, sl_policy *tmp) {
 
 static void add_limit_headers(h2o_req_t *req, server *srv, const eng_result *r,
                               int64_t now) {
-  int style = srv->o.header_style;
-  if (!style || r->worst < 0) return;
+  int style = srv->o.header_style; /* the rate limit fields only: a
+                                      denial's Retry-After is plain HTTP */
+  if (r->worst < 0) return;
   const eng_status *worst = &r->st[r->worst];
   if (worst->unlimited) return;
   if (style & HDR_IETF) {
@@ -878,6 +879,7 @@ static size_t header_bytes(h2o_req_t *req) {
 static int on_req(h2o_handler_t *self, h2o_req_t *req) {
   server *srv = ((sluice_handler *)self)->srv;
   worker *w = worker_of(req->conn->ctx);
+  srv_note_request(req);
   engine_count(w->et, EC_HTTP_REQUESTS, 1);
   if (header_bytes(req) > srv->o.max_header_bytes)
     return send_error(req, 431, "request line and headers exceed %zu bytes",

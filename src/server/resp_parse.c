@@ -36,6 +36,91 @@ static int read_int(const char *p, const char *lim, long long *v,
   return 1;
 }
 
+static int is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' ||
+         c == '\f';
+}
+
+static int hexv(char c) {
+  return c >= '0' && c <= '9'   ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                : -1;
+}
+
+/*
+ * Splits one inline line [p, end) into arguments the way Redis does
+ * (sdssplitargs): a plain argument points into the line, one with quotes
+ * is written, resolved, to cmd->unquoted. 0, -1 for unbalanced quotes (a
+ * closing quote must end the argument), -2 for too many arguments.
+ */
+static int split_inline(const char *p, const char *end, resp_cmd *cmd) {
+  char *out = cmd->unquoted; /* never outgrows the line it comes from */
+  cmd->argc = 0;
+  for (;;) {
+    while (p < end && is_space(*p)) p++;
+    if (p == end) return 0;
+    if (cmd->argc == RESP_MAX_ARGS) return -2;
+    char *arg = out;
+    const char *tok = p;
+    int inq = 0, insq = 0, done = 0, quoted = 0;
+    while (!done) {
+      char c = p < end ? *p : '\0';
+      if (inq) {
+        if (p == end) return -1; /* no closing quote */
+        if (c == '\\' && p + 3 < end && p[1] == 'x' && hexv(p[2]) >= 0 &&
+            hexv(p[3]) >= 0) {
+          *out++ = (char)(hexv(p[2]) << 4 | hexv(p[3]));
+          p += 3;
+        } else if (c == '\\' && p + 1 < end) {
+          p++;
+          switch (*p) {
+          case 'n': *out++ = '\n'; break;
+          case 'r': *out++ = '\r'; break;
+          case 't': *out++ = '\t'; break;
+          case 'b': *out++ = '\b'; break;
+          case 'a': *out++ = '\a'; break;
+          default: *out++ = *p; break;
+          }
+        } else if (c == '"') {
+          if (p + 1 < end && !is_space(p[1])) return -1;
+          done = 1;
+        } else {
+          *out++ = c;
+        }
+      } else if (insq) {
+        if (p == end) return -1;
+        if (c == '\\' && p + 1 < end && p[1] == '\'') {
+          p++;
+          *out++ = '\'';
+        } else if (c == '\'') {
+          if (p + 1 < end && !is_space(p[1])) return -1;
+          done = 1;
+        } else {
+          *out++ = c;
+        }
+      } else if (p == end || is_space(c)) {
+        done = 1;
+      } else if (c == '"') {
+        inq = quoted = 1;
+      } else if (c == '\'') {
+        insq = quoted = 1;
+      } else {
+        *out++ = c;
+      }
+      if (p < end) p++;
+    }
+    if (!quoted) { /* the bytes as they are: point into the buffer */
+      cmd->argv[cmd->argc] = tok;
+      cmd->len[cmd->argc++] = (size_t)(out - arg);
+      out = arg;
+      continue;
+    }
+    cmd->argv[cmd->argc] = arg;
+    cmd->len[cmd->argc++] = (size_t)(out - arg);
+  }
+}
+
 static ssize_t parse_inline(const char *buf, size_t len, resp_cmd *cmd,
                             size_t *need, const char **err) {
   const char *nl = memchr(buf, '\n', len);
@@ -52,18 +137,14 @@ static ssize_t parse_inline(const char *buf, size_t len, resp_cmd *cmd,
     return -1;
   }
   const char *end = nl > buf && nl[-1] == '\r' ? nl - 1 : nl;
-  cmd->argc = 0;
-  for (const char *p = buf; p < end;) {
-    while (p < end && (*p == ' ' || *p == '\t')) p++;
-    if (p == end) break;
-    const char *w = p;
-    while (p < end && *p != ' ' && *p != '\t') p++;
-    if (cmd->argc == RESP_MAX_ARGS) {
-      *err = "Protocol error: too many arguments in inline request";
-      return -1;
-    }
-    cmd->argv[cmd->argc] = w;
-    cmd->len[cmd->argc++] = (size_t)(p - w);
+  int rc = split_inline(buf, end, cmd);
+  if (rc == -1) {
+    *err = "Protocol error: unbalanced quotes in request";
+    return -1;
+  }
+  if (rc == -2) {
+    *err = "Protocol error: too many arguments in inline request";
+    return -1;
   }
   return nl + 1 - buf;
 }

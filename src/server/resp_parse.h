@@ -7,7 +7,10 @@
  * command and how many bytes it used, or that more bytes are needed (and at
  * least how many in all, so a request trickling in byte by byte is not
  * re-parsed at every byte), or a protocol error worded as Redis words it.
- * Arguments point into the caller's buffer: nothing is copied.
+ * Multibulk arguments point into the caller's buffer: nothing is copied.
+ * Inline arguments are split as redis-cli and Redis split them ("double"
+ * quotes with \n \r \t \b \a \xHH escapes, 'single' quotes with \'), into
+ * cmd->unquoted.
  */
 #ifndef SLUICE_RESP_PARSE_H
 #define SLUICE_RESP_PARSE_H
@@ -23,6 +26,7 @@ typedef struct resp_cmd {
   int argc;
   const char *argv[RESP_MAX_ARGS];
   size_t len[RESP_MAX_ARGS];
+  char unquoted[RESP_MAX_INLINE]; /* inline arguments, quotes resolved */
 } resp_cmd;
 
 /*

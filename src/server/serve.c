@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -191,11 +192,48 @@ typedef struct worker_boot {
 
 static h2o_globalconf_t h2o_conf;
 
+/* An open HTTP connection: its socket and fd, so that a stop can close
+   the idle ones (h2o 2.2's shutdown request closes only HTTP/2 ones). */
+typedef struct http_conn {
+  h2o_linklist_t link;
+  worker *w;
+  h2o_socket_t *sock;
+  int fd;
+  size_t read_at_request; /* sock->bytes_read when a request was last
+                             complete (its handler ran) */
+} http_conn;
+
 static void on_http_close(void *data) {
-  worker *w = data;
+  http_conn *hc = data;
+  worker *w = hc->w;
+  h2o_linklist_unlink(&hc->link);
+  free(hc);
   w->http_conns--;
   atomic_fetch_sub(&w->srv->connections, 1);
   engine_connections(w->et, 0, -1);
+}
+
+void srv_note_request(h2o_req_t *req) {
+  h2o_socket_t *sock = req->conn->callbacks->get_socket
+                           ? req->conn->callbacks->get_socket(req->conn)
+                           : NULL;
+  if (sock && sock->on_close.cb == on_http_close)
+    ((http_conn *)sock->on_close.data)->read_at_request = sock->bytes_read;
+}
+
+/*
+ * Stopping: an HTTP connection is idle when nothing has been read since its
+ * last complete request (handlers answer at once) and no answer is being
+ * written; its read side is shut, so h2o sees the end of the stream and
+ * closes it cleanly. A request still arriving, or an answer still being
+ * written, goes on until done.
+ */
+static void close_idle_http(worker *w) {
+  for (h2o_linklist_t *n = w->http_list.next; n != &w->http_list; n = n->next) {
+    http_conn *hc = H2O_STRUCT_FROM_MEMBER(http_conn, link, n);
+    if (!hc->sock->_cb.write && hc->sock->bytes_read == hc->read_at_request)
+      shutdown(hc->fd, SHUT_RD);
+  }
 }
 
 /* Admits one more connection under --max-connections. */
@@ -214,13 +252,25 @@ static void on_accept_http(h2o_socket_t *listener, const char *err) {
   worker *w = listener->data;
   if (err) return;
   for (int i = 0; i < 16; i++) {
-    h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
-    if (!sock) return;
+    /* accept4 ourselves (not h2o_evloop_socket_accept): we keep the fd. */
+    int fd = accept4(w->http_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    h2o_socket_t *sock = h2o_evloop_socket_create(w->loop, fd, 0);
     if (!admit(w, sock)) continue;
+    http_conn *hc = malloc(sizeof *hc);
+    if (!hc) {
+      atomic_fetch_sub(&w->srv->connections, 1);
+      h2o_socket_close(sock);
+      continue;
+    }
+    *hc = (http_conn){.w = w, .sock = sock, .fd = fd};
+    h2o_linklist_insert(&w->http_list, &hc->link);
     w->http_conns++;
     engine_connections(w->et, 0, 1);
     sock->on_close.cb = on_http_close;
-    sock->on_close.data = w;
+    sock->on_close.data = hc;
     h2o_accept(&w->accept_ctx, sock);
   }
 }
@@ -267,6 +317,8 @@ static void *worker_main(void *arg) {
   h2o_context_init(&w->ctx, w->loop, &h2o_conf);
   w->accept_ctx.ctx = &w->ctx;
   w->accept_ctx.hosts = h2o_conf.hosts;
+  h2o_linklist_init_anchor(&w->http_list);
+  w->http_fd = b->http_fd;
   w->http_listener = listener_socket(w, b->http_fd, on_accept_http);
   w->resp_listener = listener_socket(w, b->resp_fd, on_accept_resp);
 
@@ -281,6 +333,7 @@ static void *worker_main(void *arg) {
       if (w->resp_listener) h2o_socket_close(w->resp_listener);
       w->http_listener = w->resp_listener = NULL;
       h2o_context_request_shutdown(&w->ctx);
+      close_idle_http(w);
       resp_shutdown(w);
       draining = 1;
       deadline = srv_now_ns() + (int64_t)srv->o.shutdown_grace_ms * 1000000;
@@ -288,6 +341,7 @@ static void *worker_main(void *arg) {
     if (draining && ((w->http_conns == 0 && w->resp_conns == 0) ||
                      srv_now_ns() > deadline))
       break;
+    if (draining) close_idle_http(w); /* those that were busy a moment ago */
   }
   resp_worker_dispose(w);
   /* HTTP connections still open past the grace close with the loop. */

@@ -53,6 +53,8 @@ typedef struct worker {
   engine_thread *et;
   h2o_socket_t *http_listener, *resp_listener;
   long http_conns, resp_conns;
+  int http_fd;              /* the HTTP listening socket, for accept4() */
+  h2o_linklist_t http_list; /* open HTTP connections (struct http_conn) */
   h2o_linklist_t resp_list; /* open RESP connections */
   struct resp_cmd *cmd;     /* scratch for the RESP parser */
 } worker;
@@ -67,6 +69,10 @@ int64_t srv_now_ns(void);
 /* Logs one line to stderr: "sluice: LEVEL: message". */
 void srv_log(const char *level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* Called by the HTTP handler when a request is complete: lets a stop tell
+   idle connections from busy ones. */
+void srv_note_request(h2o_req_t *req);
 
 /* HTTP: registers the handlers on the host config. */
 void http_register(h2o_globalconf_t *conf, server *srv);

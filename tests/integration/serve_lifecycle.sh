@@ -256,6 +256,21 @@ like "SIGTERM: the idle RESP connection is closed" '^CLOSED after' \
 in_range "SIGTERM: an idle RESP connection does not hold the exit (ms)" 0 4000 \
   $((t1 - t0))
 
+# An idle keep-alive HTTP connection does not hold the exit for the whole
+# --shutdown-grace (h2o 2.2's h2o_context_request_shutdown closes idle
+# HTTP/2 connections only; serve closes idle HTTP/1 ones itself), so a
+# proxy that pools connections (nginx `keepalive`, Envoy) does not make
+# every shutdown take the full grace.
+sv_start g6 -t 1 --shutdown-grace 8000 || lib_finish
+t0=$(now_ms)
+eq "SIGTERM closes an idle keep-alive HTTP connection at once" closed \
+  "$($HRAW idle "$HTTP" "$PID" 4)"
+sv_wait_exit g6
+t1=$(now_ms)
+eq "SIGTERM with an idle HTTP connection: exit status" 0 "$sv_rc"
+in_range "an idle HTTP connection does not hold the exit (ms)" 0 4000 \
+  $((t1 - t0))
+
 # SIGINT stops the same way.
 sv_start g5 -t 1 || lib_finish
 sv_signal g5 INT

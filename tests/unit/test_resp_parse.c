@@ -433,8 +433,38 @@ static void an_inline_line_past_64k_is_refused_however_it_arrives(
   free(buf);
 }
 
+/* Inline commands split as Redis splits them (sdssplitargs). */
+static void inline_double_quotes_group_and_unescape(void **state) {
+  (void)state;
+  parse_whole("ECHO \"a b\" \"x\\ny\\x41\\\"\" plain\r\n");
+  assert_int_equal(cmd.argc, 4);
+  assert_arg(0, "ECHO");
+  assert_arg(1, "a b");
+  assert_arg(2, "x\nyA\"");
+  assert_arg(3, "plain");
+}
+
+static void inline_single_quotes_keep_backslashes(void **state) {
+  (void)state;
+  parse_whole("SET 'it\\'s' 'a\\nb'\n");
+  assert_int_equal(cmd.argc, 3);
+  assert_arg(1, "it's");
+  assert_arg(2, "a\\nb");
+}
+
+static void inline_unbalanced_quotes_are_a_protocol_error(void **state) {
+  (void)state;
+  const char *msg = "Protocol error: unbalanced quotes in request";
+  assert_error("ECHO \"abc\r\n", 11, msg);
+  assert_error("ECHO 'abc\r\n", 11, msg);
+  assert_error("ECHO \"a\"b\r\n", 12, msg); /* a quote must end its arg */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(inline_double_quotes_group_and_unescape),
+      cmocka_unit_test(inline_single_quotes_keep_backslashes),
+      cmocka_unit_test(inline_unbalanced_quotes_are_a_protocol_error),
       cmocka_unit_test(an_inline_line_past_64k_is_refused_however_it_arrives),
       cmocka_unit_test(multibulk_command_gives_its_arguments),
       cmocka_unit_test(arguments_point_into_the_callers_buffer),
