@@ -6,6 +6,7 @@
 #   make demo            a replay demo of the boundary burst
 #   make docs            docs/algorithms.md and its plots, from sim and accuracy
 #   make bench           the engine benchmarks, with their anchors, one run
+#   make bench-server    the daemon beside redis-server and nginx, one run
 #   make fuzz            the libFuzzer harnesses, FUZZ_SECONDS each (clang)
 #   make SANITIZE=address,undefined check    (or SANITIZE=thread)
 #
@@ -130,6 +131,15 @@ docs: deps
 bench: deps-bench
 	@$(MAKE) --no-print-directory all
 	@SLUICE=$(BUILD)/sluice BUILD=$(BUILD) bench/run.sh
+
+# The daemon (HTTP and RESP) beside redis-server and nginx, as ratios.
+.PHONY: bench-server deps-bench-server
+bench-server: deps-bench-server
+	@$(MAKE) --no-print-directory all
+	@SLUICE=$(BUILD)/sluice bench/server/run.sh
+
+deps-bench-server:
+	@scripts/deps.sh build bench-server
 
 # libFuzzer harnesses (clang), each run for FUZZ_SECONDS from the committed
 # seeds in fuzz/corpus/NAME; new inputs go to build/fuzz/corpus-NAME.

@@ -1,7 +1,7 @@
 #!/bin/sh
 # deps.sh — installs the Debian packages sluice needs that are missing.
 #
-#   scripts/deps.sh [GROUP...]     GROUP: build (default), bench, fuzz,
+#   scripts/deps.sh [GROUP...]     GROUP: build (default), bench, bench-server, fuzz,
 #                                  test (the integration tests' peers)
 #
 # Idempotent: checks each package with dpkg first and installs only what is
@@ -11,6 +11,7 @@ set -eu
 
 build="gcc make libc6-dev libsodium-dev libcmocka-dev libh2o-evloop-dev libssl-dev libyaml-dev libjansson-dev libxml2-utils"
 bench="golang-go golang-golang-x-time-dev"
+bench_server="redis-server redis-tools nginx wrk"
 fuzz="clang libclang-rt-dev"
 test="python3 curl redis-server redis-tools nginx wrk"
 
@@ -20,9 +21,10 @@ for group in "$@"; do
   case "$group" in
     build) want="$want $build" ;;
     bench) want="$want $bench" ;;
+    bench-server) want="$want $bench_server" ;;
     fuzz) want="$want $fuzz" ;;
     test) want="$want $test" ;;
-    *) echo "deps.sh: unknown group '$group' (expected build, bench, fuzz or test)" >&2; exit 2 ;;
+    *) echo "deps.sh: unknown group '$group' (expected build, bench, bench-server, fuzz or test)" >&2; exit 2 ;;
   esac
 done
 
