@@ -97,6 +97,7 @@ struct engine_thread {
     size_t len;
     const adhoc_entry *a;
   } adhoc_cache[ADHOC_CACHE];
+  const adhoc_entry *policy_cache[ADHOC_CACHE]; /* by sl_policy (CL.THROTTLE) */
   struct {
     const cfg_limit *limit;
     char value[64];
@@ -636,6 +637,7 @@ int engine_check(engine_thread *t, const eng_request *req, int64_t now,
     memset(s, 0, sizeof *s);
     s->limit = l;
     s->policy_str = l->policy_str;
+    s->policy = &l->policy;
     s->descriptor = desc_of[i];
     s->shadow = l->shadow;
     int64_t cost = d->hits >= 0 ? d->hits : req->hits;
@@ -737,6 +739,7 @@ static int adhoc_decide(engine_thread *t, const adhoc_entry *a,
   eng_status *s = &out->st[0];
   memset(s, 0, sizeof *s);
   s->policy_str = a->canon;
+  s->policy = &a->policy;
   int64_t t0 = mono_ns();
   int rc = sl_limiter_take(a->lim, key, key_len, cost, now, &s->d);
   observe_latency(t, mono_ns() - t0);
@@ -790,10 +793,20 @@ int engine_throttle(engine_thread *t, const char *key, size_t key_len,
 int engine_throttle_policy(engine_thread *t, const char *key, size_t key_len,
                            const sl_policy *p, int64_t cost, int64_t now,
                            eng_result *out) {
-  char canon[64];
-  if (sl_policy_format(p, canon, sizeof canon) < 0) return SL_EPOLICY;
-  const adhoc_entry *a = adhoc_get(t->e, p, canon);
-  if (!a) return ENG_EADHOC;
+  /* Per-thread cache by the policy's fields: no formatting, no search. */
+  uint64_t h = ((uint64_t)p->algo * 0x9e3779b97f4a7c15u) ^
+               ((uint64_t)p->limit << 32 | p->burst) ^
+               (uint64_t)p->period_ns * 0xff51afd7ed558ccdu;
+  size_t slot = (size_t)((h ^ h >> 29) % ADHOC_CACHE);
+  const adhoc_entry *a = t->policy_cache[slot];
+  if (!a || a->policy.algo != p->algo || a->policy.limit != p->limit ||
+      a->policy.burst != p->burst || a->policy.period_ns != p->period_ns) {
+    char canon[64];
+    if (sl_policy_format(p, canon, sizeof canon) < 0) return SL_EPOLICY;
+    a = adhoc_get(t->e, p, canon);
+    if (!a) return ENG_EADHOC;
+    t->policy_cache[slot] = a;
+  }
   return adhoc_decide(t, a, key, key_len, cost, now, out);
 }
 

@@ -88,6 +88,7 @@ typedef struct eng_request {
 typedef struct eng_status {
   const cfg_limit *limit; /* NULL for an ad-hoc policy */
   const char *policy_str; /* canonical policy (or "unlimited"/"blocked") */
+  const sl_policy *policy; /* the rule's or ad-hoc policy, parsed */
   sl_decision d;          /* retry_after_ns < 0: never (a blocked rule) */
   int descriptor;         /* index in the request */
   int shadow;             /* shadow rule: d says what it would have done */

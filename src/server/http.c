@@ -41,28 +41,48 @@ typedef struct sluice_handler {
 
 /* ---- a growable output buffer ---- */
 
+/* Starts in `small` (a typical answer fits: no malloc on the hot path);
+   grows on the heap. jbuf b = {0} is an empty buffer; jb_free releases. */
 typedef struct jbuf {
   char *p;
   size_t len, cap;
   int oom;
+  char small[512];
 } jbuf;
+
+static void jb_free(jbuf *b) {
+  if (b->p != b->small) free(b->p);
+  b->p = NULL;
+  b->len = b->cap = 0;
+}
 
 static void jb_raw(jbuf *b, const char *s, size_t n) {
   if (b->oom) return;
+  if (!b->cap && !b->p) {
+    b->p = b->small;
+    b->cap = sizeof b->small;
+  }
   if (b->len + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 512;
     while (cap < b->len + n + 1) cap *= 2;
-    char *grown = realloc(b->p, cap);
+    char *grown = b->p == b->small ? malloc(cap) : realloc(b->p, cap);
     if (!grown) {
       b->oom = 1;
       return;
     }
+    if (b->p == b->small) memcpy(grown, b->small, b->len);
     b->p = grown;
     b->cap = cap;
   }
   memcpy(b->p + b->len, s, n);
   b->len += n;
   b->p[b->len] = '\0';
+}
+
+/* A decimal integer. */
+static void jb_int(jbuf *b, int64_t v) {
+  char tmp[20];
+  jb_raw(b, tmp, srv_fmt_i64(tmp, v));
 }
 
 /* A string literal, its length counted by the compiler. */
@@ -147,18 +167,21 @@ static void add_header(h2o_req_t *req, const char *name, const char *value,
                         NULL, v.base, v.len);
 }
 
+/* Adds a header whose value is the integer v. */
+static void add_int_header(h2o_req_t *req, const char *name, int64_t v) {
+  char *p = h2o_mem_alloc_pool(&req->pool, 20);
+  h2o_add_header_by_str(&req->pool, &req->res.headers, name, strlen(name), 0,
+                        NULL, p, srv_fmt_i64(p, v));
+}
+
 /* Sends body (freed here) with status and content type. */
 static int send_body(h2o_req_t *req, int status, const char *ctype,
                      jbuf *b) {
   if (b->oom) {
-    free(b->p);
-    b->p = NULL;
-    b->len = 0;
+    jb_free(b);
+    b->oom = 0;
     status = 503;
-    JB_LIT(b, "{\"error\":\"out of memory\"}");
-    if (b->oom) { /* still no memory: an empty body */
-      b->len = 0;
-    }
+    JB_LIT(b, "{\"error\":\"out of memory\"}"); /* fits in b->small */
   }
   req->res.status = status;
   req->res.reason = reason(status);
@@ -171,7 +194,7 @@ static int send_body(h2o_req_t *req, int status, const char *ctype,
   h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
                  H2O_STRLIT("no-store"));
   h2o_send_inline(req, b->p ? b->p : "", b->len);
-  free(b->p);
+  jb_free(b);
   return 0;
 }
 
@@ -205,6 +228,8 @@ static int64_t secs_up(int64_t ns) {
   return ns / 1000000000 + (ns % 1000000000 != 0);
 }
 
+static int64_t ms_up(int64_t ns) { return ns / 1000000 + (ns % 1000000 != 0); }
+
 /* A policy's window in seconds for RateLimit-Policy's w: the period for
    windows; for buckets the time a full burst takes to refill. */
 static int64_t window_s(const sl_policy *p) {
@@ -235,11 +260,6 @@ static const char *status_name(const eng_status *s) {
   return s->limit->name ? s->limit->name : s->limit->rule;
 }
 
-static const sl_policy *status_policy(const eng_status *s, sl_policy *tmp) {
-  if (s->limit) return &s->limit->policy;
-  if (sl_policy_parse(s->policy_str, tmp, NULL, 0)) return NULL;
-  return tmp;
-}
 
 static void add_limit_headers(h2o_req_t *req, server *srv, const eng_result *r,
                               int64_t now) {
@@ -265,41 +285,38 @@ static void add_limit_headers(h2o_req_t *req, server *srv, const eng_result *r,
       }
     for (size_t k = 0; k < n; k++) {
       const eng_status *s = order[k];
-      sl_policy tmp;
-      const sl_policy *p = status_policy(s, &tmp);
       if (pol.len) JB_LIT(&pol, ", ");
       if (cur.len) JB_LIT(&cur, ", ");
       sf_str(&pol, status_name(s));
-      jb_fmt(&pol, ";q=%lld", (long long)s->d.limit);
-      if (p && !(s->limit && s->limit->blocked)) jb_fmt(&pol, ";w=%lld", (long long)window_s(p));
+      JB_LIT(&pol, ";q=");
+      jb_int(&pol, s->d.limit);
+      if (s->policy && !(s->limit && s->limit->blocked)) {
+        JB_LIT(&pol, ";w=");
+        jb_int(&pol, window_s(s->policy));
+      }
       sf_str(&cur, status_name(s));
-      jb_fmt(&cur, ";r=%lld;t=%lld", (long long)s->d.remaining,
-             (long long)secs_up(s->d.reset_ns));
+      JB_LIT(&cur, ";r=");
+      jb_int(&cur, s->d.remaining);
+      JB_LIT(&cur, ";t=");
+      jb_int(&cur, secs_up(s->d.reset_ns));
     }
     if (!pol.oom && !cur.oom) {
       add_header(req, "ratelimit-policy", pol.p, pol.len);
       add_header(req, "ratelimit", cur.p, cur.len);
     }
-    free(pol.p);
-    free(cur.p);
+    jb_free(&pol);
+    jb_free(&cur);
   }
   if (style & HDR_X) {
-    char v[32];
-    int n = snprintf(v, sizeof v, "%lld", (long long)worst->d.limit);
-    add_header(req, "x-ratelimit-limit", v, (size_t)n);
-    n = snprintf(v, sizeof v, "%lld", (long long)worst->d.remaining);
-    add_header(req, "x-ratelimit-remaining", v, (size_t)n);
-    n = snprintf(v, sizeof v, "%lld",
-                 (long long)secs_up(now + worst->d.reset_ns));
-    add_header(req, "x-ratelimit-reset", v, (size_t)n);
+    add_int_header(req, "x-ratelimit-limit", worst->d.limit);
+    add_int_header(req, "x-ratelimit-remaining", worst->d.remaining);
+    add_int_header(req, "x-ratelimit-reset", secs_up(now + worst->d.reset_ns));
   }
   if (!r->allowed && worst->d.retry_after_ns >= 0) {
-    char v[32];
     int64_t s = secs_up(worst->d.retry_after_ns);
-    int n = snprintf(v, sizeof v, "%lld", (long long)(s > 0 ? s : 1));
-    h2o_iovec_t copy = h2o_strdup(&req->pool, v, (size_t)n);
+    char *v = h2o_mem_alloc_pool(&req->pool, 20);
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL,
-                   copy.base, copy.len);
+                   v, srv_fmt_i64(v, s > 0 ? s : 1));
   }
 }
 
@@ -513,16 +530,15 @@ static void status_json(jbuf *b, const eng_status *s) {
            "\"duration_until_reset\":\"%llds\",\"reset_ms\":%lld",
            (long long)s->d.limit, (long long)s->d.remaining,
            (long long)secs_up(s->d.reset_ns),
-           (long long)(s->d.reset_ns / 1000000 + (s->d.reset_ns % 1000000 != 0)));
+           (long long)ms_up(s->d.reset_ns));
     if (!s->d.allowed)
       jb_fmt(b, ",\"retry_after_ms\":%lld",
              s->d.retry_after_ns < 0
                  ? -1LL
-                 : (long long)(s->d.retry_after_ns / 1000000 +
-                               (s->d.retry_after_ns % 1000000 != 0)));
+                 : (long long)ms_up(s->d.retry_after_ns));
     if (s->d.delay_ns)
       jb_fmt(b, ",\"delay_ms\":%lld",
-             (long long)(s->d.delay_ns / 1000000 + (s->d.delay_ns % 1000000 != 0)));
+             (long long)ms_up(s->d.delay_ns));
   }
   JB_LIT(b, ",\"policy\":");
   jb_str(b, s->policy_str, strlen(s->policy_str));
@@ -818,14 +834,20 @@ static int get_throttle(h2o_req_t *req, server *srv, int peek) {
   if (rc) return send_error(req, 400, "%s", sl_strerror(rc));
   const sl_decision *d = &r.st[0].d;
   jbuf b = {0};
-  jb_fmt(&b,
-         "{\"allowed\":%s,\"limit\":%lld,\"remaining\":%lld,\"reset_ms\":%lld,"
-         "\"retry_after_ms\":%lld,\"delay_ms\":%lld,\"policy\":",
-         d->allowed ? "true" : "false", (long long)d->limit,
-         (long long)d->remaining,
-         (long long)(d->reset_ns / 1000000 + (d->reset_ns % 1000000 != 0)),
-         (long long)(d->retry_after_ns / 1000000 + (d->retry_after_ns % 1000000 != 0)),
-         (long long)(d->delay_ns / 1000000 + (d->delay_ns % 1000000 != 0)));
+  if (d->allowed)
+    JB_LIT(&b, "{\"allowed\":true,\"limit\":");
+  else
+    JB_LIT(&b, "{\"allowed\":false,\"limit\":");
+  jb_int(&b, d->limit);
+  JB_LIT(&b, ",\"remaining\":");
+  jb_int(&b, d->remaining);
+  JB_LIT(&b, ",\"reset_ms\":");
+  jb_int(&b, ms_up(d->reset_ns));
+  JB_LIT(&b, ",\"retry_after_ms\":");
+  jb_int(&b, ms_up(d->retry_after_ns));
+  JB_LIT(&b, ",\"delay_ms\":");
+  jb_int(&b, ms_up(d->delay_ns));
+  JB_LIT(&b, ",\"policy\":");
   jb_str(&b, r.st[0].policy_str, strlen(r.st[0].policy_str));
   JB_LIT(&b, "}\n");
   add_limit_headers(req, srv, &r, now);

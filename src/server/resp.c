@@ -91,10 +91,37 @@ static void out_err(resp_conn *c, const char *fmt, ...) {
   engine_count(c->w->et, EC_RESP_ERRORS, 1);
 }
 
-static void out_int(resp_conn *c, long long v) { out_fmt(c, ":%lld\r\n", v); }
+/* A header ("*", "$") or integer (":") line: TYPE, v, CRLF. */
+static void out_line(resp_conn *c, char type, int64_t v) {
+  char buf[24];
+  buf[0] = type;
+  size_t n = 1 + srv_fmt_i64(buf + 1, v);
+  buf[n++] = '\r';
+  buf[n++] = '\n';
+  out_raw(c, buf, n);
+}
+
+static void out_int(resp_conn *c, long long v) { out_line(c, ':', v); }
+
+/* An array of n integers, the throttle commands' reply. */
+static void out_ints(resp_conn *c, const int64_t *v, size_t n) {
+  char buf[8 * 24];
+  size_t len = 0;
+  buf[len++] = '*';
+  buf[len++] = (char)('0' + n); /* n < 10 */
+  buf[len++] = '\r';
+  buf[len++] = '\n';
+  for (size_t i = 0; i < n; i++) {
+    buf[len++] = ':';
+    len += srv_fmt_i64(buf + len, v[i]);
+    buf[len++] = '\r';
+    buf[len++] = '\n';
+  }
+  out_raw(c, buf, len);
+}
 
 static void out_bulk(resp_conn *c, const char *s, size_t n) {
-  out_fmt(c, "$%zu\r\n", n);
+  out_line(c, '$', (int64_t)n);
   out_raw(c, s, n);
   out_raw(c, "\r\n", 2);
 }
@@ -240,10 +267,10 @@ static void cmd_cl_throttle(resp_conn *c, const resp_cmd *cmd) {
   }
   const sl_decision *d = &r.st[0].d;
   int limited = never || !d->allowed;
-  out_fmt(c, "*5\r\n:%d\r\n:%lld\r\n:%lld\r\n:%lld\r\n:%lld\r\n", limited,
-          (long long)d->limit, (long long)d->remaining,
-          limited && !never ? cell_secs(d->retry_after_ns) : -1LL,
-          cell_secs(d->reset_ns));
+  int64_t v[5] = {limited, d->limit, d->remaining,
+                  limited && !never ? cell_secs(d->retry_after_ns) : -1,
+                  cell_secs(d->reset_ns)};
+  out_ints(c, v, 5);
 }
 
 static void cmd_sl_throttle(resp_conn *c, const resp_cmd *cmd) {
@@ -271,9 +298,9 @@ static void cmd_sl_throttle(resp_conn *c, const resp_cmd *cmd) {
     return;
   }
   const sl_decision *d = &r.st[0].d;
-  out_fmt(c, "*6\r\n:%d\r\n:%lld\r\n:%lld\r\n:%lld\r\n:%lld\r\n:%lld\r\n",
-          d->allowed, (long long)d->limit, (long long)d->remaining,
-          ms_up(d->retry_after_ns), ms_up(d->reset_ns), ms_up(d->delay_ns));
+  int64_t v[6] = {d->allowed, d->limit, d->remaining, ms_up(d->retry_after_ns),
+                  ms_up(d->reset_ns), ms_up(d->delay_ns)};
+  out_ints(c, v, 6);
 }
 
 static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
@@ -327,10 +354,11 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
     return;
   }
   const eng_status *s = &r.st[k];
-  out_fmt(c, "*6\r\n:%d\r\n:%lld\r\n:%lld\r\n:%lld\r\n:%lld\r\n", r.allowed,
-          (long long)s->d.limit, (long long)s->d.remaining,
-          s->d.retry_after_ns < 0 ? -1LL : ms_up(s->d.retry_after_ns),
-          ms_up(s->d.reset_ns));
+  int64_t v[5] = {r.allowed, s->d.limit, s->d.remaining,
+                  s->d.retry_after_ns < 0 ? -1 : ms_up(s->d.retry_after_ns),
+                  ms_up(s->d.reset_ns)};
+  out_line(c, '*', 6);
+  for (size_t i = 0; i < 5; i++) out_int(c, v[i]);
   out_bulk(c, s->limit->rule, strlen(s->limit->rule));
 }
 

@@ -63,6 +63,22 @@ static inline worker *worker_of(h2o_context_t *ctx) {
   return (worker *)(void *)ctx;
 }
 
+/* Writes v in decimal at dst (at most 20 bytes, no terminator); returns
+   the length. The hot replies' numbers, without printf's parsing. */
+static inline size_t srv_fmt_i64(char *dst, int64_t v) {
+  char tmp[20];
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  size_t n = 0;
+  do {
+    tmp[n++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  size_t len = 0;
+  if (v < 0) dst[len++] = '-';
+  while (n) dst[len++] = tmp[--n];
+  return len;
+}
+
 /* Wall-clock nanoseconds (the decisions' `now`). */
 int64_t srv_now_ns(void);
 
