@@ -394,7 +394,7 @@ awk '
   function verdict(name, a, b, op, target, nz,   v) {
     if (a == "" || b == "" || b == 0) { printf "%s=n/a target%s%s MISS (no result)\n", name, op, target; return }
     v = a / b
-    printf "%s=%.2f target%s%s %s%s\n", name, v, op, target, ((op == ">=" ? v >= target : v <= target) ? "ok" : "MISS"),
+    printf "%s=%.3f target%s%s %s%s\n", name, v, op, target, ((op == ">=" ? v >= target : v <= target) ? "ok" : "MISS"),
       (nz ? " (noisy: the machine was busy; run it again)" : "")
   }
   function info(name, a, b) { if (a != "" && b != "" && b > 0) printf "%s=%.2f (for comparison)\n", name, a / b }
