@@ -11,8 +11,9 @@
  *   - both ways give the same commands (same arguments at the same stream
  *     offsets) and end the same way (incomplete, or the same error);
  *   - a command spans at most the bytes given, its arguments lie inside
- *     that span, argc is within [0, RESP_MAX_ARGS], each length within the
- *     limits;
+ *     that span (or, for an inline argument with quotes, inside
+ *     cmd->unquoted, and no longer than the span), argc is within
+ *     [0, RESP_MAX_ARGS], each length within the limits;
  *   - "incomplete" asks for more bytes than it has (need > len);
  *   - an error is one of the known messages.
  */
@@ -33,6 +34,7 @@ typedef struct outcome {
   size_t argc[MAX_CMDS];
   size_t nargs;
   size_t arg_off[MAX_ARGS_TOTAL], arg_len[MAX_ARGS_TOTAL];
+  uint64_t arg_hash[MAX_ARGS_TOTAL]; /* an unquoted argument's bytes */
   int failed;      /* 0: ended incomplete (or exactly at a boundary) */
   char err[64];    /* the message (the parser's may live in a static) */
   size_t err_at;   /* stream offset of the command that failed */
@@ -48,6 +50,7 @@ static void check_error(const char *err) {
       "Protocol error: too big inline request",
       "Protocol error: too many arguments in inline request",
       "Protocol error: bulk string not terminated by CRLF",
+      "Protocol error: unbalanced quotes in request",
   };
   if (!err) abort();
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
@@ -83,9 +86,23 @@ static ssize_t parse_one(const char *buf, size_t len, size_t at, outcome *o,
   o->argc[o->ncmds++] = (size_t)cmd.argc;
   for (int i = 0; i < cmd.argc; i++) {
     const char *a = cmd.argv[i];
-    if (a < buf || a > buf + n || cmd.len[i] > (size_t)(buf + n - a)) abort();
+    const char *uq = cmd.unquoted;
     if (cmd.len[i] > RESP_MAX_BULK && cmd.len[i] > RESP_MAX_INLINE) abort();
-    o->arg_off[o->nargs] = at + (size_t)(a - buf);
+    if (a >= uq && a <= uq + sizeof cmd.unquoted) { /* resolved quotes */
+      if (cmd.len[i] > (size_t)(uq + sizeof cmd.unquoted - a) ||
+          cmd.len[i] > (size_t)n)
+        abort();
+      uint64_t h = UINT64_C(0xcbf29ce484222325);
+      for (size_t k = 0; k < cmd.len[i]; k++)
+        h = (h ^ (uint8_t)a[k]) * UINT64_C(0x100000001b3);
+      o->arg_off[o->nargs] = SIZE_MAX;
+      o->arg_hash[o->nargs] = h;
+    } else {
+      if (a < buf || a > buf + n || cmd.len[i] > (size_t)(buf + n - a))
+        abort();
+      o->arg_off[o->nargs] = at + (size_t)(a - buf);
+      o->arg_hash[o->nargs] = 0;
+    }
     o->arg_len[o->nargs++] = cmd.len[i];
   }
   return n;
@@ -150,7 +167,9 @@ done:
       memcmp(chunked.arg_off, whole.arg_off,
              whole.nargs * sizeof *whole.arg_off) ||
       memcmp(chunked.arg_len, whole.arg_len,
-             whole.nargs * sizeof *whole.arg_len))
+             whole.nargs * sizeof *whole.arg_len) ||
+      memcmp(chunked.arg_hash, whole.arg_hash,
+             whole.nargs * sizeof *whole.arg_hash))
     abort();
   if (chunked.failed != whole.failed) abort();
   if (whole.failed &&
