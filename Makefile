@@ -142,7 +142,8 @@ deps-bench-server:
 	@scripts/deps.sh build bench-server
 
 # libFuzzer harnesses (clang), each run for FUZZ_SECONDS from the committed
-# seeds in fuzz/corpus/NAME; new inputs go to build/fuzz/corpus-NAME.
+# seeds in fuzz/corpus/NAME; new inputs go to build/fuzz/corpus-NAME, a failing
+# input to build/fuzz/NAME-crash-* (and make fails).
 FUZZ_SECONDS ?= 30
 FUZZ_CC ?= clang
 FUZZ_BIN = $(patsubst fuzz/%.c,build/fuzz/%,$(wildcard fuzz/*_fuzz.c))
@@ -161,8 +162,12 @@ build/fuzz/%_fuzz: fuzz/%_fuzz.c $(LIB_SRC) $(FUZZ_CLI) $(FUZZ_SRV)
 fuzz: deps-fuzz $(FUZZ_BIN)
 	@set -e; for f in $(FUZZ_BIN); do n=$$(basename $$f _fuzz); \
 	  mkdir -p build/fuzz/corpus-$$n; echo "== $$f ($(FUZZ_SECONDS)s)"; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	    build/fuzz/corpus-$$n fuzz/corpus/$$n 2>&1 | tail -n 4; done
+	  if ! $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	      -artifact_prefix=build/fuzz/$$n- \
+	      build/fuzz/corpus-$$n fuzz/corpus/$$n >build/fuzz/$$n.log 2>&1; then \
+	    tail -n 40 build/fuzz/$$n.log; \
+	    echo "make fuzz: $$n failed; the input is build/fuzz/$$n-*" >&2; exit 1; \
+	  fi; tail -n 4 build/fuzz/$$n.log; done
 
 deps-fuzz:
 	@scripts/deps.sh build fuzz
