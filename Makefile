@@ -51,7 +51,7 @@ LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC = $(wildcard tests/unit/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-# serve_lib.sh is sourced by the daemon's scripts, not run.
+# check_lib.sh and serve_lib.sh are sourced by the scripts, not run.
 INTEG    = $(filter-out %_lib.sh,$(wildcard tests/integration/*.sh))
 
 

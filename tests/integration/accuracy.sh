@@ -11,26 +11,8 @@
 # bucket algorithms decide alike; output is a function of the seed. Most runs
 # use shorter traces (--windows, --keys) to stay fast under sanitizers.
 
-SLUICE=${SLUICE:-build/sluice}
-if [ ! -x "$SLUICE" ]; then
-  echo "accuracy.sh: '$SLUICE' is not an executable (run make first)" >&2
-  exit 1
-fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-accuracy.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 129' HUP
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-checks=0
-fails=0
-pass() { checks=$((checks + 1)); }
-fail() {
-  checks=$((checks + 1))
-  fails=$((fails + 1))
-  echo "FAIL: $*" >&2
-}
+. "$(dirname "$0")/check_lib.sh"
+lib_init accuracy
 
 sl() {
   "$SLUICE" "$@" </dev/null >"$tmp/out" 2>"$tmp/err"
@@ -222,9 +204,4 @@ sl --help
 has "sluice --help lists accuracy" "$tmp/out" '^  accuracy '
 
 # --------------------------------------------------------------------------
-if [ "$fails" -ne 0 ]; then
-  echo "accuracy.sh: $fails of $checks checks FAILED" >&2
-  exit 1
-fi
-echo "accuracy.sh: all $checks checks passed"
-exit 0
+lib_finish

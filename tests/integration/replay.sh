@@ -9,26 +9,8 @@
 # recorded from the binary. Runs in well under a second; all temporary files
 # live in one mktemp -d directory, removed on exit.
 
-SLUICE=${SLUICE:-build/sluice}
-if [ ! -x "$SLUICE" ]; then
-  echo "replay.sh: '$SLUICE' is not an executable (run make first)" >&2
-  exit 1
-fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-replay.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 129' HUP
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-checks=0
-fails=0
-pass() { checks=$((checks + 1)); }
-fail() {
-  checks=$((checks + 1))
-  fails=$((fails + 1))
-  echo "FAIL: $*" >&2
-}
+. "$(dirname "$0")/check_lib.sh"
+lib_init replay
 
 # sl INPUT ARGS... — runs "$SLUICE ARGS..." with standard input from INPUT;
 # leaves stdout in $tmp/out, stderr in $tmp/err, the exit status in $rc.
@@ -408,9 +390,4 @@ for pol in gcra:3/m sliding_log:3/m; do
 done
 
 # --------------------------------------------------------------------------
-if [ "$fails" -ne 0 ]; then
-  echo "replay.sh: $fails of $checks checks FAILED" >&2
-  exit 1
-fi
-echo "replay.sh: all $checks checks passed"
-exit 0
+lib_finish

@@ -3,9 +3,9 @@
 #   . "$(dirname "$0")/serve_lib.sh"; lib_init NAME ).
 #
 # What it gives a test script:
-#   - a temporary directory $tmp (mktemp -d), removed on exit;
-#   - a check counter: pass, fail "name: why", lib_finish (prints the
-#     totals, exits 1 if any check failed);
+#   - check_lib.sh's: a temporary directory $tmp (mktemp -d), removed on
+#     exit; a check counter: pass, fail "name: why", lib_finish (prints
+#     the totals, exits 1 if any check failed);
 #   - daemons: sv_start NAME ARGS... starts "$SLUICE serve" on ports the
 #     kernel picks (127.0.0.1:0, so two test runs, or a developer's own
 #     daemon, can never share a port: sluice binds with SO_REUSEPORT, and a
@@ -22,7 +22,7 @@
 # the connection failed), the headers in $tmp/h (no CR), the body in
 # $tmp/b; hdr NAME prints a header's value (first one, name case-blind).
 
-SLUICE=${SLUICE:-build/sluice}
+. "$(dirname "$0")/check_lib.sh"
 # Debian's python3 (scripts/deps.sh test) first: a version manager's shim
 # in PATH can cost 100+ ms a call, and the checks call it often.
 if [ -z "${PY:-}" ]; then
@@ -32,47 +32,12 @@ fi
 SV_START_TENTHS=${SV_START_TENTHS:-300}
 SV_STOP_TENTHS=${SV_STOP_TENTHS:-300}
 
-checks=0
-fails=0
+lib_tools="curl $PY"
 sv_names=""
 lib_pids=""
 
-# While $defer is set (in_window), outcomes are held back in $tmp/deferred.
-defer=""
-pass() {
-  if [ -n "$defer" ]; then echo "PASS" >>"$tmp/deferred"; else
-    checks=$((checks + 1))
-  fi
-}
-fail() {
-  if [ -n "$defer" ]; then echo "FAIL: $*" >>"$tmp/deferred"; else
-    checks=$((checks + 1))
-    fails=$((fails + 1))
-    echo "FAIL: $*" >&2
-  fi
-}
-
-# lib_init NAME — checks $SLUICE, makes $tmp, installs the traps.
-lib_init() {
-  lib_name=$1
-  if [ ! -x "$SLUICE" ]; then
-    echo "$lib_name: '$SLUICE' is not an executable (run make first)" >&2
-    exit 1
-  fi
-  for _t in curl "$PY"; do
-    if ! command -v "$_t" >/dev/null 2>&1; then
-      echo "$lib_name: '$_t' is missing (scripts/deps.sh test installs it)" >&2
-      exit 1
-    fi
-  done
-  tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-$lib_name.XXXXXX") || exit 1
-  trap 'lib_cleanup' EXIT
-  trap 'exit 129' HUP
-  trap 'exit 130' INT
-  trap 'exit 143' TERM
-}
-
-# Kills whatever is still running (daemons, tracked pids), removes $tmp.
+# Kills whatever is still running (daemons, tracked pids), removes $tmp
+# (check_lib.sh's lib_cleanup, redefined).
 lib_cleanup() {
   for _p in $lib_pids; do
     kill -TERM "$_p" 2>/dev/null
@@ -102,16 +67,6 @@ lib_cleanup() {
 
 # lib_track PID — kills PID (SIGTERM, then SIGKILL) on exit.
 lib_track() { lib_pids="$lib_pids $1"; }
-
-# lib_finish — the totals; exits 1 when a check failed.
-lib_finish() {
-  if [ "$fails" -ne 0 ]; then
-    echo "$lib_name.sh: $fails of $checks checks FAILED" >&2
-    exit 1
-  fi
-  echo "$lib_name.sh: all $checks checks passed"
-  exit 0
-}
 
 # waitfor TENTHS COMMAND... — runs COMMAND every 0.1 s until it succeeds;
 # 1 if it never did within TENTHS tenths of a second.

@@ -10,27 +10,9 @@
 # algorithms' definitions in the comments beside them. Plots are checked
 # with xmllint (Debian's libxml2-utils, installed by scripts/deps.sh).
 
-SLUICE=${SLUICE:-build/sluice}
+. "$(dirname "$0")/check_lib.sh"
+lib_init sim
 GOLDEN=${GOLDEN:-tests/golden}
-if [ ! -x "$SLUICE" ]; then
-  echo "sim.sh: '$SLUICE' is not an executable (run make first)" >&2
-  exit 1
-fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-sim.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 129' HUP
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-checks=0
-fails=0
-pass() { checks=$((checks + 1)); }
-fail() {
-  checks=$((checks + 1))
-  fails=$((fails + 1))
-  echo "FAIL: $*" >&2
-}
 
 # sl ARGS... — runs "$SLUICE ARGS..." with stdin from $tmp/in (if present);
 # stdout in $tmp/out, stderr in $tmp/err, exit status in $rc.
@@ -351,9 +333,4 @@ sl --help
 has "sluice --help lists sim" "$tmp/out" '^  sim '
 
 # --------------------------------------------------------------------------
-if [ "$fails" -ne 0 ]; then
-  echo "sim.sh: $fails of $checks checks FAILED" >&2
-  exit 1
-fi
-echo "sim.sh: all $checks checks passed"
-exit 0
+lib_finish
