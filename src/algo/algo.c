@@ -28,7 +28,7 @@ const char *sl_algo_name(sl_algo algo) {
   return ops ? ops->name : NULL;
 }
 
-static int fail(char *err, size_t err_len, const char *fmt, ...) {
+int algo_policy_error(char *err, size_t err_len, const char *fmt, ...) {
   if (err && err_len) {
     va_list ap;
     va_start(ap, fmt);
@@ -58,25 +58,27 @@ int algo_policy_compile(const sl_policy *pub, algo_policy *out, char *err,
                         size_t err_len) {
   if (!pub || !out) return SL_EINVAL;
   const algo_ops *ops = algo_ops_of(pub->algo);
-  if (!ops) return fail(err, err_len, "unknown algorithm %d", (int)pub->algo);
+  if (!ops)
+    return algo_policy_error(err, err_len, "unknown algorithm %d",
+                             (int)pub->algo);
   if (pub->limit == 0)
-    return fail(err, err_len, "limit must be a positive integer");
+    return algo_policy_error(err, err_len, "limit must be a positive integer");
   if (pub->period_ns <= 0)
-    return fail(err, err_len, "period must be positive");
+    return algo_policy_error(err, err_len, "period must be positive");
   if (pub->period_ns % 1000000 != 0)
-    return fail(err, err_len,
-                "period must be a whole number of milliseconds (%lld ns)",
-                (long long)pub->period_ns);
+    return algo_policy_error(
+        err, err_len, "period must be a whole number of milliseconds (%lld ns)",
+        (long long)pub->period_ns);
   if (pub->period_ns > SL_PERIOD_MAX_NS)
-    return fail(err, err_len, "period is longer than 3650 days");
+    return algo_policy_error(err, err_len, "period is longer than 3650 days");
 
   sl_policy p = *pub;
   if (is_bucket(p.algo)) {
     if (p.burst == 0) p.burst = p.limit;
   } else if (p.burst != 0) {
-    return fail(err, err_len,
-                "burst is not allowed for %s (window algorithms have none)",
-                ops->name);
+    return algo_policy_error(
+        err, err_len,
+        "burst is not allowed for %s (window algorithms have none)", ops->name);
   }
 
   out->pub = p;
@@ -92,15 +94,17 @@ int algo_policy_compile(const sl_policy *pub, algo_policy *out, char *err,
   if (is_bucket(p.algo)) {
     /* Refill horizon B*T must stay far from int64 (times + horizon). */
     if (out->cap / out->Lg > HORIZON_MAX_NS)
-      return fail(err, err_len,
-                  "burst %u at %u per period takes over 36 years to refill",
-                  p.burst, p.limit);
+      return algo_policy_error(
+          err, err_len,
+          "burst %u at %u per period takes over 36 years to refill", p.burst,
+          p.limit);
     /* token_bucket stores its tokens as an int64 count of ticks. */
     if (p.algo == SL_TOKEN_BUCKET && out->cap > (i128)INT64_MAX / 2)
-      return fail(err, err_len,
-                  "token_bucket cannot count burst %u exactly at this "
-                  "limit and period; gcra makes the same decisions",
-                  p.burst);
+      return algo_policy_error(
+          err, err_len,
+          "token_bucket cannot count burst %u exactly at this "
+          "limit and period; gcra makes the same decisions",
+          p.burst);
   }
   return 0;
 }

@@ -68,6 +68,13 @@ extern const algo_ops algo_token_bucket, algo_leaky_bucket, algo_fixed_window,
 const algo_ops *algo_ops_of(sl_algo algo);
 
 /*
+ * Writes a policy error message into err (when err is not NULL) and
+ * returns SL_EPOLICY: the one way policy parsing and validation fail.
+ */
+int algo_policy_error(char *err, size_t err_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
  * Validates `pub` and derives the constants into *out. Returns 0 or
  * SL_EPOLICY with a message in err (err may be NULL).
  */

@@ -10,21 +10,10 @@
  *   burst=N    bucket algorithms and gcra only; default LIMIT
  * Every error names the part it is about, quoted as the user wrote it.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../algo/algo.h"
-
-static int fail(char *err, size_t err_len, const char *fmt, ...) {
-  if (err && err_len) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_len, fmt, ap);
-    va_end(ap);
-  }
-  return SL_EPOLICY;
-}
 
 static const struct {
   const char *name;
@@ -67,7 +56,7 @@ static int is_window(sl_algo a) {
 
 int sl_policy_parse(const char *spec, sl_policy *out, char *err,
                     size_t err_len) {
-  if (!spec || !out) return fail(err, err_len, "no policy given");
+  if (!spec || !out) return algo_policy_error(err, err_len, "no policy given");
   sl_policy p = {0};
   const char *s = spec;
 
@@ -83,18 +72,20 @@ int sl_policy_parse(const char *spec, sl_policy *out, char *err,
   }
   if (!found) {
     if (s[n] != ':')
-      return fail(err, err_len,
-                  "policy '%s' is not ALGORITHM:LIMIT/PERIOD[:burst=N]", spec);
-    return fail(err, err_len,
-                "unknown algorithm '%.*s' (expected token_bucket, "
-                "leaky_bucket, fixed_window, sliding_log, sliding_window "
-                "or gcra)",
-                n, s);
+      return algo_policy_error(
+          err, err_len, "policy '%s' is not ALGORITHM:LIMIT/PERIOD[:burst=N]",
+          spec);
+    return algo_policy_error(
+        err, err_len,
+        "unknown algorithm '%.*s' (expected token_bucket, "
+        "leaky_bucket, fixed_window, sliding_log, sliding_window "
+        "or gcra)",
+        n, s);
   }
   s += n;
   if (*s != ':')
-    return fail(err, err_len, "missing ':LIMIT/PERIOD' after '%.*s'", n,
-                spec);
+    return algo_policy_error(err, err_len,
+                             "missing ':LIMIT/PERIOD' after '%.*s'", n, spec);
   s++;
 
   /* LIMIT */
@@ -102,17 +93,19 @@ int sl_policy_parse(const char *spec, sl_policy *out, char *err,
   uint64_t v;
   int digits = read_uint(&s, SL_LIMIT_MAX, &v);
   if (digits < 0)
-    return fail(err, err_len, "limit '%.*s' is too large (max %u)",
-                token_len(lim), lim, SL_LIMIT_MAX);
+    return algo_policy_error(err, err_len, "limit '%.*s' is too large (max %u)",
+                             token_len(lim), lim, SL_LIMIT_MAX);
   if (digits == 0 || (*s != '/' && *s != '\0' && *s != ':'))
-    return fail(err, err_len, "limit '%.*s' is not a positive integer",
-                token_len(lim), lim);
+    return algo_policy_error(err, err_len,
+                             "limit '%.*s' is not a positive integer",
+                             token_len(lim), lim);
   if (v == 0)
-    return fail(err, err_len, "limit '%.*s' must be positive", digits, lim);
+    return algo_policy_error(err, err_len, "limit '%.*s' must be positive",
+                             digits, lim);
   p.limit = (uint32_t)v;
   if (*s != '/')
-    return fail(err, err_len, "missing '/PERIOD' after limit '%.*s'", digits,
-                lim);
+    return algo_policy_error(
+        err, err_len, "missing '/PERIOD' after limit '%.*s'", digits, lim);
   s++;
 
   /* PERIOD = [N]UNIT */
@@ -121,7 +114,8 @@ int sl_policy_parse(const char *spec, sl_policy *out, char *err,
   uint64_t count = 1;
   digits = read_uint(&s, (uint64_t)INT64_MAX, &count);
   if (digits < 0)
-    return fail(err, err_len, "period '%.*s' is too large", per_len, per);
+    return algo_policy_error(err, err_len, "period '%.*s' is too large",
+                             per_len, per);
   if (digits == 0) count = 1; /* a bare unit means 1 of it */
   int64_t unit = 0;
   int ulen = (int)strspn(s, "abcdefghijklmnopqrstuvwxyz");
@@ -130,15 +124,16 @@ int sl_policy_parse(const char *spec, sl_policy *out, char *err,
         strncmp(s, units[i].name, (size_t)ulen) == 0)
       unit = units[i].ns;
   if (!unit)
-    return fail(err, err_len,
-                "period '%.*s' needs a unit: ms, s, m, h or d (e.g. 15m)",
-                per_len, per);
+    return algo_policy_error(
+        err, err_len, "period '%.*s' needs a unit: ms, s, m, h or d (e.g. 15m)",
+        per_len, per);
   if (count == 0)
-    return fail(err, err_len, "period '%.*s' must be positive", digits + ulen,
-                per);
+    return algo_policy_error(err, err_len, "period '%.*s' must be positive",
+                             digits + ulen, per);
   if (count > (uint64_t)(SL_PERIOD_MAX_NS / unit))
-    return fail(err, err_len, "period '%.*s' is longer than 3650 days",
-                digits + ulen, per);
+    return algo_policy_error(err, err_len,
+                             "period '%.*s' is longer than 3650 days",
+                             digits + ulen, per);
   p.period_ns = (int64_t)count * unit;
   s += ulen;
 
@@ -146,24 +141,30 @@ int sl_policy_parse(const char *spec, sl_policy *out, char *err,
   if (*s == ':') {
     s++;
     if (strncmp(s, "burst=", 6) != 0)
-      return fail(err, err_len, "unexpected '%s' after the period "
-                  "(only ':burst=N' may follow)", s);
+      return algo_policy_error(err, err_len,
+                               "unexpected '%s' after the period "
+                               "(only ':burst=N' may follow)",
+                               s);
     if (is_window(p.algo))
-      return fail(err, err_len,
-                  "burst is not allowed for %s (window algorithms have none)",
-                  sl_algo_name(p.algo));
+      return algo_policy_error(
+          err, err_len,
+          "burst is not allowed for %s (window algorithms have none)",
+          sl_algo_name(p.algo));
     s += 6;
     const char *b = s;
     digits = read_uint(&s, SL_LIMIT_MAX, &v);
     if (digits < 0)
-      return fail(err, err_len, "burst '%s' is too large (max %u)", b,
-                  SL_LIMIT_MAX);
+      return algo_policy_error(err, err_len, "burst '%s' is too large (max %u)",
+                               b, SL_LIMIT_MAX);
     if (digits == 0 || *s != '\0')
-      return fail(err, err_len, "burst '%s' is not a positive integer", b);
-    if (v == 0) return fail(err, err_len, "burst '%s' must be positive", b);
+      return algo_policy_error(err, err_len,
+                               "burst '%s' is not a positive integer", b);
+    if (v == 0)
+      return algo_policy_error(err, err_len, "burst '%s' must be positive", b);
     p.burst = (uint32_t)v;
   } else if (*s != '\0') {
-    return fail(err, err_len, "unexpected '%s' after the period", s);
+    return algo_policy_error(err, err_len, "unexpected '%s' after the period",
+                             s);
   }
   if (!is_window(p.algo) && p.burst == 0) p.burst = p.limit;
 
