@@ -228,8 +228,6 @@ static int64_t secs_up(int64_t ns) {
   return ns / 1000000000 + (ns % 1000000000 != 0);
 }
 
-static int64_t ms_up(int64_t ns) { return ns / 1000000 + (ns % 1000000 != 0); }
-
 /* A policy's window in seconds for RateLimit-Policy's w: the period for
    windows; for buckets the time a full burst takes to refill. */
 static int64_t window_s(const sl_policy *p) {
@@ -530,15 +528,14 @@ static void status_json(jbuf *b, const eng_status *s) {
            "\"duration_until_reset\":\"%llds\",\"reset_ms\":%lld",
            (long long)s->d.limit, (long long)s->d.remaining,
            (long long)secs_up(s->d.reset_ns),
-           (long long)ms_up(s->d.reset_ns));
+           (long long)srv_ms_up(s->d.reset_ns));
     if (!s->d.allowed)
       jb_fmt(b, ",\"retry_after_ms\":%lld",
              s->d.retry_after_ns < 0
                  ? -1LL
-                 : (long long)ms_up(s->d.retry_after_ns));
+                 : (long long)srv_ms_up(s->d.retry_after_ns));
     if (s->d.delay_ns)
-      jb_fmt(b, ",\"delay_ms\":%lld",
-             (long long)ms_up(s->d.delay_ns));
+      jb_fmt(b, ",\"delay_ms\":%lld", (long long)srv_ms_up(s->d.delay_ns));
   }
   JB_LIT(b, ",\"policy\":");
   jb_str(b, s->policy_str, strlen(s->policy_str));
@@ -842,11 +839,11 @@ static int get_throttle(h2o_req_t *req, server *srv, int peek) {
   JB_LIT(&b, ",\"remaining\":");
   jb_int(&b, d->remaining);
   JB_LIT(&b, ",\"reset_ms\":");
-  jb_int(&b, ms_up(d->reset_ns));
+  jb_int(&b, srv_ms_up(d->reset_ns));
   JB_LIT(&b, ",\"retry_after_ms\":");
-  jb_int(&b, ms_up(d->retry_after_ns));
+  jb_int(&b, srv_ms_up(d->retry_after_ns));
   JB_LIT(&b, ",\"delay_ms\":");
-  jb_int(&b, ms_up(d->delay_ns));
+  jb_int(&b, srv_ms_up(d->delay_ns));
   JB_LIT(&b, ",\"policy\":");
   jb_str(&b, r.st[0].policy_str, strlen(r.st[0].policy_str));
   JB_LIT(&b, "}\n");

@@ -198,10 +198,6 @@ static int arg_i64(const resp_cmd *cmd, int i, long long lo, long long hi,
   return 0;
 }
 
-static long long ms_up(int64_t ns) {
-  return ns / 1000000 + (ns % 1000000 != 0);
-}
-
 /* redis-cell's seconds: whole seconds, plus one if >= 1 ms is left over. */
 static long long cell_secs(int64_t ns) {
   return ns / 1000000000 + ((ns % 1000000000) / 1000000 > 0);
@@ -298,8 +294,12 @@ static void cmd_sl_throttle(resp_conn *c, const resp_cmd *cmd) {
     return;
   }
   const sl_decision *d = &r.st[0].d;
-  int64_t v[6] = {d->allowed, d->limit, d->remaining, ms_up(d->retry_after_ns),
-                  ms_up(d->reset_ns), ms_up(d->delay_ns)};
+  int64_t v[6] = {d->allowed,
+                  d->limit,
+                  d->remaining,
+                  srv_ms_up(d->retry_after_ns),
+                  srv_ms_up(d->reset_ns),
+                  srv_ms_up(d->delay_ns)};
   out_ints(c, v, 6);
 }
 
@@ -355,8 +355,8 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
   }
   const eng_status *s = &r.st[k];
   int64_t v[5] = {r.allowed, s->d.limit, s->d.remaining,
-                  s->d.retry_after_ns < 0 ? -1 : ms_up(s->d.retry_after_ns),
-                  ms_up(s->d.reset_ns)};
+                  s->d.retry_after_ns < 0 ? -1 : srv_ms_up(s->d.retry_after_ns),
+                  srv_ms_up(s->d.reset_ns)};
   out_line(c, '*', 6);
   for (size_t i = 0; i < 5; i++) out_int(c, v[i]);
   out_bulk(c, s->limit->rule, strlen(s->limit->rule));

@@ -79,6 +79,11 @@ static inline size_t srv_fmt_i64(char *dst, int64_t v) {
   return len;
 }
 
+/* ceil(ns / 1e6) for ns >= 0: the replies' durations in whole ms. */
+static inline int64_t srv_ms_up(int64_t ns) {
+  return ns / 1000000 + (ns % 1000000 != 0);
+}
+
 /* Wall-clock nanoseconds (the decisions' `now`). */
 int64_t srv_now_ns(void);
 
