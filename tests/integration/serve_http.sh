@@ -366,6 +366,8 @@ done
 get "$N/v1/throttle?key=h&policy=gcra:1/h"
 want_code "--headers none: denied" 429
 no_hdr "--headers none: no RateLimit on a denial" RateLimit
+want_hdr "--headers none: a denial still has Retry-After (plain HTTP)" \
+  Retry-After 3600
 
 get "$F/v1/throttle?key=h&policy=gcra:1/h"
 want_code "--deny-status 403: allowed is 200" 200
