@@ -20,9 +20,12 @@
  *
  * sluice extensions inside a rate limit: `policy: "sliding_window:100/m"`
  * (the policy syntax), or `algorithm:` (default fixed_window, as envoy),
- * `period:` (any duration, e.g. 30s, instead of a unit) and `burst:`; and
- * `rate_limits: [ ... ]` on a descriptor for several limits at once (e.g.
- * per second and per day). Unknown keys are errors, as in envoy.
+ * `period:` (any duration, e.g. 30s, instead of a unit) and `burst:`; on a
+ * descriptor, `rate_limits: [ ... ]` for several limits at once (e.g. per
+ * second and per day), and, beside shadow_mode and for its limits alike,
+ * `on_store_error: allow|deny|local` with `local_fraction: 0.5` (or "50%",
+ * local only); at the top, `hash_tag: KEY` (fleet mode's Redis Cluster
+ * slot). Unknown keys are errors, as in envoy.
  *
  * libyaml's document API gives every node its position, so every error
  * says file:line:col.
@@ -175,6 +178,97 @@ bad:
   return -1;
 }
 
+/* ---- on_store_error and local_fraction ---- */
+
+static const char *const store_error_names[] = {"default", "allow", "deny",
+                                                "local"};
+
+const char *cfg_store_error_name(int mode) {
+  if (mode < 0 || mode > CFG_STORE_ERROR_LOCAL) return "unknown";
+  return store_error_names[mode];
+}
+
+/* The mode the n bytes of s name (any case), or DEFAULT if none. */
+static int store_error_mode(const char *s, size_t n) {
+  for (int m = CFG_STORE_ERROR_ALLOW; m <= CFG_STORE_ERROR_LOCAL; m++)
+    if (strlen(store_error_names[m]) == n &&
+        !strncasecmp(s, store_error_names[m], n))
+      return m;
+  return CFG_STORE_ERROR_DEFAULT;
+}
+
+/*
+ * Parses a local fraction: a decimal in (0, 1] ("0.5", ".5", "1") or a
+ * percentage in (0, 100] ("50%", "12.5%"); no sign, exponent or spaces.
+ * Returns NULL with *out set, or what is wrong, to follow the value's name.
+ */
+static const char *parse_fraction(const char *s, double *out) {
+  size_t digits = 0, dots = 0, i = 0;
+  for (; s[i] && s[i] != '%'; i++) {
+    if (s[i] == '.')
+      dots++;
+    else if (s[i] >= '0' && s[i] <= '9')
+      digits++;
+    else
+      break;
+  }
+  int pct = s[i] == '%';
+  if (pct) i++;
+  if (s[i] || !digits || dots > 1)
+    return "must be a decimal such as 0.5 or a percentage such as 50%";
+  /* By hand, not strtod: LC_NUMERIC may want a decimal comma. One division
+     at the end keeps "0.3" the double nearest 0.3. */
+  double digits_v = 0, scale = 1;
+  int after_dot = 0;
+  for (const char *p = s; *p && *p != '%'; p++) {
+    if (*p == '.') {
+      after_dot = 1;
+      continue;
+    }
+    digits_v = digits_v * 10 + (*p - '0');
+    if (after_dot) scale *= 10;
+  }
+  double v = digits_v / (pct ? scale * 100 : scale);
+  if (!(v > 0 && v <= 1))
+    return "must be more than 0 and at most 1 (100%)";
+  *out = v;
+  return NULL;
+}
+
+int cfg_parse_store_error(const char *s, int *mode, double *fraction,
+                          char *err, size_t err_len) {
+  if (!err_len) err = NULL;
+  if (!s) s = "";
+  const char *colon = strchr(s, ':');
+  size_t n = colon ? (size_t)(colon - s) : strlen(s);
+  int m = store_error_mode(s, n);
+  double f = CFG_LOCAL_FRACTION_DEFAULT;
+  if (!m) {
+    if (err)
+      snprintf(err, err_len, "must be allow, deny, local or local:FRACTION, "
+                             "not '%s'", s);
+    return SL_EINVAL;
+  }
+  if (colon && m != CFG_STORE_ERROR_LOCAL) {
+    if (err)
+      snprintf(err, err_len, "takes a fraction only with local (e.g. "
+                             "local:0.3), not '%s'", s);
+    return SL_EINVAL;
+  }
+  if (colon) {
+    const char *why = parse_fraction(colon + 1, &f);
+    if (why) {
+      if (err)
+        snprintf(err, err_len, "local's fraction %s, not '%s'", why,
+                 colon + 1);
+      return SL_EINVAL;
+    }
+  }
+  *mode = m;
+  *fraction = f;
+  return 0;
+}
+
 /* Iterates over a mapping's pairs: key text and value node. */
 #define FOR_PAIRS(L, map, k, v)                                              \
   for (yaml_node_pair_t *p_ = (map)->data.mapping.pairs.start;              \
@@ -235,12 +329,19 @@ static int add_limit(loader *L, cfg_node *d, cfg_limit *l) {
   return 0;
 }
 
+/* What a descriptor says about each of its own limits (not its
+   children's, as envoy's shadow_mode). */
+typedef struct limit_flags {
+  int shadow, detailed, on_store_error;
+  double local_fraction;
+} limit_flags;
+
 /*
  * Parses one rate limit mapping into a new limit of descriptor d (full key
- * `path`), shadow/detailed flags from the descriptor.
+ * `path`), with the descriptor's flags.
  */
 static void parse_limit(loader *L, cfg_node *d, const yaml_node_t *map,
-                        const char *path, int shadow, int detailed,
+                        const char *path, const limit_flags *flags,
                         int index, int of) {
   if (map->type != YAML_MAPPING_NODE) {
     err_at(L, map, "a rate limit must be a mapping, not %s", type_name(map));
@@ -294,8 +395,10 @@ static void parse_limit(loader *L, cfg_node *d, const yaml_node_t *map,
   }
   l->pos = (cfg_pos){L->file, (int)map->start_mark.line + 1,
                      (int)map->start_mark.column + 1};
-  l->shadow = shadow;
-  l->detailed_metric = detailed;
+  l->shadow = flags->shadow;
+  l->detailed_metric = flags->detailed;
+  l->on_store_error = flags->on_store_error;
+  l->local_fraction = flags->local_fraction;
   l->unlimited = unlimited;
   if (name) l->name = strdup(name);
 
@@ -454,8 +557,10 @@ static void parse_descriptor(loader *L, cfg_node *parent,
     return;
   }
   const char *key = NULL, *value = NULL;
-  const yaml_node_t *rl = NULL, *rls = NULL, *kids = NULL, *key_n = NULL;
-  int shadow = 0, detailed = 0;
+  const yaml_node_t *rl = NULL, *rls = NULL, *kids = NULL, *key_n = NULL,
+                    *fraction_n = NULL;
+  limit_flags flags = {0};
+  int bad_mode = 0;
   FOR_PAIRS(L, map, k, v) {
     if (dup_key(L, map, p_, k, kn_)) continue;
     if (!strcmp(k, "key")) {
@@ -470,14 +575,38 @@ static void parse_descriptor(loader *L, cfg_node *parent,
     } else if (!strcmp(k, "descriptors")) {
       kids = v;
     } else if (!strcmp(k, "shadow_mode")) {
-      parse_bool(L, v, "shadow_mode", &shadow);
+      parse_bool(L, v, "shadow_mode", &flags.shadow);
     } else if (!strcmp(k, "detailed_metric")) {
-      parse_bool(L, v, "detailed_metric", &detailed);
+      parse_bool(L, v, "detailed_metric", &flags.detailed);
+    } else if (!strcmp(k, "on_store_error")) {
+      const char *mode = scalar(L, v, "on_store_error");
+      flags.on_store_error = mode ? store_error_mode(mode, strlen(mode)) : 0;
+      if (!flags.on_store_error) {
+        bad_mode = 1;
+        if (mode)
+          err_at(L, v, "on_store_error must be allow, deny or local, not '%s'",
+                 mode);
+      }
+    } else if (!strcmp(k, "local_fraction")) {
+      const char *f = scalar(L, v, "local_fraction");
+      const char *why = f ? parse_fraction(f, &flags.local_fraction) : NULL;
+      if (why) err_at(L, v, "local_fraction %s, not '%s'", why, f);
+      fraction_n = v;
     } else {
       err_at(L, kn_, "unknown key '%s' in a descriptor (expected key, value, "
-                     "rate_limit, rate_limits, descriptors, shadow_mode or "
-                     "detailed_metric)", k);
+                     "rate_limit, rate_limits, descriptors, shadow_mode, "
+                     "detailed_metric, on_store_error or local_fraction)", k);
     }
+  }
+  /* Checked only when both are valid, so a bad mode is reported once. */
+  if (flags.local_fraction > 0 && !bad_mode &&
+      flags.on_store_error != CFG_STORE_ERROR_LOCAL) {
+    if (flags.on_store_error)
+      err_at(L, fraction_n, "local_fraction is only for on_store_error: "
+                            "local, not %s",
+             cfg_store_error_name(flags.on_store_error));
+    else
+      err_at(L, fraction_n, "local_fraction needs on_store_error: local");
   }
   if (!key || !*key) {
     err_at(L, key_n ? key_n : map, "descriptor has empty key");
@@ -523,7 +652,7 @@ static void parse_descriptor(loader *L, cfg_node *parent,
   if (rl && rls)
     err_at(L, rls, "give either rate_limit or rate_limits, not both");
   else if (rl)
-    parse_limit(L, d, rl, sub, shadow, detailed, 0, 1);
+    parse_limit(L, d, rl, sub, &flags, 0, 1);
   else if (rls) {
     if (rls->type != YAML_SEQUENCE_NODE) {
       err_at(L, rls, "rate_limits must be a list of rate limits");
@@ -533,7 +662,7 @@ static void parse_descriptor(loader *L, cfg_node *parent,
       int i = 0;
       for (yaml_node_item_t *it = rls->data.sequence.items.start;
            it < rls->data.sequence.items.top; it++, i++)
-        parse_limit(L, d, node(L, *it), sub, shadow, detailed, i, of);
+        parse_limit(L, d, node(L, *it), sub, &flags, i, of);
     }
   }
   if (kids) {
@@ -586,6 +715,7 @@ static void domain_free(cfg_domain *d) {
   if (!d) return;
   node_free(&d->root);
   free(d->name);
+  free(d->hash_tag);
   free(d->file);
   free(d);
 }
@@ -651,9 +781,19 @@ static int load_text(sl_config *cfg, const char *text, size_t len,
       if (name && *name) d->name = strdup(name);
     } else if (!strcmp(k, "descriptors")) {
       descs = v;
+    } else if (!strcmp(k, "hash_tag")) {
+      /* The key's value is what goes between the braces of Redis keys; a
+         brace in the key's name is a mistake (hash_tag: "{api_key}"). */
+      const char *tag = scalar(&L, v, "hash_tag");
+      if (tag && !*tag)
+        err_at(&L, v, "hash_tag must name a descriptor key, not be empty");
+      else if (tag && strpbrk(tag, "{}"))
+        err_at(&L, v, "hash_tag must not contain '{' or '}', not '%s'", tag);
+      else if (tag && !(d->hash_tag = strdup(tag)))
+        err_at(&L, v, "out of memory");
     } else {
-      err_at(&L, kn_, "unknown key '%s' at the top (expected domain or "
-                      "descriptors)", k);
+      err_at(&L, kn_, "unknown key '%s' at the top (expected domain, "
+                      "descriptors or hash_tag)", k);
     }
   }
   if (!d->name) {

@@ -11,6 +11,11 @@
  * the descriptor's last entry).
  *
  * Files are YAML (libyaml). Every error carries file:line:col.
+ *
+ * Fleet mode (state in Redis) reads two things from here: what a limit does
+ * when its store fails (on_store_error, local_fraction) and which
+ * descriptor key becomes the Redis Cluster hash tag of a domain's keys
+ * (hash_tag).
  */
 #ifndef SLUICE_CONFIG_H
 #define SLUICE_CONFIG_H
@@ -26,6 +31,20 @@ typedef struct cfg_pos {
   int line, col;
 } cfg_pos;
 
+/*
+ * What a limit does when its store (Redis) cannot answer. DEFAULT: the
+ * config does not say; the daemon's --on-store-error decides.
+ */
+typedef enum cfg_store_error {
+  CFG_STORE_ERROR_DEFAULT = 0,
+  CFG_STORE_ERROR_ALLOW, /* allow the request (headers say so) */
+  CFG_STORE_ERROR_DENY,  /* deny it as if over the limit */
+  CFG_STORE_ERROR_LOCAL  /* an in-memory limiter per daemon, at a fraction */
+} cfg_store_error;
+
+/* The daemon's local fraction when --on-store-error gives none. */
+#define CFG_LOCAL_FRACTION_DEFAULT 0.5
+
 /* One limit on a descriptor (a descriptor may carry several). */
 typedef struct cfg_limit {
   char *name;      /* rate_limit.name, or NULL */
@@ -36,6 +55,8 @@ typedef struct cfg_limit {
   int blocked;      /* requests_per_unit: 0 — always denied */
   int shadow;       /* shadow_mode: evaluated and counted, never denies */
   int detailed_metric;
+  int on_store_error;    /* a cfg_store_error, from the descriptor */
+  double local_fraction; /* (0, 1] with LOCAL; 0: not set, the daemon's */
   char **replaces; /* names of limits this one replaces */
   size_t nreplaces;
   const char *unit_name; /* envoy unit ("MINUTE") when given by unit */
@@ -59,6 +80,8 @@ typedef struct cfg_node {
 
 typedef struct cfg_domain {
   char *name;
+  char *hash_tag; /* descriptor key whose value tags every state key of a
+                     request (Redis Cluster: one slot), or NULL */
   cfg_node root; /* key/value unused */
   char *file;
 } cfg_domain;
@@ -96,6 +119,22 @@ sl_config *config_load_string(const char *yaml, size_t len, const char *name,
 extern const char config_default_yaml[];
 
 void config_free(sl_config *c);
+
+/* "default", "allow", "deny" or "local" ("unknown" for anything else). */
+const char *cfg_store_error_name(int mode);
+
+/*
+ * Parses the daemon-wide --on-store-error value: "allow", "deny", "local",
+ * or "local:F" with F a decimal in (0, 1] ("0.3") or a percentage in
+ * (0, 100] ("30%"). On success sets *mode (never DEFAULT) and *fraction:
+ * F, or CFG_LOCAL_FRACTION_DEFAULT when none is given (also for allow and
+ * deny: limits that say `on_store_error: local` without local_fraction use
+ * it), and returns 0. Otherwise returns SL_EINVAL with a message in err
+ * that reads after the option's name ("must be allow, deny, ..."),
+ * leaving *mode and *fraction alone.
+ */
+int cfg_parse_store_error(const char *s, int *mode, double *fraction,
+                          char *err, size_t err_len);
 
 const cfg_domain *config_domain(const sl_config *c, const char *name,
                                 size_t len);

@@ -2,9 +2,10 @@
  * test_config.c — the daemon's YAML rules (src/config/config.c): loading
  * strings, files and directories; envoyproxy/ratelimit's README examples 1-9
  * as matching outcomes; sluice's extensions (policy:, algorithm/period/burst,
- * rate_limits); flags and rule ids; every load error with its exact
- * file:line:col and message; lookups with counted and binary strings; the
- * embedded default.
+ * rate_limits); fleet mode's on_store_error, local_fraction and hash_tag
+ * (and the --on-store-error parser); flags and rule ids; every load
+ * error with its exact file:line:col and message; lookups with counted and
+ * binary strings; the embedded default.
  */
 #include <sys/stat.h>
 #include <unistd.h>
@@ -258,8 +259,8 @@ static void load_of_a_file_reports_errors_under_its_path(void **state) {
   char path[512], want[600];
   snprintf(path, sizeof path, "%s/bad.yml", dir);
   snprintf(want, sizeof want,
-           "%s:2:1: unknown key 'bogus' at the top (expected domain or "
-           "descriptors)", path);
+           "%s:2:1: unknown key 'bogus' at the top (expected domain, "
+           "descriptors or hash_tag)", path);
   path_fails_with(path, want, NULL);
   rm_tree(dir);
 }
@@ -335,11 +336,11 @@ static void load_of_a_directory_reports_the_errors_of_every_file(
   write_file(dir, "3.yaml", "domain: c\ny: 1\n");
   char want1[600], want3[600];
   snprintf(want1, sizeof want1,
-           "%s/1.yaml:2:1: unknown key 'x' at the top (expected domain or "
-           "descriptors)", dir);
+           "%s/1.yaml:2:1: unknown key 'x' at the top (expected domain, "
+           "descriptors or hash_tag)", dir);
   snprintf(want3, sizeof want3,
-           "%s/3.yaml:2:1: unknown key 'y' at the top (expected domain or "
-           "descriptors)", dir);
+           "%s/3.yaml:2:1: unknown key 'y' at the top (expected domain, "
+           "descriptors or hash_tag)", dir);
   path_fails_with(dir, want1, want3, NULL);
   rm_tree(dir);
 }
@@ -1136,8 +1137,8 @@ static void missing_domain_is_an_error_at_the_document(void **state) {
 static void unknown_top_level_key_is_an_error(void **state) {
   (void)state;
   load_fails_with("domain: d\nfoo: 1\n",
-                  "t.yaml:2:1: unknown key 'foo' at the top (expected domain "
-                  "or descriptors)",
+                  "t.yaml:2:1: unknown key 'foo' at the top (expected domain, "
+                  "descriptors or hash_tag)",
                   NULL);
 }
 
@@ -1149,7 +1150,8 @@ static void unknown_descriptor_key_is_an_error(void **state) {
                   "    rate_limt: {unit: second}\n",
                   "t.yaml:4:5: unknown key 'rate_limt' in a descriptor "
                   "(expected key, value, rate_limit, rate_limits, descriptors, "
-                  "shadow_mode or detailed_metric)",
+                  "shadow_mode, detailed_metric, on_store_error or "
+                  "local_fraction)",
                   NULL);
 }
 
@@ -1558,7 +1560,8 @@ static void several_errors_in_one_file_are_all_reported(void **state) {
                   "second, minute, hour, day, week, month or year)",
                   "t.yaml:6:5: unknown key 'bogus' in a descriptor (expected "
                   "key, value, rate_limit, rate_limits, descriptors, "
-                  "shadow_mode or detailed_metric)",
+                  "shadow_mode, detailed_metric, on_store_error or "
+                  "local_fraction)",
                   NULL);
 }
 
@@ -1574,7 +1577,8 @@ static void errors_stop_at_fifty(void **state) {
   assert_null(config_load_string(yaml, strlen(yaml), "t.yaml", &e));
   assert_int_equal(e.n, 50);
   assert_string_equal(e.msgs[49], "t.yaml:51:1: unknown key 'x49' at the top "
-                                  "(expected domain or descriptors)");
+                                  "(expected domain, descriptors or "
+                                  "hash_tag)");
   cfg_errors_free(&e);
 }
 
@@ -1759,6 +1763,360 @@ static void overlapping_wildcards_are_tried_in_file_order(void **state) {
   config_free(c);
 }
 
+/* ---- fleet mode: on_store_error, local_fraction, hash_tag ---- */
+
+/* Exact: every fraction below is parsed to the double nearest it. */
+static void assert_fraction(double got, double want) {
+  if (got != want) fail_msg("fraction %.17g, want %.17g", got, want);
+}
+
+static void on_store_error_is_unset_by_default(void **state) {
+  (void)state;
+  sl_config *c = load_ok(one_rule);
+  const cfg_limit *l = only_limit(c);
+  assert_int_equal(l->on_store_error, CFG_STORE_ERROR_DEFAULT);
+  assert_fraction(l->local_fraction, 0);
+  assert_null(c->domains[0]->hash_tag);
+  config_free(c);
+}
+
+static void on_store_error_takes_allow_deny_and_local_in_any_case(
+    void **state) {
+  (void)state;
+  sl_config *c = load_ok("domain: d\n"
+                         "descriptors:\n"
+                         "  - key: a\n"
+                         "    on_store_error: allow\n"
+                         "    rate_limit: {unit: second, requests_per_unit: 1}\n"
+                         "  - key: b\n"
+                         "    on_store_error: deny\n"
+                         "    rate_limit: {unit: second, requests_per_unit: 1}\n"
+                         "  - key: c\n"
+                         "    on_store_error: local\n"
+                         "    rate_limit: {unit: second, requests_per_unit: 1}\n"
+                         "  - key: e\n"
+                         "    on_store_error: Deny\n"
+                         "    rate_limit: {unit: second, requests_per_unit: 1}\n");
+  assert_int_equal(c->nlimits, 4);
+  assert_int_equal(c->limits[0]->on_store_error, CFG_STORE_ERROR_ALLOW);
+  assert_int_equal(c->limits[1]->on_store_error, CFG_STORE_ERROR_DENY);
+  assert_int_equal(c->limits[2]->on_store_error, CFG_STORE_ERROR_LOCAL);
+  assert_int_equal(c->limits[3]->on_store_error, CFG_STORE_ERROR_DENY);
+  for (int i = 0; i < 4; i++) assert_fraction(c->limits[i]->local_fraction, 0);
+  config_free(c);
+}
+
+static void on_store_error_applies_to_every_limit_of_a_descriptor(
+    void **state) {
+  (void)state;
+  sl_config *c = load_ok("domain: d\n"
+                         "descriptors:\n"
+                         "  - key: k\n"
+                         "    on_store_error: local\n"
+                         "    local_fraction: 0.25\n"
+                         "    rate_limits:\n"
+                         "      - {unit: second, requests_per_unit: 1}\n"
+                         "      - {unit: day, requests_per_unit: 2}\n");
+  assert_int_equal(c->nlimits, 2);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(c->limits[i]->on_store_error, CFG_STORE_ERROR_LOCAL);
+    assert_fraction(c->limits[i]->local_fraction, 0.25);
+  }
+  config_free(c);
+}
+
+static void on_store_error_is_not_inherited_by_nested_descriptors(
+    void **state) {
+  (void)state;
+  sl_config *c = load_ok("domain: d\n"
+                         "descriptors:\n"
+                         "  - key: a\n"
+                         "    on_store_error: local\n"
+                         "    local_fraction: 0.5\n"
+                         "    rate_limit: {unit: second, requests_per_unit: 1}\n"
+                         "    descriptors:\n"
+                         "      - key: b\n"
+                         "        rate_limit: {unit: second, requests_per_unit: 1}\n");
+  const cfg_limit *a = match(c, "d", "a", "x", NULL);
+  const cfg_limit *b = match(c, "d", "a", "x", "b", "y", NULL);
+  assert_int_equal(a->on_store_error, CFG_STORE_ERROR_LOCAL);
+  assert_fraction(a->local_fraction, 0.5);
+  assert_int_equal(b->on_store_error, CFG_STORE_ERROR_DEFAULT);
+  assert_fraction(b->local_fraction, 0);
+  config_free(c);
+}
+
+/* The fraction of a descriptor `on_store_error: local` with this
+   local_fraction (as written in YAML). */
+static double loaded_fraction(const char *written) {
+  char yaml[256];
+  snprintf(yaml, sizeof yaml,
+           "domain: d\n"
+           "descriptors:\n"
+           "  - key: k\n"
+           "    on_store_error: local\n"
+           "    local_fraction: %s\n"
+           "    rate_limit: {unit: second, requests_per_unit: 1}\n",
+           written);
+  sl_config *c = load_ok(yaml);
+  double f = only_limit(c)->local_fraction;
+  config_free(c);
+  return f;
+}
+
+static void local_fraction_takes_a_decimal_or_a_percentage(void **state) {
+  (void)state;
+  assert_fraction(loaded_fraction("0.5"), 0.5);
+  assert_fraction(loaded_fraction("0.3"), 0.3);
+  assert_fraction(loaded_fraction(".25"), 0.25);
+  assert_fraction(loaded_fraction("1"), 1);
+  assert_fraction(loaded_fraction("1.0"), 1);
+  assert_fraction(loaded_fraction("0.001"), 0.001);
+  assert_fraction(loaded_fraction("50%"), 0.5);
+  assert_fraction(loaded_fraction("\"30%\""), 0.3);
+  assert_fraction(loaded_fraction("12.5%"), 0.125);
+  assert_fraction(loaded_fraction("100%"), 1);
+}
+
+static void bad_on_store_error_is_an_error_at_its_value(void **state) {
+  (void)state;
+  load_fails_with("domain: d\n"
+                  "descriptors:\n"
+                  "  - key: a\n"
+                  "    on_store_error: maybe\n"
+                  "    rate_limit: {unit: second, requests_per_unit: 1}\n",
+                  "t.yaml:4:21: on_store_error must be allow, deny or local, "
+                  "not 'maybe'",
+                  NULL);
+  load_fails_with("domain: d\n"
+                  "descriptors:\n"
+                  "  - key: a\n"
+                  "    on_store_error: local:0.5\n",
+                  "t.yaml:4:21: on_store_error must be allow, deny or local, "
+                  "not 'local:0.5'",
+                  NULL);
+  load_fails_with("domain: d\n"
+                  "descriptors:\n"
+                  "  - key: a\n"
+                  "    on_store_error: [allow]\n",
+                  "t.yaml:4:21: on_store_error must be a scalar, not a list",
+                  NULL);
+}
+
+static void bad_local_fraction_is_an_error_at_its_value(void **state) {
+  (void)state;
+  static const struct {
+    const char *written, *msg;
+  } cases[] = {
+      {"half", "t.yaml:5:21: local_fraction must be a decimal such as 0.5 "
+               "or a percentage such as 50%, not 'half'"},
+      {"-0.5", "t.yaml:5:21: local_fraction must be a decimal such as 0.5 "
+               "or a percentage such as 50%, not '-0.5'"},
+      {"1e-1", "t.yaml:5:21: local_fraction must be a decimal such as 0.5 "
+               "or a percentage such as 50%, not '1e-1'"},
+      {"0.1.2", "t.yaml:5:21: local_fraction must be a decimal such as 0.5 "
+                "or a percentage such as 50%, not '0.1.2'"},
+      {"\"50 %\"", "t.yaml:5:21: local_fraction must be a decimal such as "
+                   "0.5 or a percentage such as 50%, not '50 %'"},
+      {"\"%\"", "t.yaml:5:21: local_fraction must be a decimal such as 0.5 "
+                "or a percentage such as 50%, not '%'"},
+      {"0", "t.yaml:5:21: local_fraction must be more than 0 and at most 1 "
+            "(100%), not '0'"},
+      {"0%", "t.yaml:5:21: local_fraction must be more than 0 and at most 1 "
+             "(100%), not '0%'"},
+      {"1.5", "t.yaml:5:21: local_fraction must be more than 0 and at most 1 "
+              "(100%), not '1.5'"},
+      {"150%", "t.yaml:5:21: local_fraction must be more than 0 and at most "
+               "1 (100%), not '150%'"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char yaml[256];
+    snprintf(yaml, sizeof yaml,
+             "domain: d\n"
+             "descriptors:\n"
+             "  - key: k\n"
+             "    on_store_error: local\n"
+             "    local_fraction: %s\n"
+             "    rate_limit: {unit: second, requests_per_unit: 1}\n",
+             cases[i].written);
+    load_fails_with(yaml, cases[i].msg, NULL);
+  }
+}
+
+static void local_fraction_is_an_error_with_allow_or_deny(void **state) {
+  (void)state;
+  load_fails_with("domain: d\n"
+                  "descriptors:\n"
+                  "  - key: a\n"
+                  "    on_store_error: allow\n"
+                  "    local_fraction: 0.5\n"
+                  "    rate_limit: {unit: second, requests_per_unit: 1}\n"
+                  "  - key: b\n"
+                  "    local_fraction: 30%\n"
+                  "    on_store_error: deny\n"
+                  "    rate_limit: {unit: second, requests_per_unit: 1}\n",
+                  "t.yaml:5:21: local_fraction is only for on_store_error: "
+                  "local, not allow",
+                  "t.yaml:8:21: local_fraction is only for on_store_error: "
+                  "local, not deny",
+                  NULL);
+}
+
+static void local_fraction_without_on_store_error_is_an_error(void **state) {
+  (void)state;
+  load_fails_with("domain: d\n"
+                  "descriptors:\n"
+                  "  - key: a\n"
+                  "    local_fraction: 0.5\n"
+                  "    rate_limit: {unit: second, requests_per_unit: 1}\n",
+                  "t.yaml:4:21: local_fraction needs on_store_error: local",
+                  NULL);
+}
+
+static void a_bad_on_store_error_beside_a_fraction_is_reported_once(
+    void **state) {
+  (void)state;
+  load_fails_with("domain: d\n"
+                  "descriptors:\n"
+                  "  - key: a\n"
+                  "    on_store_error: lokal\n"
+                  "    local_fraction: 0.5\n",
+                  "t.yaml:4:21: on_store_error must be allow, deny or local, "
+                  "not 'lokal'",
+                  NULL);
+}
+
+static void hash_tag_names_the_key_of_a_domain(void **state) {
+  (void)state;
+  sl_config *c = load_ok("domain: api\n"
+                         "hash_tag: api_key\n"
+                         "descriptors:\n"
+                         "  - key: api_key\n"
+                         "    rate_limit: {unit: second, requests_per_unit: 1}\n");
+  assert_string_equal(c->domains[0]->hash_tag, "api_key");
+  config_free(c);
+}
+
+static void hash_tag_is_per_domain(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  write_file(dir, "a.yaml", "domain: a\nhash_tag: user\n");
+  write_file(dir, "b.yaml", "domain: b\n");
+  cfg_errors e = {0};
+  sl_config *c = config_load(dir, &e);
+  assert_non_null(c);
+  assert_string_equal(config_domain(c, "a", 1)->hash_tag, "user");
+  assert_null(config_domain(c, "b", 1)->hash_tag);
+  config_free(c);
+  rm_tree(dir);
+}
+
+static void bad_hash_tag_is_an_error_at_its_value(void **state) {
+  (void)state;
+  load_fails_with("domain: d\nhash_tag: \"\"\n",
+                  "t.yaml:2:11: hash_tag must name a descriptor key, not be "
+                  "empty",
+                  NULL);
+  load_fails_with("domain: d\nhash_tag: \"a{b\"\n",
+                  "t.yaml:2:11: hash_tag must not contain '{' or '}', not "
+                  "'a{b'",
+                  NULL);
+  load_fails_with("domain: d\nhash_tag: \"user}\"\n",
+                  "t.yaml:2:11: hash_tag must not contain '{' or '}', not "
+                  "'user}'",
+                  NULL);
+  load_fails_with("domain: d\nhash_tag: [a, b]\n",
+                  "t.yaml:2:11: hash_tag must be a scalar, not a list", NULL);
+  load_fails_with("domain: d\nhash_tag: a\nhash_tag: b\n",
+                  "t.yaml:3:1: duplicate key 'hash_tag'", NULL);
+}
+
+static void store_error_names_are_the_config_spellings(void **state) {
+  (void)state;
+  assert_string_equal(cfg_store_error_name(CFG_STORE_ERROR_DEFAULT),
+                      "default");
+  assert_string_equal(cfg_store_error_name(CFG_STORE_ERROR_ALLOW), "allow");
+  assert_string_equal(cfg_store_error_name(CFG_STORE_ERROR_DENY), "deny");
+  assert_string_equal(cfg_store_error_name(CFG_STORE_ERROR_LOCAL), "local");
+  assert_string_equal(cfg_store_error_name(-1), "unknown");
+  assert_string_equal(cfg_store_error_name(4), "unknown");
+}
+
+/* The mode and fraction the daemon-wide flag value gives. */
+static void flag_gives(const char *s, int want_mode, double want_fraction) {
+  int mode = -1;
+  double fraction = -1;
+  char err[256] = "";
+  if (cfg_parse_store_error(s, &mode, &fraction, err, sizeof err))
+    fail_msg("'%s': %s", s, err);
+  assert_int_equal(mode, want_mode);
+  assert_fraction(fraction, want_fraction);
+}
+
+static void store_error_flag_takes_a_mode_and_a_local_fraction(void **state) {
+  (void)state;
+  /* allow and deny carry the default fraction for `local` limits. */
+  flag_gives("allow", CFG_STORE_ERROR_ALLOW, CFG_LOCAL_FRACTION_DEFAULT);
+  flag_gives("deny", CFG_STORE_ERROR_DENY, CFG_LOCAL_FRACTION_DEFAULT);
+  flag_gives("local", CFG_STORE_ERROR_LOCAL, 0.5);
+  flag_gives("local:0.3", CFG_STORE_ERROR_LOCAL, 0.3);
+  flag_gives("local:30%", CFG_STORE_ERROR_LOCAL, 0.3);
+  flag_gives("local:1", CFG_STORE_ERROR_LOCAL, 1);
+  flag_gives("LOCAL:100%", CFG_STORE_ERROR_LOCAL, 1);
+  flag_gives("Allow", CFG_STORE_ERROR_ALLOW, CFG_LOCAL_FRACTION_DEFAULT);
+}
+
+/* The flag value fails with exactly this message, changing nothing. */
+static void flag_fails_with(const char *s, const char *want) {
+  int mode = -1;
+  double fraction = -1;
+  char err[256] = "";
+  assert_int_equal(cfg_parse_store_error(s, &mode, &fraction, err, sizeof err),
+                   SL_EINVAL);
+  assert_string_equal(err, want);
+  assert_int_equal(mode, -1);
+  assert_fraction(fraction, -1);
+}
+
+static void bad_store_error_flags_say_what_is_wrong(void **state) {
+  (void)state;
+  flag_fails_with("maybe", "must be allow, deny, local or local:FRACTION, "
+                           "not 'maybe'");
+  flag_fails_with("", "must be allow, deny, local or local:FRACTION, not ''");
+  flag_fails_with("locale", "must be allow, deny, local or local:FRACTION, "
+                            "not 'locale'");
+  flag_fails_with("allow:0.3", "takes a fraction only with local (e.g. "
+                               "local:0.3), not 'allow:0.3'");
+  flag_fails_with("deny:", "takes a fraction only with local (e.g. "
+                           "local:0.3), not 'deny:'");
+  flag_fails_with("local:", "local's fraction must be a decimal such as 0.5 "
+                            "or a percentage such as 50%, not ''");
+  flag_fails_with("local:abc", "local's fraction must be a decimal such as "
+                               "0.5 or a percentage such as 50%, not 'abc'");
+  flag_fails_with("local:0.3:1", "local's fraction must be a decimal such as "
+                                 "0.5 or a percentage such as 50%, not "
+                                 "'0.3:1'");
+  flag_fails_with("local:0", "local's fraction must be more than 0 and at "
+                             "most 1 (100%), not '0'");
+  flag_fails_with("local:1.5", "local's fraction must be more than 0 and at "
+                               "most 1 (100%), not '1.5'");
+  flag_fails_with("local:101%", "local's fraction must be more than 0 and at "
+                                "most 1 (100%), not '101%'");
+}
+
+static void store_error_flag_needs_no_error_buffer(void **state) {
+  (void)state;
+  int mode = 0;
+  double fraction = 0;
+  assert_int_equal(cfg_parse_store_error("maybe", &mode, &fraction, NULL, 0),
+                   SL_EINVAL);
+  assert_int_equal(cfg_parse_store_error(NULL, &mode, &fraction, NULL, 0),
+                   SL_EINVAL);
+  assert_int_equal(cfg_parse_store_error("deny", &mode, &fraction, NULL, 0),
+                   0);
+  assert_int_equal(mode, CFG_STORE_ERROR_DENY);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_valid_limit_after_an_invalid_one_gets_no_error),
@@ -1868,6 +2226,23 @@ int main(void) {
       cmocka_unit_test(binary_values_match_a_key_only_descriptor),
       cmocka_unit_test(utf8_and_high_bytes_match_exactly),
       cmocka_unit_test(default_config_loads_and_limits_any_key),
+      cmocka_unit_test(on_store_error_is_unset_by_default),
+      cmocka_unit_test(on_store_error_takes_allow_deny_and_local_in_any_case),
+      cmocka_unit_test(on_store_error_applies_to_every_limit_of_a_descriptor),
+      cmocka_unit_test(on_store_error_is_not_inherited_by_nested_descriptors),
+      cmocka_unit_test(local_fraction_takes_a_decimal_or_a_percentage),
+      cmocka_unit_test(bad_on_store_error_is_an_error_at_its_value),
+      cmocka_unit_test(bad_local_fraction_is_an_error_at_its_value),
+      cmocka_unit_test(local_fraction_is_an_error_with_allow_or_deny),
+      cmocka_unit_test(local_fraction_without_on_store_error_is_an_error),
+      cmocka_unit_test(a_bad_on_store_error_beside_a_fraction_is_reported_once),
+      cmocka_unit_test(hash_tag_names_the_key_of_a_domain),
+      cmocka_unit_test(hash_tag_is_per_domain),
+      cmocka_unit_test(bad_hash_tag_is_an_error_at_its_value),
+      cmocka_unit_test(store_error_names_are_the_config_spellings),
+      cmocka_unit_test(store_error_flag_takes_a_mode_and_a_local_fraction),
+      cmocka_unit_test(bad_store_error_flags_say_what_is_wrong),
+      cmocka_unit_test(store_error_flag_needs_no_error_buffer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
