@@ -1,0 +1,280 @@
+/*
+ * script.c — the C side of exact mode's script (decide.lua): which policies
+ * it decides exactly, the script itself (embedded at build time) and its
+ * SHA1, the EVALSHA that carries one request's checks, and the reading of
+ * its reply. The ARGV and reply layouts are documented at the top of
+ * decide.lua; docs/store.md explains the arithmetic behind the bounds.
+ *
+ * Nothing here does I/O: the daemon sends what rs_format builds and hands
+ * the reply to rs_parse.
+ */
+#include "script.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <openssl/sha.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../algo/algo.h"
+
+/* decide.lua, embedded (the Makefile makes script.o depend on it). */
+__asm__(".section .rodata\n"
+        ".balign 16\n"
+        ".globl rs_lua_begin\n"
+        ".hidden rs_lua_begin\n"
+        "rs_lua_begin:\n"
+        ".incbin \"src/redis/decide.lua\"\n"
+        ".globl rs_lua_end\n"
+        ".hidden rs_lua_end\n"
+        "rs_lua_end:\n"
+        ".byte 0\n"
+        ".previous\n");
+extern const char rs_lua_begin[] __attribute__((visibility("hidden")));
+extern const char rs_lua_end[] __attribute__((visibility("hidden")));
+
+/* Every tick quantity of the bucket script stays below 2^53 when
+   2*cap + 2*Lg <= 2^53 (docs/store.md). */
+#define EXACT_MAX (INT64_C(1) << 53)
+/* sliding_window forms 2*W (reset) and products with W in 2^24 limbs. */
+#define SW_PERIOD_MAX_NS (INT64_C(1) << 52)
+/* A state key is the daemon's prefix, tags and descriptors: generous, but
+   bounded so a formatting bug cannot send megabytes. */
+#define RS_KEY_MAX (4 * SL_KEY_MAX)
+
+static int is_bucket(sl_algo a) {
+  return a == SL_TOKEN_BUCKET || a == SL_LEAKY_BUCKET || a == SL_GCRA;
+}
+
+/* 0 when the script decides the compiled policy exactly; else which bound
+   it passes (1: the bucket's ticks, 2: sliding_window's period). */
+static int exact_bound(const algo_policy *ap) {
+  if (is_bucket(ap->pub.algo))
+    return 2 * ap->cap + 2 * (i128)ap->Lg > EXACT_MAX ? 1 : 0;
+  if (ap->pub.algo == SL_SLIDING_WINDOW && ap->W > SW_PERIOD_MAX_NS) return 2;
+  return 0;
+}
+
+int rs_policy_check(const sl_policy *p, char *err, size_t err_len) {
+  if (!p) return algo_policy_error(err, err_len, "no policy");
+  algo_policy ap;
+  int rc = algo_policy_compile(p, &ap, err, err_len);
+  if (rc) return rc;
+  int bound = exact_bound(&ap);
+  if (!bound) return 0;
+  char name[96];
+  if (sl_policy_format(p, name, sizeof name) < 0) strcpy(name, "?");
+  if (bound == 1)
+    return algo_policy_error(
+        err, err_len,
+        "%s: the bucket counts in ticks of 1/%lld ns; a full bucket is "
+        "%.4g ticks and 2*(full + %lld) exceeds what the Redis script "
+        "computes exactly (2^53); use --store memory, a smaller burst, a "
+        "shorter period, or a limit that divides the period in ns",
+        name, (long long)ap.Lg, (double)ap.cap, (long long)ap.Lg);
+  return algo_policy_error(
+      err, err_len,
+      "%s: a period over 2^52 ns (about 52 days) exceeds what the Redis "
+      "script computes exactly for sliding_window (2^53); use --store "
+      "memory, a shorter period, or fixed_window or sliding_log",
+      name);
+}
+
+const char *rs_script(size_t *len) {
+  if (len) *len = (size_t)(rs_lua_end - rs_lua_begin);
+  return rs_lua_begin;
+}
+
+static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
+static char sha_hex[41];
+
+static void sha_init(void) {
+  unsigned char md[SHA_DIGEST_LENGTH];
+  SHA1((const unsigned char *)rs_lua_begin,
+       (size_t)(rs_lua_end - rs_lua_begin), md);
+  static const char hex[] = "0123456789abcdef";
+  for (int i = 0; i < SHA_DIGEST_LENGTH; i++) {
+    sha_hex[2 * i] = hex[md[i] >> 4];
+    sha_hex[2 * i + 1] = hex[md[i] & 15];
+  }
+  sha_hex[40] = '\0';
+}
+
+const char *rs_script_sha(void) {
+  pthread_once(&sha_once, sha_init);
+  return sha_hex;
+}
+
+/* Two policies that decide identically (burst 0 = limit for buckets). */
+static int same_policy(const algo_policy *a, const algo_policy *b) {
+  return a->pub.algo == b->pub.algo && a->L == b->L && a->B == b->B &&
+         a->W == b->W;
+}
+
+/* Decimal digits of v >= 0 into buf (no NUL); returns their count. */
+static size_t put_i64(char *buf, int64_t v) {
+  char tmp[24];
+  size_t n = 0;
+  uint64_t u = (uint64_t)v;
+  do {
+    tmp[n++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  for (size_t i = 0; i < n; i++) buf[i] = tmp[n - 1 - i];
+  return n;
+}
+
+/* Words of the command: EVALSHA sha nkeys, keys, now, dry, 6 per key. */
+#define ARGS_MAX (3 + RS_CHECKS_MAX + 2 + 6 * RS_CHECKS_MAX)
+#define NUMS_MAX (3 + 6 * RS_CHECKS_MAX)
+
+int rs_format(const rs_check *checks, size_t n, int dry, int64_t now_ns,
+              rs_call *call, char **cmd, size_t *len) {
+  if (cmd) *cmd = NULL;
+  if (len) *len = 0;
+  if (!checks || !call || !cmd || !len || n == 0 || n > RS_CHECKS_MAX)
+    return SL_EINVAL;
+  if (now_ns < -1 || now_ns >= SL_TIME_MAX_NS) return SL_EINVAL;
+
+  /* Merge repeated keys as sl_take_all merges them: one state, costs added,
+     shadow only if every part is. */
+  algo_policy pol[RS_CHECKS_MAX];
+  size_t uniq[RS_CHECKS_MAX], nu = 0;
+  int64_t cost[RS_CHECKS_MAX];
+  int shadow[RS_CHECKS_MAX];
+  for (size_t i = 0; i < n; i++) {
+    const rs_check *c = &checks[i];
+    if (!c->policy || (!c->key && c->key_len) || c->cost < 0) return SL_EINVAL;
+    size_t u = 0;
+    while (u < nu && !(checks[uniq[u]].key_len == c->key_len &&
+                       (c->key_len == 0 ||
+                        memcmp(checks[uniq[u]].key, c->key, c->key_len) == 0)))
+      u++;
+    algo_policy p;
+    if (algo_policy_compile(c->policy, &p, NULL, 0) || exact_bound(&p))
+      return SL_EPOLICY;
+    if (u == nu) {
+      uniq[nu] = i;
+      pol[nu] = p;
+      shadow[nu] = 1;
+      cost[nu++] = 0;
+    } else if (!same_policy(&pol[u], &p)) {
+      return SL_EINVAL; /* one state key cannot hold two policies */
+    }
+    shadow[u] &= c->shadow != 0;
+    if (c->cost > pol[u].B - cost[u]) return SL_ECOST;
+    cost[u] += c->cost;
+    call->map[i] = (uint8_t)u;
+  }
+  for (size_t u = 0; u < nu; u++)
+    if (checks[uniq[u]].key_len > RS_KEY_MAX) return SL_EKEY;
+  call->n = n;
+  call->nu = nu;
+
+  const char *argv[ARGS_MAX];
+  size_t argl[ARGS_MAX];
+  char nums[NUMS_MAX][24];
+  size_t a = 0, k = 0;
+#define WORD(s, l) (argv[a] = (s), argl[a++] = (l))
+#define NUM(v) (WORD(nums[k], put_i64(nums[k], (v))), k++)
+  WORD("EVALSHA", 7);
+  WORD(rs_script_sha(), 40);
+  NUM((int64_t)nu);
+  for (size_t u = 0; u < nu; u++)
+    WORD(checks[uniq[u]].key ? checks[uniq[u]].key : "",
+         checks[uniq[u]].key_len);
+  if (now_ns < 0)
+    WORD("", 0);
+  else
+    NUM(now_ns);
+  WORD(dry ? "1" : "0", 1);
+  for (size_t u = 0; u < nu; u++) {
+    const algo_policy *p = &pol[u];
+    NUM((int64_t)p->pub.algo);
+    WORD(shadow[u] ? "1" : "0", 1);
+    NUM(cost[u]);
+    if (is_bucket(p->pub.algo)) {
+      NUM((int64_t)p->cap); /* < 2^52 (rs_policy_check) */
+      NUM(p->Lg);
+      NUM(p->Wg);
+    } else {
+      NUM(p->L);
+      NUM(p->W / 1000000); /* whole ms (sl_policy_validate) */
+      WORD("0", 1);
+    }
+  }
+#undef NUM
+#undef WORD
+  char *out = NULL;
+  int r = redisFormatCommandArgv(&out, (int)a, argv, argl);
+  if (r < 0 || !out) return SL_ENOMEM;
+  *cmd = out;
+  *len = (size_t)r;
+  return 0;
+}
+
+/* ---- the reply ---- */
+
+/* A decimal integer 0 <= v <= max from a string of len bytes. */
+static int parse_dec(const char *s, size_t len, int64_t max, int64_t *v) {
+  if (!s || len == 0 || len > 19) return -1;
+  uint64_t x = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    x = x * 10 + (uint64_t)(s[i] - '0');
+  }
+  if (x > (uint64_t)max) return -1;
+  *v = (int64_t)x;
+  return 0;
+}
+
+/* An integer reply, or (durations, the clock) a decimal string. */
+static int get_num(const redisReply *e, int strings, int64_t max,
+                   int64_t *v) {
+  if (!e) return -1;
+  if (e->type == REDIS_REPLY_INTEGER) {
+    if (e->integer < 0 || e->integer > max) return -1;
+    *v = e->integer;
+    return 0;
+  }
+  if (strings && e->type == REDIS_REPLY_STRING)
+    return parse_dec(e->str, e->len, max, v);
+  return -1;
+}
+
+int rs_parse(const rs_call *call, const redisReply *r, sl_decision *out,
+             int *allowed, int64_t *now_ns) {
+  if (allowed) *allowed = 0;
+  if (!call || !r || !out || !allowed) return SL_EINVAL;
+  if (call->n == 0 || call->n > RS_CHECKS_MAX || call->nu == 0 ||
+      call->nu > call->n)
+    return SL_EINVAL;
+  for (size_t i = 0; i < call->n; i++)
+    if (call->map[i] >= call->nu) return SL_EINVAL;
+  if (r->type != REDIS_REPLY_ARRAY || !r->element ||
+      r->elements != 2 + 6 * call->nu)
+    return SL_EINVAL;
+
+  int64_t now, all;
+  if (get_num(r->element[0], 1, SL_TIME_MAX_NS - 1, &now) ||
+      get_num(r->element[1], 0, 1, &all))
+    return SL_EINVAL;
+  sl_decision dec[RS_CHECKS_MAX];
+  for (size_t u = 0; u < call->nu; u++) {
+    redisReply *const *e = r->element + 2 + 6 * u;
+    int64_t ok, limit, rem, reset, retry, delay;
+    if (get_num(e[0], 0, 1, &ok) || get_num(e[1], 0, SL_LIMIT_MAX, &limit) ||
+        limit == 0 || get_num(e[2], 0, SL_LIMIT_MAX, &rem) ||
+        get_num(e[3], 1, INT64_MAX, &reset) ||
+        get_num(e[4], 1, INT64_MAX, &retry) ||
+        get_num(e[5], 1, INT64_MAX, &delay))
+      return SL_EINVAL;
+    dec[u] = (sl_decision){(int)ok, limit, rem, reset, retry, delay};
+  }
+  for (size_t i = 0; i < call->n; i++) out[i] = dec[call->map[i]];
+  *allowed = (int)all;
+  if (now_ns) *now_ns = now;
+  return 0;
+}
