@@ -1,0 +1,855 @@
+/*
+ * parity.c — proves that exact mode's Redis script (src/redis/decide.lua)
+ * decides as the core engine does, field for field.
+ *
+ *   parity --port P [--host H] [--seed S] [--steps N] [--traces T] [--time]
+ *
+ * For each of the six algorithms it runs T random traces of N requests.
+ * A trace picks one to three policies within rs_policy_check's range (edge
+ * ones among them: burst != limit, odd limits over long periods at the
+ * bound, 1/ms, LIMIT near 2^32, 3650-day windows), three keys, and a start
+ * time (2026, near 0, or near 2^62), then sends random requests — single
+ * checks and several at once with repeated keys, shadow checks, cost-0
+ * peeks, costs up to the largest (and past it: ECOST), dry calls — at
+ * times that step by 0, by less than an emission interval, to window
+ * boundaries, past the period, through long idle gaps and backwards. Each
+ * request goes both to sl_take_all on a memory store and, through
+ * rs_format + EVALSHA with the same clock (the now_ns override), to Redis;
+ * rs_parse's figures must equal the engine's, every field of every check.
+ * A dry request's expected figures come from a replay of the trace so far
+ * on a fresh store, each merged key charged alone.
+ *
+ * Keys and TTLs: each EVALSHA runs in MULTI with PTTL and PERSIST of its
+ * keys. A charged key must have had a TTL (PERSIST answers 1) of exactly
+ * its time to fresh (PTTL <= ceil(reset) when no clock went back, and
+ * close to it); an uncharged one must not have gained one. PERSIST keeps
+ * the trace's keys alive: Redis expires them in real time, the trace runs
+ * on its own clock (and the memory store is told never to expire). A
+ * sliding_log hash must hold exactly its entries and "m". A last phase
+ * checks real expiry: charged keys of 20 ms policies are gone 60 ms later,
+ * and peeks or denials of a missing key create none.
+ *
+ * --time leaves the clock to Redis (TIME): the engine then decides at the
+ * instant the script reports, and keys expire for real.
+ *
+ * Prints "parity: ALGO decisions=N mismatches=M" per algorithm and exits 1
+ * on any mismatch (the first ones printed in full), 2 on a usage or
+ * connection error. Deterministic for a seed (the --time mode aside).
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "redis/script.h"
+#include "sluice.h"
+
+#define MAXP 3 /* policies per trace */
+#define NKEYS 3
+#define MAXC 6 /* checks per request */
+#define NS_MS INT64_C(1000000)
+#define NS_S INT64_C(1000000000)
+#define NS_D (INT64_C(86400) * NS_S)
+#define PRINT_MAX 5
+
+/* ---- randomness (splitmix64: deterministic per seed) ---- */
+
+static uint64_t rng;
+static uint64_t rnd64(void) {
+  uint64_t z = (rng += UINT64_C(0x9e3779b97f4a7c15));
+  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+  return z ^ (z >> 31);
+}
+/* Uniform in [lo, hi] (lo <= hi). */
+static int64_t rnd(int64_t lo, int64_t hi) {
+  uint64_t span = (uint64_t)hi - (uint64_t)lo + 1;
+  return span ? (int64_t)((uint64_t)lo + rnd64() % span) : (int64_t)rnd64();
+}
+static int pct(int p) { return rnd(0, 99) < p; }
+
+static int time_mode; /* --time: Redis's clock */
+
+/* ---- policies ---- */
+
+typedef struct tpol {
+  sl_policy p;
+  char spec[96];
+  int64_t B;  /* the largest cost */
+  int64_t T;  /* emission interval, ns (>= 1) */
+  int64_t H;  /* time to refill from empty (buckets), else the period */
+} tpol;
+
+static int is_bucket(sl_algo a) {
+  return a == SL_TOKEN_BUCKET || a == SL_LEAKY_BUCKET || a == SL_GCRA;
+}
+
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t r = a % b;
+    a = b;
+    b = r;
+  }
+  return a;
+}
+
+/* Fills *tp from (algo, limit, burst, period) when rs_policy_check accepts
+   it; returns 0, or -1. */
+static int make_pol(tpol *tp, sl_algo algo, int64_t limit, int64_t burst,
+                    int64_t period_ns) {
+  if (limit < 1 || limit > SL_LIMIT_MAX || burst < 0 || burst > SL_LIMIT_MAX)
+    return -1;
+  sl_policy p = {algo, (uint32_t)limit,
+                 is_bucket(algo) ? (uint32_t)burst : 0, period_ns};
+  if (rs_policy_check(&p, NULL, 0) != 0) return -1;
+  tp->p = p;
+  if (sl_policy_format(&p, tp->spec, sizeof tp->spec) < 0) return -1;
+  tp->B = is_bucket(algo) && burst ? burst : limit;
+  tp->T = period_ns / limit > 0 ? period_ns / limit : 1;
+  tp->H = is_bucket(algo) ? (int64_t)((__int128)tp->B * period_ns / limit)
+                          : period_ns;
+  if (tp->H < 1) tp->H = 1;
+  return 0;
+}
+
+/* The largest burst the script takes for (limit, period): 2*(burst*Wg +
+   Lg) <= 2^53. */
+static int64_t max_burst(int64_t limit, int64_t period_ns) {
+  int64_t g = gcd64(limit, period_ns);
+  int64_t Lg = limit / g, Wg = period_ns / g;
+  int64_t b = ((INT64_C(1) << 52) - Lg) / Wg;
+  return b > (int64_t)SL_LIMIT_MAX ? (int64_t)SL_LIMIT_MAX : b;
+}
+
+static const struct {
+  int64_t limit;
+  int64_t period_ns;
+} pairs[] = {
+    {1, NS_MS},
+    {10, NS_S},
+    {3, NS_S},
+    {7, NS_D},
+    {999, 31 * NS_D},
+    {1000000, 31 * NS_D},
+    {1000000, NS_D},
+    {4294967295, NS_MS},
+    {4294967295, NS_D},
+    {4294967295, 52 * NS_D},
+    {5, 3600 * NS_S},
+    {60, 60 * NS_S},
+    {13, 52 * NS_D},
+    {3, 10 * NS_MS},
+    {7, 3650 * NS_D},
+    {4294967295, 3650 * NS_D},
+};
+#define NPAIRS (sizeof pairs / sizeof pairs[0])
+
+/* A random period: whole ms, from 1 ms to 3650 days, mostly short. */
+static int64_t rnd_period(void) {
+  switch (rnd(0, 7)) {
+    case 0: return rnd(1, 20) * NS_MS;
+    case 1: return rnd(1, 2000) * NS_MS;
+    case 2: return rnd(1, 120) * NS_S;
+    case 3: return rnd(1, 48) * 3600 * NS_S;
+    case 4: return rnd(1, 31) * NS_D;
+    case 5: return rnd(1, INT64_C(60) * 86400000) * NS_MS;
+    case 6: return rnd(1, 3650) * NS_D;
+    default: return rnd(1, 1000) * NS_MS;
+  }
+}
+
+static int64_t rnd_limit(void) {
+  switch (rnd(0, 5)) {
+    case 0: return rnd(1, 10);
+    case 1: return rnd(1, 1000);
+    case 2: return rnd(1, 1000000);
+    case 3: return rnd(1, 4294967295);
+    case 4: return rnd(4294967000, 4294967295);
+    default: return rnd(1, 100);
+  }
+}
+
+/* A policy of algo: an edge pair or a random one, with a burst for the
+   buckets (= limit, below, above, or the largest the script takes). */
+static tpol pick_pol(sl_algo algo) {
+  tpol tp;
+  for (int tries = 0;; tries++) {
+    int64_t limit, period;
+    if (time_mode) { /* short periods, so that Redis's clock runs through */
+      limit = rnd(1, 20);
+      period = rnd(1, 50) * NS_MS;
+    } else if (pct(45)) {
+      size_t i = (size_t)rnd(0, NPAIRS - 1);
+      limit = pairs[i].limit;
+      period = pairs[i].period_ns;
+    } else {
+      limit = rnd_limit();
+      period = rnd_period();
+    }
+    int64_t burst = 0;
+    if (is_bucket(algo)) {
+      int64_t mb = max_burst(limit, period);
+      if (mb < 1) continue;
+      switch (rnd(0, 4)) {
+        case 0: burst = mb; break;
+        case 1: burst = rnd(1, mb); break;
+        case 2: burst = rnd(1, limit < mb ? limit : mb); break;
+        default: burst = limit <= mb ? limit : rnd(1, mb); break;
+      }
+    }
+    if (make_pol(&tp, algo, limit, burst, period) == 0) return tp;
+    if (tries > 1000) {
+      fprintf(stderr, "parity: no policy found for %s\n", sl_algo_name(algo));
+      exit(2);
+    }
+  }
+}
+
+/* ---- requests ---- */
+
+typedef struct treq {
+  int m; /* checks */
+  int pi[MAXC], ki[MAXC];
+  int64_t cost[MAXC];
+  int shadow[MAXC];
+  int dry;
+  int64_t t;
+} treq;
+
+typedef struct trace {
+  sl_algo algo;
+  int np;
+  tpol pol[MAXP];
+  char kname[MAXP][NKEYS][96]; /* Redis key names */
+  int kfresh[MAXP][NKEYS];     /* never charged so far */
+  sl_store *store;
+  sl_limiter *lim[MAXP];
+  treq *hist; /* committed requests, for the dry replays */
+  int nh;
+  int64_t tmax; /* latest time of a committed request */
+} trace;
+
+static const char *const knames[NKEYS] = {"a", "b", "c"};
+
+static redisContext *rc;
+static long decisions[SL_ALGO_COUNT], mismatches[SL_ALGO_COUNT];
+/* What the traces exercised, per algorithm: checks allowed and denied,
+   requests that were ECOST, dry, and denied while a check would allow. */
+static long n_allow[SL_ALGO_COUNT], n_deny[SL_ALGO_COUNT],
+    n_ecost[SL_ALGO_COUNT], n_dry[SL_ALGO_COUNT], n_partial[SL_ALGO_COUNT],
+    n_big[SL_ALGO_COUNT]; /* durations of 2^53 ns or more */
+static long ttl_checks, failures;
+static int printed;
+
+static sl_store *new_store(void) {
+  sl_store_options o;
+  sl_store_options_init(&o);
+  o.shards = 1;
+  o.expiry_grace_ns = SL_TIME_MAX_NS; /* never expire: Redis keys persist */
+  sl_store *s = NULL;
+  if (sl_store_new(&o, &s) != 0) {
+    fprintf(stderr, "parity: sl_store_new failed\n");
+    exit(2);
+  }
+  return s;
+}
+
+static void limiters(trace *tr, sl_store *s, sl_limiter **lim) {
+  for (int i = 0; i < tr->np; i++)
+    if (sl_limiter_new(s, &tr->pol[i].p, &lim[i]) != 0) {
+      fprintf(stderr, "parity: sl_limiter_new(%s) failed\n", tr->pol[i].spec);
+      exit(2);
+    }
+}
+
+/* The request's checks for sl_take_all. */
+static void c_checks(const treq *q, sl_limiter **lim, sl_check *cc) {
+  for (int i = 0; i < q->m; i++)
+    cc[i] = (sl_check){lim[q->pi[i]], knames[q->ki[i]], 1, q->cost[i],
+                       q->shadow[i]};
+}
+
+/* Distinct (policy, key) pairs of q, as rs_format merges them: map[i],
+   the merged cost and shadow; returns their count, or SL_ECOST. */
+static int merge(const trace *tr, const treq *q, int *map, int *upi,
+                 int *uki, int64_t *ucost, int *ushadow) {
+  int nu = 0;
+  for (int i = 0; i < q->m; i++) {
+    int u = 0;
+    while (u < nu && !(upi[u] == q->pi[i] && uki[u] == q->ki[i])) u++;
+    if (u == nu) {
+      upi[nu] = q->pi[i];
+      uki[nu] = q->ki[i];
+      ucost[nu] = 0;
+      ushadow[nu++] = 1;
+    }
+    ushadow[u] &= q->shadow[i] != 0;
+    if (q->cost[i] > tr->pol[upi[u]].B - ucost[u]) return SL_ECOST;
+    ucost[u] += q->cost[i];
+    map[i] = u;
+  }
+  return nu;
+}
+
+/* What a dry request must answer: the trace so far replayed on a fresh
+   store, then each merged key decided (and charged there) alone. */
+static int dry_expect(trace *tr, const treq *q, sl_decision *out,
+                      int *allowed) {
+  int map[MAXC], upi[MAXC], uki[MAXC], ushadow[MAXC];
+  int64_t ucost[MAXC];
+  int nu = merge(tr, q, map, upi, uki, ucost, ushadow);
+  *allowed = 0;
+  if (nu < 0) return nu;
+  sl_store *s = new_store();
+  sl_limiter *lim[MAXP];
+  limiters(tr, s, lim);
+  sl_check cc[MAXC];
+  sl_decision d[MAXC];
+  int all;
+  for (int h = 0; h < tr->nh; h++) {
+    c_checks(&tr->hist[h], lim, cc);
+    sl_take_all(cc, (size_t)tr->hist[h].m, tr->hist[h].t, d, &all);
+  }
+  sl_decision ud[MAXC];
+  int ok = 1, rcode = 0;
+  for (int u = 0; u < nu && !rcode; u++) {
+    sl_check one = {lim[upi[u]], knames[uki[u]], 1, ucost[u], 0};
+    rcode = sl_take_all(&one, 1, q->t, &ud[u], &all);
+    if (!ud[u].allowed && !ushadow[u]) ok = 0;
+  }
+  for (int i = 0; i < tr->np; i++) sl_limiter_free(lim[i]);
+  sl_store_free(s);
+  if (rcode) return rcode;
+  for (int i = 0; i < q->m; i++) out[i] = ud[map[i]];
+  *allowed = ok;
+  return 0;
+}
+
+/* ---- reporting ---- */
+
+#define RING 6
+static char ring[RING][512];
+static int ring_n;
+
+static void describe(const trace *tr, const treq *q, char *buf, size_t len) {
+  size_t o = (size_t)snprintf(buf, len, "t=%" PRId64 "%s:", q->t,
+                              q->dry ? " dry" : "");
+  for (int i = 0; i < q->m && o < len; i++)
+    o += (size_t)snprintf(buf + o, len - o, " [p%d %s cost=%" PRId64 "%s]",
+                          q->pi[i], knames[q->ki[i]], q->cost[i],
+                          q->shadow[i] ? " shadow" : "");
+  (void)tr;
+}
+
+static void print_dec(const char *who, int rcode, int all,
+                      const sl_decision *d, int m) {
+  fprintf(stderr, "    %s: rc=%d allowed=%d\n", who, rcode, all);
+  if (rcode) return;
+  for (int i = 0; i < m; i++)
+    fprintf(stderr,
+            "      #%d allowed=%d limit=%" PRId64 " remaining=%" PRId64
+            " reset=%" PRId64 " retry=%" PRId64 " delay=%" PRId64 "\n",
+            i, d[i].allowed, d[i].limit, d[i].remaining, d[i].reset_ns,
+            d[i].retry_after_ns, d[i].delay_ns);
+}
+
+static void mismatch(trace *tr, int step, const treq *q, const char *what,
+                     int crc, int call, const sl_decision *cd, int rrc,
+                     int rall, const sl_decision *rd) {
+  mismatches[tr->algo]++;
+  failures++;
+  if (printed++ >= PRINT_MAX) return;
+  fprintf(stderr, "MISMATCH %s (%s), step %d\n", sl_algo_name(tr->algo), what,
+          step);
+  for (int i = 0; i < tr->np; i++)
+    fprintf(stderr, "    p%d = %s\n", i, tr->pol[i].spec);
+  fprintf(stderr, "    before (oldest first):\n");
+  int first = ring_n > RING ? ring_n - RING : 0;
+  for (int i = first; i < ring_n; i++)
+    fprintf(stderr, "      %s\n", ring[i % RING]);
+  char buf[512];
+  describe(tr, q, buf, sizeof buf);
+  fprintf(stderr, "    request %s\n", buf);
+  print_dec("engine", crc, call, cd, q->m);
+  print_dec("script", rrc, rall, rd, q->m);
+}
+
+static void note(trace *tr, const treq *q, int all) {
+  char *slot = ring[ring_n++ % RING];
+  describe(tr, q, slot, sizeof ring[0] - 12);
+  strcat(slot, all ? " -> allowed" : " -> denied");
+}
+
+static void fail_msg(trace *tr, int step, const char *key, const char *fmt,
+                     ...) __attribute__((format(printf, 4, 5)));
+static void fail_msg(trace *tr, int step, const char *key, const char *fmt,
+                     ...) {
+  failures++;
+  mismatches[tr->algo]++;
+  if (printed++ >= PRINT_MAX) return;
+  fprintf(stderr, "FAIL %s step %d key %s: ", sl_algo_name(tr->algo), step,
+          key);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n");
+  for (int i = 0; i < tr->np; i++)
+    fprintf(stderr, "    p%d = %s\n", i, tr->pol[i].spec);
+}
+
+static int same(const sl_decision *a, const sl_decision *b) {
+  return a->allowed == b->allowed && a->limit == b->limit &&
+         a->remaining == b->remaining && a->reset_ns == b->reset_ns &&
+         a->retry_after_ns == b->retry_after_ns && a->delay_ns == b->delay_ns;
+}
+
+static void die_reply(const char *what, redisReply *r) {
+  fprintf(stderr, "parity: %s: %s\n", what,
+          !r ? (rc->errstr[0] ? rc->errstr : "no reply")
+             : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+  exit(2);
+}
+
+/* ---- one trace ---- */
+
+static int64_t clamp_t(int64_t t) {
+  if (t < 0) return 0;
+  if (t >= SL_TIME_MAX_NS) return SL_TIME_MAX_NS - 1;
+  return t;
+}
+
+/* The next request time: steps of every size, some backwards, and some to
+   exact instants where the arithmetic turns (a period or a refill after
+   the last request, an emission interval, an eighth of a window). */
+static int64_t next_time(const trace *tr, int64_t t) {
+  const tpol *p = &tr->pol[rnd(0, tr->np - 1)];
+  int64_t W = p->p.period_ns, T = p->T, H = p->H;
+  int64_t s = pct(50) ? W : H;
+  int r = (int)rnd(0, 99);
+  if (r < 10) return t;
+  if (r < 18) return clamp_t(t + rnd(1, 1000));
+  if (r < 38) return clamp_t(t + rnd(0, 2 * T));
+  if (r < 48) return clamp_t(t + rnd(0, s / 4));
+  if (r < 56) return clamp_t(t + rnd(0, s));
+  if (r < 62) /* to a window boundary, give or take a ns */
+    return clamp_t((t / W + 1) * W + rnd(-2, 2));
+  if (r < 66) /* to an eighth of a window (W is a multiple of 64 ns) */
+    return clamp_t((t / W + rnd(0, 1)) * W + W / 8 * rnd(1, 7));
+  if (r < 74) { /* exactly a period, a refill or an interval later */
+    int64_t d = r < 67 ? W : r < 70 ? H : T;
+    return clamp_t(t + d + rnd(-1, 1));
+  }
+  if (r < 81) return clamp_t(t + rnd(s, 3 * s));
+  if (r < 85) return clamp_t(t + rnd(3 * s, 40 * s));
+  if (r < 94) return clamp_t(t - rnd(1, W < NS_S ? W : NS_S));
+  return clamp_t(t - rnd(W, 3 * W));
+}
+
+static int64_t rnd_cost(const tpol *p) {
+  int64_t B = p->B;
+  int r = (int)rnd(0, 99);
+  if (r < 10) return 0;
+  if (r < 55) return 1;
+  if (r < 75) return rnd(1, B < 10 ? B : 10);
+  if (r < 88) return rnd(1, B);
+  if (r < 94) return B;
+  return rnd(B / 2, B);
+}
+
+static treq gen_req(trace *tr, int64_t t) {
+  treq q;
+  memset(&q, 0, sizeof q);
+  q.t = t;
+  q.m = pct(55) ? 1 : (int)rnd(2, MAXC);
+  q.dry = pct(10);
+  for (int i = 0; i < q.m; i++) {
+    q.pi[i] = (int)rnd(0, tr->np - 1);
+    q.ki[i] = (int)rnd(0, NKEYS - 1);
+    q.cost[i] = rnd_cost(&tr->pol[q.pi[i]]);
+    q.shadow[i] = pct(15);
+  }
+  /* Several checks on one key would mostly pass ECOST: keep it rare. */
+  if (q.m > 1 && pct(70))
+    for (int i = 0; i < q.m; i++)
+      if (q.cost[i] > 1) q.cost[i] = rnd(0, 2);
+  return q;
+}
+
+/* Sends the EVALSHA (with the TTL probes in MULTI, the clock overridden)
+   and reads the script's reply into *out; the probes' replies into
+   pttl/persist/hlen/meta (per merged key). Returns the EXEC reply to free
+   (or the plain reply in --time mode). */
+static redisReply *send_req(const char *cmd, size_t len, int nu,
+                        char keys[][96], const int *slog,
+                        const redisReply **out) {
+  if (time_mode) {
+    redisAppendFormattedCommand(rc, cmd, len);
+    redisReply *r = NULL;
+    if (redisGetReply(rc, (void **)&r) != REDIS_OK) die_reply("EVALSHA", r);
+    *out = r;
+    return r;
+  }
+  redisAppendCommand(rc, "MULTI");
+  redisAppendFormattedCommand(rc, cmd, len);
+  for (int u = 0; u < nu; u++) {
+    redisAppendCommand(rc, "PTTL %s", keys[u]);
+    redisAppendCommand(rc, "PERSIST %s", keys[u]);
+    if (slog[u]) {
+      redisAppendCommand(rc, "HGET %s m", keys[u]);
+      redisAppendCommand(rc, "HLEN %s", keys[u]);
+    }
+  }
+  redisAppendCommand(rc, "EXEC");
+  int queued = 1;
+  for (int u = 0; u < nu; u++) queued += slog[u] ? 4 : 2;
+  redisReply *r = NULL;
+  for (int i = 0; i < 1 + queued; i++) {
+    if (redisGetReply(rc, (void **)&r) != REDIS_OK) die_reply("MULTI", NULL);
+    if (r->type == REDIS_REPLY_ERROR) die_reply("MULTI", r);
+    freeReplyObject(r);
+  }
+  if (redisGetReply(rc, (void **)&r) != REDIS_OK) die_reply("EXEC", NULL);
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != (size_t)queued)
+    die_reply("EXEC", r);
+  *out = r->element[0];
+  return r;
+}
+
+static void run_trace(sl_algo algo, int id, int steps) {
+  trace tr;
+  memset(&tr, 0, sizeof tr);
+  tr.algo = algo;
+  tr.np = (int)rnd(1, MAXP);
+  for (int i = 0; i < tr.np; i++) {
+    tr.pol[i] = pick_pol(algo);
+    for (int k = 0; k < NKEYS; k++) {
+      snprintf(tr.kname[i][k], sizeof tr.kname[i][k],
+               "parity:%d:%" PRIu64 ":%s:%d:p%d:%s", (int)getpid(), rng,
+               sl_algo_name(algo), id, i, knames[k]);
+      tr.kfresh[i][k] = 1;
+    }
+  }
+  tr.store = new_store();
+  limiters(&tr, tr.store, tr.lim);
+  tr.hist = calloc((size_t)steps, sizeof *tr.hist);
+  if (!tr.hist) exit(2);
+  ring_n = 0;
+
+  int64_t W = tr.pol[0].p.period_ns;
+  int64_t t;
+  switch (rnd(0, 5)) {
+    case 0: t = rnd(0, 3 * NS_MS); break; /* a clock shorter than 7 digits */
+    case 1: t = clamp_t(SL_TIME_MAX_NS - 1 - rnd(1, 30) * W); break;
+    default: t = INT64_C(1767225600) * NS_S + rnd(0, 400 * NS_D); break;
+  }
+  tr.tmax = -1;
+
+  for (int step = 0; step < steps; step++) {
+    if (step) t = next_time(&tr, t);
+    treq q = gen_req(&tr, t);
+    int map[MAXC], upi[MAXC], uki[MAXC], ushadow[MAXC];
+    int64_t ucost[MAXC];
+    int nu = merge(&tr, &q, map, upi, uki, ucost, ushadow);
+
+    rs_check rq[MAXC];
+    for (int i = 0; i < q.m; i++) {
+      const char *k = tr.kname[q.pi[i]][q.ki[i]];
+      rq[i] = (rs_check){&tr.pol[q.pi[i]].p, k, strlen(k), q.cost[i],
+                         q.shadow[i]};
+    }
+    rs_call call;
+    char *cmd = NULL;
+    size_t len = 0;
+    int rrc = rs_format(rq, (size_t)q.m, q.dry, time_mode ? -1 : t, &call,
+                        &cmd, &len);
+    sl_decision cd[MAXC], rd[MAXC];
+    int call_c = 0, call_r = 0, crc;
+    memset(cd, 0, sizeof cd);
+    memset(rd, 0, sizeof rd);
+    if (rrc == 0 && nu >= 0 && (size_t)nu != call.nu) {
+      mismatch(&tr, step, &q, "merged key count", 0, 0, cd, rrc, 0, rd);
+      free(cmd);
+      continue;
+    }
+    redisReply *whole = NULL;
+    if (rrc == 0) {
+      char keys[MAXC][96];
+      int slog[MAXC];
+      for (int u = 0; u < nu; u++) {
+        snprintf(keys[u], sizeof keys[u], "%s", tr.kname[upi[u]][uki[u]]);
+        slog[u] = algo == SL_SLIDING_LOG;
+      }
+      const redisReply *r = NULL;
+      whole = send_req(cmd, len, nu, keys, slog, &r);
+      int64_t now = -1;
+      if (r->type == REDIS_REPLY_ERROR) die_reply("EVALSHA", (redisReply *)r);
+      if (rs_parse(&call, r, rd, &call_r, &now) != 0) {
+        mismatch(&tr, step, &q, "rs_parse failed", 0, 0, cd, SL_EINVAL, 0, rd);
+        freeReplyObject(whole);
+        free(cmd);
+        continue;
+      }
+      if (time_mode) {
+        /* Redis runs on this machine: its TIME is this clock. */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t here = (int64_t)ts.tv_sec * NS_S + ts.tv_nsec;
+        if (now < here - 60 * NS_S || now > here + 60 * NS_S)
+          fail_msg(&tr, step, "-", "the script's clock %" PRId64
+                   " is far from this machine's %" PRId64, now, here);
+        q.t = t = now;
+      } else if (now != t) {
+        fail_msg(&tr, step, "-", "the script's clock %" PRId64
+                 ", expected %" PRId64, now, t);
+      }
+      /* The engine at the same instant. */
+      if (q.dry) {
+        crc = dry_expect(&tr, &q, cd, &call_c);
+      } else {
+        sl_check cc[MAXC];
+        c_checks(&q, tr.lim, cc);
+        crc = sl_take_all(cc, (size_t)q.m, q.t, cd, &call_c);
+      }
+      /* The probes: who got a TTL, what it was; sliding_log's fields. */
+      if (!time_mode && crc == 0) {
+        size_t e = 1;
+        for (int u = 0; u < nu; u++) {
+          const redisReply *pttl = whole->element[e++];
+          const redisReply *pers = whole->element[e++];
+          int charged = !q.dry && call_c && ucost[u] > 0;
+          for (int i = 0; i < q.m; i++)
+            if (map[i] == u && !cd[i].allowed) charged = 0;
+          int64_t reset = 0;
+          for (int i = 0; i < q.m; i++)
+            if (map[i] == u) reset = cd[i].reset_ns;
+          ttl_checks++;
+          if (charged) {
+            tr.kfresh[upi[u]][uki[u]] = 0;
+            long long want = (reset + NS_MS - 1) / NS_MS;
+            if (want < 1) want = 1;
+            if (pers->integer != 1)
+              fail_msg(&tr, step, keys[u], "charged, but it had no TTL");
+            else if (q.t >= tr.tmax &&
+                     (pttl->integer > want ||
+                      (want > 5000 && pttl->integer < want - 5000)))
+              fail_msg(&tr, step, keys[u], "PTTL %lld, time to fresh %lld ms",
+                       pttl->integer, want);
+          } else if (pers->integer != 0) {
+            fail_msg(&tr, step, keys[u], "not charged, yet it had a TTL "
+                     "(%lld ms)", pttl->integer);
+          } else if (tr.kfresh[upi[u]][uki[u]] && pttl->integer != -2) {
+            fail_msg(&tr, step, keys[u], "never charged, yet it exists "
+                     "(PTTL %lld)", pttl->integer);
+          }
+          if (slog[u]) {
+            const redisReply *m = whole->element[e++];
+            const redisReply *hl = whole->element[e++];
+            long long cnt = 0;
+            if (m->type == REDIS_REPLY_STRING && m->len >= 12) {
+              const unsigned char *b = (const unsigned char *)m->str + 8;
+              cnt = (long long)b[0] | (long long)b[1] << 8 |
+                    (long long)b[2] << 16 | (long long)b[3] << 24;
+              if (hl->integer != cnt + 1)
+                fail_msg(&tr, step, keys[u], "sliding_log hash has %lld "
+                         "fields for %lld entries", hl->integer, cnt);
+            } else if (hl->integer != 0) {
+              fail_msg(&tr, step, keys[u], "sliding_log hash of %lld fields "
+                       "and no meta", hl->integer);
+            }
+          }
+        }
+      }
+    } else if (q.dry) {
+      crc = dry_expect(&tr, &q, cd, &call_c);
+    } else {
+      sl_check cc[MAXC];
+      c_checks(&q, tr.lim, cc);
+      crc = sl_take_all(cc, (size_t)q.m, q.t, cd, &call_c);
+    }
+
+    decisions[algo] += q.m;
+    if (crc == SL_ECOST) n_ecost[algo]++;
+    if (crc == 0) {
+      int some = 0;
+      for (int i = 0; i < q.m; i++) {
+        if (cd[i].allowed) n_allow[algo]++; else n_deny[algo]++;
+        if (cd[i].reset_ns >= INT64_C(1) << 53 ||
+            cd[i].retry_after_ns >= INT64_C(1) << 53)
+          n_big[algo]++;
+        some |= cd[i].allowed && q.cost[i] > 0;
+      }
+      if (q.dry) n_dry[algo]++;
+      else if (!call_c && some) n_partial[algo]++;
+    }
+    if (crc != rrc) {
+      mismatch(&tr, step, &q, "return code", crc, call_c, cd, rrc, call_r, rd);
+    } else if (crc == 0) {
+      int ok = call_c == call_r;
+      for (int i = 0; i < q.m; i++) ok &= same(&cd[i], &rd[i]);
+      if (!ok) mismatch(&tr, step, &q, "decision", crc, call_c, cd, rrc,
+                        call_r, rd);
+    }
+    if (crc == 0 && !q.dry) {
+      tr.hist[tr.nh++] = q;
+      if (q.t > tr.tmax) tr.tmax = q.t;
+    }
+    note(&tr, &q, call_c);
+    if (whole) freeReplyObject(whole);
+    free(cmd);
+    if (time_mode && pct(30)) usleep((useconds_t)rnd(0, 3000));
+  }
+  for (int i = 0; i < tr.np; i++) sl_limiter_free(tr.lim[i]);
+  sl_store_free(tr.store);
+  free(tr.hist);
+}
+
+/* ---- real expiry ---- */
+
+static long long cmd_int(const char *fmt, const char *key) {
+  redisReply *r = redisCommand(rc, fmt, key);
+  if (!r || r->type != REDIS_REPLY_INTEGER) die_reply(fmt, r);
+  long long v = r->integer;
+  freeReplyObject(r);
+  return v;
+}
+
+/* One request of `cost` on key under spec at now (-1: TIME); returns its
+   allowed figure. */
+static int one(const char *spec, const char *key, int64_t cost, int64_t now,
+               sl_decision *d) {
+  sl_policy p;
+  char err[256];
+  if (sl_policy_parse(spec, &p, err, sizeof err)) {
+    fprintf(stderr, "parity: %s: %s\n", spec, err);
+    exit(2);
+  }
+  rs_check c = {&p, key, strlen(key), cost, 0};
+  rs_call call;
+  char *cmd;
+  size_t len;
+  if (rs_format(&c, 1, 0, now, &call, &cmd, &len)) exit(2);
+  redisAppendFormattedCommand(rc, cmd, len);
+  free(cmd);
+  redisReply *r = NULL;
+  if (redisGetReply(rc, (void **)&r) != REDIS_OK) die_reply("EVALSHA", r);
+  int all = 0;
+  if (r->type == REDIS_REPLY_ERROR || rs_parse(&call, r, d, &all, NULL))
+    die_reply("EVALSHA", r);
+  freeReplyObject(r);
+  return all;
+}
+
+static void expiry_phase(void) {
+  static const char *const specs[] = {
+      "token_bucket:4/20ms", "leaky_bucket:4/20ms",   "fixed_window:4/20ms",
+      "sliding_log:4/20ms",  "sliding_window:4/20ms", "gcra:4/20ms"};
+  char key[6][96];
+  int64_t t = INT64_C(1767225600) * NS_S + 7 * NS_MS + 123;
+  for (int i = 0; i < 6; i++) {
+    sl_decision d;
+    snprintf(key[i], sizeof key[i], "parity:%d:expiry:%d", (int)getpid(), i);
+    /* A peek and a denial leave no key behind. */
+    one(specs[i], key[i], 0, t, &d);
+    if (cmd_int("EXISTS %s", key[i]) != 0) {
+      fprintf(stderr, "FAIL %s: a peek created the key\n", specs[i]);
+      failures++;
+    }
+    one(specs[i], key[i], 3, t, &d);
+    long long pttl = cmd_int("PTTL %s", key[i]);
+    long long most = strstr(specs[i], "sliding_window") ? 40 : 20;
+    if (pttl <= 0 || pttl > most) {
+      fprintf(stderr, "FAIL %s: PTTL %lld after a charge (want 1..%lld)\n",
+              specs[i], pttl, most);
+      failures++;
+    }
+    one(specs[i], key[i], 4, t, &d); /* denied: no change */
+    if (d.allowed) {
+      fprintf(stderr, "FAIL %s: 3 + 4 of 4 allowed\n", specs[i]);
+      failures++;
+    }
+  }
+  usleep(70 * 1000);
+  for (int i = 0; i < 6; i++)
+    if (cmd_int("EXISTS %s", key[i]) != 0) {
+      fprintf(stderr, "FAIL %s: the key outlived its time to fresh\n",
+              specs[i]);
+      failures++;
+    }
+}
+
+/* ---- main ---- */
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: parity --port P [--host H] [--seed S] [--steps N] "
+          "[--traces T] [--time]\n");
+  exit(2);
+}
+
+int main(int argc, char **argv) {
+  const char *host = "127.0.0.1";
+  int port = 0, steps = 150, traces = 10;
+  uint64_t seed = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--time")) {
+      time_mode = 1;
+      continue;
+    }
+    if (i + 1 >= argc) usage();
+    const char *v = argv[++i];
+    if (!strcmp(a, "--port")) port = atoi(v);
+    else if (!strcmp(a, "--host")) host = v;
+    else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10);
+    else if (!strcmp(a, "--steps")) steps = atoi(v);
+    else if (!strcmp(a, "--traces")) traces = atoi(v);
+    else usage();
+  }
+  if (port <= 0 || steps < 1 || traces < 1) usage();
+  rng = seed;
+
+  struct timeval tv = {10, 0};
+  rc = redisConnectWithTimeout(host, port, tv);
+  if (!rc || rc->err) {
+    fprintf(stderr, "parity: cannot connect to %s:%d: %s\n", host, port,
+            rc ? rc->errstr : "out of memory");
+    return 2;
+  }
+  tv.tv_sec = 60; /* a script stuck in a loop fails the run, not hangs it */
+  redisSetTimeout(rc, tv);
+  size_t slen;
+  const char *src = rs_script(&slen);
+  redisReply *r = redisCommand(rc, "SCRIPT LOAD %b", src, slen);
+  if (!r || r->type != REDIS_REPLY_STRING) die_reply("SCRIPT LOAD", r);
+  if (strcmp(r->str, rs_script_sha()) != 0) {
+    fprintf(stderr, "parity: SCRIPT LOAD gave %s, rs_script_sha() %s\n",
+            r->str, rs_script_sha());
+    return 1;
+  }
+  freeReplyObject(r);
+
+  static const sl_algo order[] = {SL_TOKEN_BUCKET, SL_LEAKY_BUCKET,
+                                  SL_FIXED_WINDOW, SL_SLIDING_LOG,
+                                  SL_SLIDING_WINDOW, SL_GCRA};
+  for (size_t a = 0; a < 6; a++) {
+    for (int id = 0; id < traces; id++) run_trace(order[a], id, steps);
+    sl_algo al = order[a];
+    printf("parity: %s decisions=%ld mismatches=%ld\n", sl_algo_name(al),
+           decisions[al], mismatches[al]);
+    printf("parity:   (allowed=%ld denied=%ld, requests: ecost=%ld dry=%ld "
+           "denied-by-another=%ld; durations >= 2^53 ns=%ld)\n",
+           n_allow[al], n_deny[al], n_ecost[al], n_dry[al], n_partial[al],
+           n_big[al]);
+    fflush(stdout);
+  }
+  if (!time_mode) expiry_phase();
+  printf("parity: ttl checks=%ld failures=%ld\n", ttl_checks, failures);
+  redisFree(rc);
+  return failures ? 1 : 0;
+}
