@@ -446,7 +446,9 @@ static int64_t next_time(const trace *tr, int64_t t) {
     return clamp_t(t + d + rnd(-1, 1));
   }
   if (r < 81) return clamp_t(t + rnd(s, 3 * s));
-  if (r < 85) return clamp_t(t + rnd(3 * s, 40 * s));
+  if (r < 85) /* a long idle gap (within the valid times) */
+    return clamp_t(t + rnd(3 * s, s < SL_TIME_MAX_NS / 40 ? 40 * s
+                                                          : SL_TIME_MAX_NS));
   if (r < 94) return clamp_t(t - rnd(1, W < NS_S ? W : NS_S));
   return clamp_t(t - rnd(W, 3 * W));
 }
