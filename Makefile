@@ -7,6 +7,7 @@
 #   make docs            docs/algorithms.md and its plots, from sim and accuracy
 #   make bench           the engine benchmarks, with their anchors, one run
 #   make bench-server    the daemon beside redis-server and nginx, one run
+#   make bench-fleet     fleet mode (state in Redis) beside its anchors
 #   make fuzz            the libFuzzer harnesses, FUZZ_SECONDS each (clang)
 #   make SANITIZE=address,undefined check    (or SANITIZE=thread)
 #
@@ -39,18 +40,24 @@ LDFLAGS += $(SANFLAGS) -pthread
 # libsodium; the daemon's parts (YAML config, HTTP, RESP) live in the binary.
 LIB_SRC  = $(wildcard src/*.c src/algo/*.c src/store/*.c) src/config/policy.c
 CLI_SRC  = $(wildcard src/cli/*.c)
-# The daemon (sluice serve, check-config): h2o, libyaml, jansson. Its parts
-# that need no h2o (config, engine, RESP parser) also form an archive the
-# unit tests link.
-SRV_SRC  = $(wildcard src/server/*.c) src/config/config.c
+# The daemon (sluice serve, check-config): h2o, libyaml, jansson, hiredis
+# (fleet mode, src/redis/). Its parts that need no h2o (config, engine, RESP
+# parser, the Redis script's C side) also form an archive the unit tests and
+# test tools link.
+SRV_SRC  = $(wildcard src/server/*.c src/redis/*.c) src/config/config.c
 SRV_OBJ  = $(SRV_SRC:%.c=$(BUILD)/obj/%.o)
-SRV_LIBS = -lh2o-evloop -lyaml -ljansson -lssl -lcrypto
+SRV_LIBS = -lh2o-evloop -lyaml -ljansson -lhiredis -lssl -lcrypto
 CORE_SRV_OBJ = $(BUILD)/obj/src/config/config.o \
-  $(BUILD)/obj/src/server/engine.o $(BUILD)/obj/src/server/resp_parse.o
+  $(BUILD)/obj/src/server/engine.o $(BUILD)/obj/src/server/resp_parse.o \
+  $(BUILD)/obj/src/redis/script.o $(BUILD)/obj/src/redis/slot.o
+CORE_SRV_LIBS = -lyaml -lhiredis -lcrypto
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC = $(wildcard tests/unit/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+# Programs the integration scripts drive (e.g. the Redis parity checker).
+TOOL_SRC = $(wildcard tests/tools/*.c)
+TOOL_BIN = $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
 # check_lib.sh and serve_lib.sh are sourced by the scripts, not run.
 INTEG    = $(filter-out %_lib.sh,$(wildcard tests/integration/*.sh))
 
@@ -83,8 +90,18 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/helpers.h $(BUILD)/libsluice.a \
     $(BUILD)/libsluice-server.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Isrc $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< \
-	  $(BUILD)/libsluice-server.a $(BUILD)/libsluice.a -lcmocka -lyaml \
+	  $(BUILD)/libsluice-server.a $(BUILD)/libsluice.a -lcmocka \
+	  $(CORE_SRV_LIBS) $(LIBS) -lm
+
+$(BUILD)/tests/tools/%: tests/tools/%.c $(BUILD)/libsluice.a \
+    $(BUILD)/libsluice-server.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Isrc $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< \
+	  $(BUILD)/libsluice-server.a $(BUILD)/libsluice.a $(CORE_SRV_LIBS) \
 	  $(LIBS) -lm
+
+# The script is embedded in script.o (.incbin).
+$(BUILD)/obj/src/redis/script.o: src/redis/decide.lua
 
 deps:
 	@scripts/deps.sh build test
@@ -96,7 +113,8 @@ deps-bench:
 # the daemon's against real peers: curl, redis-cli, nginx, wrk), and the
 # README's C example (built against the static library and run).
 check: deps
-	@$(MAKE) --no-print-directory all $(TEST_BIN) $(BUILD)/examples/quickstart
+	@$(MAKE) --no-print-directory all $(TEST_BIN) $(TOOL_BIN) \
+	  $(BUILD)/examples/quickstart
 	@$(MAKE) --no-print-directory unit integration examples
 
 $(BUILD)/examples/%: examples/%.c $(BUILD)/libsluice.a
@@ -109,8 +127,9 @@ examples: $(BUILD)/examples/quickstart
 unit: $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
 
-integration: $(BUILD)/sluice
-	@set -e; for t in $(INTEG); do echo "== $$t"; SLUICE=$(BUILD)/sluice sh $$t; done
+integration: $(BUILD)/sluice $(TOOL_BIN)
+	@set -e; for t in $(INTEG); do echo "== $$t"; \
+	  SLUICE=$(BUILD)/sluice TOOLS=$(BUILD)/tests/tools sh $$t; done
 
 # The main job: the daemon on the embedded default config.
 run: deps
@@ -141,6 +160,14 @@ bench-server: deps-bench-server
 deps-bench-server:
 	@scripts/deps.sh build bench-server
 
+# Fleet mode beside its anchors: exact mode against redis-benchmark's
+# EVALSHA token bucket on the same Redis, approximate mode against memory
+# mode (with its measured overshoot), one run.
+.PHONY: bench-fleet
+bench-fleet: deps-bench-server
+	@$(MAKE) --no-print-directory all
+	@SLUICE=$(BUILD)/sluice bench/fleet/run.sh
+
 # libFuzzer harnesses (clang), each run for FUZZ_SECONDS from the committed
 # seeds in fuzz/corpus/NAME; new inputs go to build/fuzz/corpus-NAME, a failing
 # input to build/fuzz/NAME-crash-* (and make fails).
@@ -153,11 +180,12 @@ FUZZ_CFLAGS = -std=c17 -g -O1 -fsanitize=fuzzer,address,undefined \
 FUZZ_CLI = src/cli/replay.c src/cli/util.c src/cli/sim.c src/cli/lab.c \
   src/cli/svg.c src/cli/examples.c
 # The daemon's parts that need no h2o: YAML rules, engine, RESP parser.
-FUZZ_SRV = src/config/config.c src/server/engine.c src/server/resp_parse.c
+FUZZ_SRV = src/config/config.c src/server/engine.c src/server/resp_parse.c \
+  src/redis/script.c src/redis/slot.c
 build/fuzz/%_fuzz: fuzz/%_fuzz.c $(LIB_SRC) $(FUZZ_CLI) $(FUZZ_SRV)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc -o $@ $< $(LIB_SRC) $(FUZZ_CLI) \
-	  $(FUZZ_SRV) -lyaml $(LIBS)
+	  $(FUZZ_SRV) -lyaml -lhiredis -lcrypto $(LIBS)
 
 fuzz: deps-fuzz $(FUZZ_BIN)
 	@set -e; for f in $(FUZZ_BIN); do n=$$(basename $$f _fuzz); \
@@ -175,4 +203,5 @@ deps-fuzz:
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(TEST_BIN:=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(TEST_BIN:=.d) \
+  $(TOOL_BIN:=.d)

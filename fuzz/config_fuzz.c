@@ -104,7 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       abort();
 
   /* The engine owns cfg from here. */
-  engine_opts o = {1 << 20};
+  engine_opts o = {.max_memory = 1 << 20};
   char err[256];
   engine *e = engine_new(&o, cfg, err, sizeof err);
   if (!e) abort();

@@ -32,6 +32,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "../redis/script.h"
+#include "../redis/slot.h"
+
 #define OFFLINE UINT64_MAX
 #define SERIES_CHUNK 256
 #define MAX_SERIES 65536
@@ -62,11 +65,30 @@ static inline uint64_t get(counter *c) {
   return atomic_load_explicit(c, memory_order_relaxed);
 }
 
+/* What one thread charged to one (limiter, key) since the last sync. */
+struct eng_delta {
+  struct eng_delta *next;
+  sl_limiter *lim;
+  sl_policy policy;
+  int64_t cost;
+  uint64_t h;
+  size_t key_len, rkey_len;
+  char *rkey; /* the key's name in Redis */
+  uint8_t key[];
+};
+
+typedef struct delta_table {
+  eng_delta **b;
+  size_t nb, n;
+} delta_table;
+
 typedef struct gen {
   sl_config *cfg;
   sl_limiter **lims;  /* per cfg->limits[i]; NULL for unlimited/blocked */
+  sl_limiter **local; /* fleet mode: the on_store_error: local limiters */
   uint32_t *series;   /* per cfg->limits[i] */
   uint64_t version;
+  _Atomic int pins;   /* fleet mode: requests waiting for Redis */
 } gen;
 
 typedef struct lim_entry {
@@ -79,6 +101,7 @@ typedef struct adhoc_entry {
   char canon[64];
   sl_policy policy;
   sl_limiter *lim;
+  sl_limiter *local; /* fleet mode, --on-store-error local */
 } adhoc_entry;
 
 typedef struct series {
@@ -108,10 +131,18 @@ struct engine_thread {
   _Atomic int64_t conns[2];
   counter hist[NBUCKETS + 1];
   counter hist_sum_ns, hist_count;
+  counter shist[NBUCKETS + 1]; /* fleet mode: Redis round trips */
+  counter shist_sum_ns, shist_count;
+  _Atomic int store_failing; /* the last Redis call failed */
+  eng_send_fn send;
+  void *io;
+  pthread_mutex_t dlock; /* approximate mode: the charges since the sync */
+  struct delta_table *dt;
   _Atomic(counter *) chunks[MAX_SERIES / SERIES_CHUNK];
 } __attribute__((aligned(64)));
 
 struct engine {
+  engine_opts o;
   sl_store *store;
   _Atomic(gen *) cur;
   uint64_t next_version;
@@ -234,6 +265,7 @@ static void gen_free(gen *g) {
   if (!g) return;
   config_free(g->cfg);
   free(g->lims);
+  free(g->local);
   free(g->series);
   free(g);
 }
@@ -249,6 +281,62 @@ static const char *limit_domain(const cfg_limit *l, char *buf, size_t len) {
 }
 
 /*
+ * The map's limiter for (rule, policy), created when new, marked used by
+ * the gen being built. NULL when out of memory.
+ */
+static sl_limiter *map_limiter(engine *e, const char *rule, const char *canon,
+                               const sl_policy *p) {
+  size_t idlen = strlen(rule) + strlen(canon) + 2;
+  char *id = malloc(idlen);
+  if (!id) return NULL;
+  snprintf(id, idlen, "%s\x1f%s", rule, canon);
+  size_t k = 0;
+  while (k < e->nlims && strcmp(e->lims[k].id, id)) k++;
+  if (k < e->nlims) {
+    free(id);
+  } else {
+    lim_entry *grown = realloc(e->lims, (e->nlims + 1) * sizeof *grown);
+    if (!grown) {
+      free(id);
+      return NULL;
+    }
+    e->lims = grown;
+    e->lims[k].id = id;
+    e->lims[k].used = 0;
+    if (sl_limiter_new(e->store, p, &e->lims[k].lim)) {
+      free(id);
+      return NULL;
+    }
+    e->nlims++;
+  }
+  e->lims[k].used = 1;
+  return e->lims[k].lim;
+}
+
+/* What a limit does when Redis fails: its own setting, else the daemon's. */
+static int limit_mode(const engine *e, const cfg_limit *l) {
+  int m = l && l->on_store_error ? l->on_store_error : e->o.on_store_error;
+  return m ? m : CFG_STORE_ERROR_ALLOW;
+}
+
+static double limit_fraction(const engine *e, const cfg_limit *l) {
+  if (l && l->local_fraction > 0) return l->local_fraction;
+  return e->o.local_fraction > 0 ? e->o.local_fraction
+                                 : CFG_LOCAL_FRACTION_DEFAULT;
+}
+
+/* on_store_error: local's policy: the same algorithm and period at
+   `fraction` of the limit (and burst), at least 1. */
+static sl_policy local_policy(const sl_policy *p, double fraction) {
+  sl_policy lp = *p;
+  uint32_t l = (uint32_t)(p->limit * fraction); /* rounded down */
+  uint32_t b = (uint32_t)(p->burst * fraction);
+  lp.limit = l < 1 ? 1 : l;
+  if (p->burst) lp.burst = b < 1 ? 1 : b;
+  return lp;
+}
+
+/*
  * Builds a gen for cfg under reload_lock, reusing limiters by (rule, policy)
  * and creating the others. Marks every map entry the gen uses. NULL on
  * failure (cfg is not freed then).
@@ -257,8 +345,9 @@ static gen *gen_build(engine *e, sl_config *cfg) {
   gen *g = calloc(1, sizeof *g);
   if (!g) return NULL;
   g->lims = calloc(cfg->nlimits ? cfg->nlimits : 1, sizeof *g->lims);
+  g->local = calloc(cfg->nlimits ? cfg->nlimits : 1, sizeof *g->local);
   g->series = calloc(cfg->nlimits ? cfg->nlimits : 1, sizeof *g->series);
-  if (!g->lims || !g->series) goto fail;
+  if (!g->lims || !g->local || !g->series) goto fail;
   for (size_t i = 0; i < e->nlims; i++) e->lims[i].used = 0;
   for (size_t i = 0; i < cfg->nlimits; i++) {
     const cfg_limit *l = cfg->limits[i];
@@ -266,37 +355,22 @@ static gen *gen_build(engine *e, sl_config *cfg) {
     g->series[i] =
         series_of(e, limit_domain(l, dom, sizeof dom), l->rule, NO_BASE);
     if (l->unlimited || l->blocked) continue;
-    size_t idlen = strlen(l->rule) + strlen(l->policy_str) + 2;
-    char *id = malloc(idlen);
-    if (!id) goto fail;
-    snprintf(id, idlen, "%s\x1f%s", l->rule, l->policy_str);
-    size_t k = 0;
-    while (k < e->nlims && strcmp(e->lims[k].id, id)) k++;
-    if (k < e->nlims) {
-      free(id);
-    } else {
-      lim_entry *grown = realloc(e->lims, (e->nlims + 1) * sizeof *grown);
-      if (!grown) {
-        free(id);
-        goto fail;
-      }
-      e->lims = grown;
-      e->lims[k].id = id;
-      e->lims[k].used = 0;
-      if (sl_limiter_new(e->store, &l->policy, &e->lims[k].lim)) {
-        free(id);
-        goto fail;
-      }
-      e->nlims++;
+    if (!(g->lims[i] = map_limiter(e, l->rule, l->policy_str, &l->policy)))
+      goto fail;
+    if (e->o.remote && limit_mode(e, l) == CFG_STORE_ERROR_LOCAL) {
+      sl_policy lp = local_policy(&l->policy, limit_fraction(e, l));
+      char canon[64], rule[1200];
+      sl_policy_format(&lp, canon, sizeof canon);
+      snprintf(rule, sizeof rule, "%s\x1flocal", l->rule);
+      if (!(g->local[i] = map_limiter(e, rule, canon, &lp))) goto fail;
     }
-    e->lims[k].used = 1;
-    g->lims[i] = e->lims[k].lim;
   }
   g->cfg = cfg;
   g->version = ++e->next_version;
   return g;
 fail:
   free(g->lims);
+  free(g->local);
   free(g->series);
   free(g);
   return NULL;
@@ -324,13 +398,14 @@ engine *engine_new(const engine_opts *opts, sl_config *cfg, char *err,
     config_free(cfg);
     return NULL;
   }
+  if (opts) e->o = *opts;
   pthread_mutex_init(&e->reload_lock, NULL);
   pthread_mutex_init(&e->threads_lock, NULL);
   pthread_mutex_init(&e->adhoc_lock, NULL);
   pthread_mutex_init(&e->series_lock, NULL);
   sl_store_options so;
   sl_store_options_init(&so);
-  so.max_memory = opts ? opts->max_memory : 0;
+  so.max_memory = e->o.max_memory;
   int rc = sl_store_new(&so, &e->store);
   if (rc) {
     snprintf(err, err_len, "store: %s%s", sl_strerror(rc),
@@ -362,7 +437,10 @@ void engine_free(engine *e) {
   }
   free(e->lims);
   size_t na = atomic_load(&e->nadhoc);
-  for (size_t i = 0; i < na; i++) sl_limiter_free(e->adhoc[i].lim);
+  for (size_t i = 0; i < na; i++) {
+    sl_limiter_free(e->adhoc[i].lim);
+    sl_limiter_free(e->adhoc[i].local);
+  }
   size_t ns = atomic_load(&e->nseries);
   for (size_t i = 0; i < ns; i++) {
     free(e->series[i].domain);
@@ -403,7 +481,9 @@ int engine_reload(engine *e, sl_config *cfg) {
       if (seen != OFFLINE && seen < g->version) behind = 1;
     }
     pthread_mutex_unlock(&e->threads_lock);
-    if (!behind) break;
+    /* Fleet mode: requests still waiting for Redis use old's rules. They
+       end within the Redis timeout. */
+    if (!behind && atomic_load(&old->pins) == 0) break;
     struct timespec nap = {0, 1000000};
     nanosleep(&nap, NULL);
   }
@@ -432,6 +512,7 @@ engine_thread *engine_thread_new(engine *e) {
   if (!t) return NULL;
   memset(t, 0, sizeof *t);
   t->e = e;
+  pthread_mutex_init(&t->dlock, NULL);
   atomic_init(&t->seen, OFFLINE);
   pthread_mutex_lock(&e->threads_lock);
   unsigned i = 0;
@@ -457,6 +538,16 @@ void engine_thread_free(engine_thread *t) {
   pthread_mutex_unlock(&e->threads_lock);
   for (size_t c = 0; c < MAX_SERIES / SERIES_CHUNK; c++)
     free(atomic_load(&t->chunks[c]));
+  if (t->dt) {
+    for (size_t b = 0; b < t->dt->nb; b++)
+      for (eng_delta *d = t->dt->b[b], *next; d; d = next) {
+        next = d->next;
+        free(d);
+      }
+    free(t->dt->b);
+    free(t->dt);
+  }
+  pthread_mutex_destroy(&t->dlock);
   free(t);
 }
 
@@ -591,8 +682,539 @@ static uint32_t detailed_series(engine_thread *t, const cfg_limit *l,
   return s;
 }
 
-int engine_check(engine_thread *t, const eng_request *req, int64_t now,
-                 eng_result *out) {
+/* ---- fleet mode: decisions in Redis ---- */
+
+/* Counts a rule's outcome in its series (see engine_check_async). */
+static void count_rules(engine_thread *t, eng_result *out,
+                        const uint32_t *sid) {
+  for (size_t i = 0; i < out->n; i++) {
+    eng_status *s = &out->st[i];
+    counter *c = series_counters(t, sid[i]);
+    if (!c) continue;
+    /* A rule is counted for what it said: over its limit (denied, or
+       shadow_denied), or charged (allowed); a rule that had room in a
+       request another rule denied was not charged and is not counted. */
+    if (!s->d.allowed) {
+      inc(&c[s->shadow ? S_SHADOW_DENIED : S_DENIED], 1);
+    } else if (out->allowed) {
+      inc(&c[S_ALLOWED], 1);
+      if (!s->unlimited && s->d.limit > 0 && s->d.remaining * 5 < s->d.limit)
+        inc(&c[S_NEAR_LIMIT], 1);
+    }
+  }
+}
+
+enum { PH_ATOMIC, PH_CHECK, PH_COMMIT };
+
+typedef struct job_check {
+  rs_check rc;          /* the Redis key and what the script needs */
+  sl_limiter *local;    /* on_store_error: local's limiter, else NULL */
+  const void *lkey;     /* its key (the descriptor's) */
+  size_t lkey_len;
+  int mode;             /* on_store_error */
+  unsigned group;       /* calls of one slot */
+} job_check;
+
+typedef struct job_group {
+  struct eng_job *j;
+  int slot;
+  rs_call call;
+} job_group;
+
+/* One request waiting for Redis. */
+typedef struct eng_job {
+  engine_thread *t;
+  gen *g; /* pinned until the answer */
+  eng_result *out;
+  eng_done_fn done;
+  void *ud;
+  int adhoc, blocked, phase, waiting, failed, all;
+  size_t nc, ngroups, ndesc;
+  int64_t now, t0, sent;
+  job_check c[ENG_MAX_STATUSES];
+  size_t check_of[ENG_MAX_STATUSES]; /* out->st index of check c */
+  sl_decision dec[ENG_MAX_STATUSES];
+  uint32_t sid[ENG_MAX_STATUSES]; /* series of out->st[i] */
+  job_group *groups;
+  char *keys;
+} eng_job;
+
+void engine_thread_set_remote(engine_thread *t, eng_send_fn send, void *io) {
+  t->send = send;
+  t->io = io;
+}
+
+static void observe_store(engine_thread *t, int64_t ns) {
+  size_t b = 0;
+  while (b < NBUCKETS && ns > hist_bounds[b]) b++;
+  inc(&t->shist[b], 1);
+  inc(&t->shist_sum_ns, (uint64_t)ns);
+  inc(&t->shist_count, 1);
+}
+
+/*
+ * A state key in Redis: "sl:{TAG}" KIND LEN ":" ID KEY, where ID names the
+ * limiter (rule and policy: the same on every daemon with the same config)
+ * and KEY is the store key. "{}" (no tag) makes Redis Cluster hash the
+ * whole key; a tag (hash_tag) puts a request's keys in one slot.
+ */
+static size_t redis_key(char *dst, const char *tag, size_t tag_len, char kind,
+                        const char *id, const void *key, size_t key_len) {
+  size_t n = 0, id_len = strlen(id);
+  memcpy(dst, "sl:{", 4);
+  n = 4;
+  memcpy(dst + n, tag, tag_len);
+  n += tag_len;
+  dst[n++] = '}';
+  dst[n++] = kind;
+  n += (size_t)sprintf(dst + n, "%zu:", id_len);
+  memcpy(dst + n, id, id_len);
+  n += id_len;
+  memcpy(dst + n, key, key_len);
+  return n + key_len;
+}
+
+static void job_free(eng_job *j) {
+  atomic_fetch_sub(&j->g->pins, 1);
+  free(j->groups);
+  free(j->keys);
+  free(j);
+}
+
+/* Figures for a limit answered by on_store_error allow or deny. */
+static void fallback_fixed(const job_check *c, int deny, int64_t retry_ns,
+                           sl_decision *d) {
+  const sl_policy *p = c->rc.policy;
+  int64_t B = p->burst ? p->burst : p->limit;
+  memset(d, 0, sizeof *d);
+  d->limit = B;
+  if (deny && c->rc.cost > 0) {
+    d->retry_after_ns = retry_ns;
+    d->reset_ns = retry_ns;
+  } else {
+    d->allowed = 1;
+    d->remaining = deny ? 0 : B - c->rc.cost;
+  }
+}
+
+/*
+ * Redis failed for this request: each limit answers per on_store_error.
+ * A deny limit denies (and the local limiters only report figures); else
+ * the local limiters decide together, all-or-nothing, like sl_take_all.
+ */
+static void job_fallback(eng_job *j, int64_t now) {
+  engine_thread *t = j->t;
+  int64_t retry = (int64_t)(t->e->o.breaker_ms > 0 ? t->e->o.breaker_ms : 1000)
+                  * 1000000;
+  int deny = 0;
+  for (size_t c = 0; c < j->nc; c++)
+    if (j->c[c].mode == CFG_STORE_ERROR_DENY && !j->c[c].rc.shadow &&
+        j->c[c].rc.cost > 0)
+      deny = 1;
+  sl_check checks[ENG_MAX_STATUSES];
+  size_t idx[ENG_MAX_STATUSES], nl = 0;
+  int all = !deny;
+  for (size_t c = 0; c < j->nc; c++) {
+    job_check *jc = &j->c[c];
+    if (jc->mode == CFG_STORE_ERROR_LOCAL && jc->local) {
+      checks[nl] = (sl_check){jc->local, jc->lkey, jc->lkey_len,
+                              deny ? 0 : jc->rc.cost, jc->rc.shadow};
+      idx[nl++] = c;
+    } else {
+      fallback_fixed(jc, jc->mode == CFG_STORE_ERROR_DENY, retry, &j->dec[c]);
+    }
+  }
+  if (nl) {
+    sl_decision dec[ENG_MAX_STATUSES];
+    int lall = 0;
+    /* ECOST cannot happen: the local policy's capacity is smaller, but a
+       cost above it is an over-limit request, not an error. */
+    if (sl_take_all(checks, nl, now, dec, &lall) == 0) {
+      for (size_t k = 0; k < nl; k++) j->dec[idx[k]] = dec[k];
+    } else {
+      for (size_t k = 0; k < nl; k++) {
+        fallback_fixed(&j->c[idx[k]], 1, retry, &j->dec[idx[k]]);
+        if (!j->c[idx[k]].rc.shadow && j->c[idx[k]].rc.cost > 0) lall = 0;
+      }
+    }
+    all &= lall;
+  }
+  j->all = all;
+  engine_count(t, EC_STORE_FALLBACKS, 1);
+}
+
+/* The answer is complete: fill out, count, tell the caller. */
+static void job_finish(eng_job *j) {
+  engine_thread *t = j->t;
+  eng_result *out = j->out;
+  observe_latency(t, mono_ns() - j->t0);
+  if (j->adhoc) {
+    out->st[0].d = j->dec[0];
+    out->allowed = j->dec[0].allowed;
+    out->worst = 0;
+    out->by_descriptor[0] = 0;
+    engine_count(t, out->allowed ? EC_ADHOC_ALLOWED : EC_ADHOC_DENIED, 1);
+  } else {
+    for (size_t c = 0; c < j->nc; c++) out->st[j->check_of[c]].d = j->dec[c];
+    out->allowed = j->all && !j->blocked;
+    count_rules(t, out, j->sid);
+    engine_count(t, out->allowed ? EC_CHECK_ALLOWED : EC_CHECK_DENIED, 1);
+    rank(out, j->ndesc);
+  }
+}
+
+static void job_reply(void *ud, const redisReply *r, const char *err);
+
+/* Sends one call per group for the phase; 0, or an SL_E* from rs_format. */
+static int job_send(eng_job *j, int phase) {
+  engine_thread *t = j->t;
+  char *cmds[ENG_MAX_STATUSES];
+  size_t lens[ENG_MAX_STATUSES];
+  for (size_t g = 0; g < j->ngroups; g++) {
+    rs_check rc[ENG_MAX_STATUSES];
+    size_t n = 0;
+    for (size_t c = 0; c < j->nc; c++)
+      if (j->c[c].group == g) rc[n++] = j->c[c].rc;
+    int rc_ = rs_format(rc, n, phase == PH_CHECK, -1, &j->groups[g].call,
+                        &cmds[g], &lens[g]);
+    if (rc_) {
+      while (g-- > 0) free(cmds[g]);
+      return rc_;
+    }
+  }
+  j->phase = phase;
+  j->all = 1;
+  j->sent = mono_ns();
+  for (size_t g = 0; g < j->ngroups; g++) {
+    engine_count(t, EC_STORE_CALLS, 1);
+    if (t->send(t->io, j->groups[g].slot, cmds[g], lens[g], job_reply,
+                &j->groups[g]) == 0) {
+      j->waiting++;
+    } else {
+      j->failed = 1;
+      engine_count(t, EC_STORE_REFUSED, 1);
+    }
+  }
+  return 0;
+}
+
+/* After the last reply of a phase: the next phase (returns 1: more
+   replies to come), or the fallback if Redis failed (0: answer now). */
+static int job_step(eng_job *j) {
+  if (!j->failed && j->phase == PH_CHECK && j->all) {
+    if (job_send(j, PH_COMMIT)) j->failed = 1;
+    if (j->waiting) return 1;
+  }
+  if (j->failed) {
+    atomic_store_explicit(&j->t->store_failing, 1, memory_order_relaxed);
+    /* The request's own time: local limiters accept it (their store
+       keeps a grace for stamps slightly in the past). */
+    job_fallback(j, j->now);
+  }
+  return 0;
+}
+
+static void job_reply(void *ud, const redisReply *r, const char *err) {
+  job_group *grp = ud;
+  eng_job *j = grp->j;
+  engine_thread *t = j->t;
+  j->waiting--;
+  observe_store(t, mono_ns() - j->sent);
+  sl_decision dec[ENG_MAX_STATUSES];
+  int allowed = 0;
+  int64_t rnow;
+  if (!r || r->type == REDIS_REPLY_ERROR ||
+      rs_parse(&grp->call, r, dec, &allowed, &rnow)) {
+    (void)err;
+    j->failed = 1;
+    engine_count(t, EC_STORE_ERRORS, 1);
+  } else {
+    atomic_store_explicit(&t->store_failing, 0, memory_order_relaxed);
+    size_t g = (size_t)(grp - j->groups), k = 0;
+    for (size_t c = 0; c < j->nc; c++)
+      if (j->c[c].group == g) j->dec[c] = dec[k++];
+    j->all &= allowed;
+  }
+  if (j->waiting || job_step(j)) return;
+  job_finish(j);
+  /* Before unpinning: the caller reads out's rules, which live in j->g. */
+  j->done(j->ud, 0, j->out);
+  job_free(j);
+}
+
+/*
+ * Starts a request in Redis. Returns ENG_PENDING, or 0 when it is already
+ * answered (Redis known down: on_store_error), or an SL_E* (ECOST...).
+ */
+static int job_start(eng_job *j, int64_t now) {
+  /* Group the checks by slot (a single group outside a cluster). */
+  j->groups = malloc(j->nc * sizeof *j->groups);
+  if (!j->groups) return SL_ENOMEM;
+  j->ngroups = 0;
+  for (size_t c = 0; c < j->nc; c++) {
+    int slot = j->t->e->o.cluster
+                   ? (int)rc_key_slot(j->c[c].rc.key, j->c[c].rc.key_len)
+                   : -1;
+    size_t g = 0;
+    while (g < j->ngroups && j->groups[g].slot != slot) g++;
+    if (g == j->ngroups) {
+      j->groups[g].j = j;
+      j->groups[g].slot = slot;
+      j->ngroups++;
+    }
+    j->c[c].group = (unsigned)g;
+  }
+  j->now = now;
+  int rc = job_send(j, j->ngroups > 1 ? PH_CHECK : PH_ATOMIC);
+  if (rc) return rc;
+  if (j->waiting) return ENG_PENDING;
+  job_step(j); /* nothing was sent: the breaker is open */
+  return 0;
+}
+
+static eng_job *job_new(engine_thread *t, eng_result *out, eng_done_fn done,
+                        void *ud) {
+  eng_job *j = malloc(sizeof *j);
+  if (!j) return NULL;
+  j->t = t;
+  j->g = t->g;
+  atomic_fetch_add(&j->g->pins, 1);
+  j->out = out;
+  j->done = done;
+  j->ud = ud;
+  j->adhoc = j->blocked = j->waiting = j->failed = 0;
+  j->all = 1;
+  j->nc = j->ngroups = 0;
+  j->ndesc = 1;
+  j->groups = NULL;
+  j->keys = NULL;
+  j->t0 = mono_ns();
+  return j;
+}
+
+/* Ends a job that went no further than job_start: 0 or rc (not pending). */
+static int job_end_now(eng_job *j, int rc) {
+  if (rc == 0) job_finish(j);
+  job_free(j);
+  return rc;
+}
+
+/* engine_check_async's fleet-mode half: the checks go to Redis. */
+static int check_remote(engine_thread *t, const eng_request *req,
+                        const cfg_domain *dom, eng_result *out,
+                        const sl_check *checks, const size_t *check_of,
+                        size_t nc, const uint32_t *sid, int blocked,
+                        int64_t now, eng_done_fn done, void *ud) {
+  gen *g = t->g;
+  /* The hash tag: the value of the domain's hash_tag key, if sent. */
+  const char *tag = "";
+  size_t tag_len = 0;
+  for (size_t i = 0; dom->hash_tag && i < req->n && !tag_len; i++)
+    for (size_t k = 0; k < req->descriptors[i].n; k++) {
+      const cfg_entry *en = &req->descriptors[i].entries[k];
+      if (en->key_len == strlen(dom->hash_tag) &&
+          !memcmp(en->key, dom->hash_tag, en->key_len) && en->value_len) {
+        tag = en->value;
+        tag_len = en->value_len;
+        break;
+      }
+    }
+  eng_job *j = job_new(t, out, done, ud);
+  if (!j) return SL_ENOMEM;
+  j->nc = nc;
+  j->blocked = blocked;
+  memcpy(j->sid, sid, out->n * sizeof *sid);
+  j->ndesc = req->n;
+  size_t total = 0;
+  for (size_t c = 0; c < nc; c++) {
+    const cfg_limit *l = out->st[check_of[c]].limit;
+    total += 32 + tag_len + strlen(l->rule) + strlen(l->policy_str) +
+             2 * checks[c].key_len;
+  }
+  j->keys = malloc(total);
+  if (!j->keys) return job_end_now(j, SL_ENOMEM);
+  char *p = j->keys;
+  for (size_t c = 0; c < nc; c++) {
+    const cfg_limit *l = out->st[check_of[c]].limit;
+    job_check *jc = &j->c[c];
+    char id[1200];
+    snprintf(id, sizeof id, "%s|%s", l->rule, l->policy_str);
+    jc->rc.policy = &l->policy;
+    jc->rc.key = p;
+    jc->rc.key_len = redis_key(p, tag, tag_len, 'r', id, checks[c].key,
+                               checks[c].key_len);
+    p += jc->rc.key_len;
+    jc->rc.cost = checks[c].cost;
+    jc->rc.shadow = checks[c].shadow;
+    jc->mode = limit_mode(t->e, l);
+    jc->local = g->local[l->index];
+    memcpy(p, checks[c].key, checks[c].key_len); /* the request's buffer
+                                                    may go before Redis
+                                                    answers */
+    jc->lkey = p;
+    jc->lkey_len = checks[c].key_len;
+    p += checks[c].key_len;
+    j->check_of[c] = check_of[c];
+  }
+  int rc = job_start(j, now);
+  if (rc == ENG_PENDING) return rc;
+  return job_end_now(j, rc);
+}
+
+/* ---- approximate mode: local decisions, synced with Redis ---- */
+
+static uint64_t delta_hash(const sl_limiter *lim, const void *key, size_t n) {
+  uint64_t h = 0xcbf29ce484222325u ^ (uint64_t)(uintptr_t)lim;
+  for (size_t i = 0; i < n; i++) h = (h ^ ((const uint8_t *)key)[i]) * 0x100000001b3u;
+  return h ^ h >> 31;
+}
+
+/* Adds d to the table, or its cost to the entry already there (then frees
+   d and returns 1). -1 when the table cannot grow. */
+static int delta_put(delta_table *t, eng_delta *d) {
+  if (t->n >= t->nb) {
+    size_t nb = t->nb ? t->nb * 2 : 256;
+    eng_delta **b = calloc(nb, sizeof *b);
+    if (!b) return -1;
+    for (size_t i = 0; i < t->nb; i++)
+      for (eng_delta *e = t->b[i], *next; e; e = next) {
+        next = e->next;
+        e->next = b[e->h & (nb - 1)];
+        b[e->h & (nb - 1)] = e;
+      }
+    free(t->b);
+    t->b = b;
+    t->nb = nb;
+  }
+  eng_delta **slot = &t->b[d->h & (t->nb - 1)];
+  for (eng_delta *e = *slot; e; e = e->next)
+    if (e->lim == d->lim && e->key_len == d->key_len &&
+        !memcmp(e->key, d->key, d->key_len)) {
+      e->cost += d->cost;
+      free(d);
+      return 1;
+    }
+  d->next = *slot;
+  *slot = d;
+  t->n++;
+  return 0;
+}
+
+/* Records a local charge for the next sync (approximate mode). The
+   limiter's name in Redis is rule "|" policy (a rule's) or canon (id_b
+   NULL: an ad-hoc policy's), as in exact mode. */
+static void note_charge(engine_thread *t, sl_limiter *lim, const char *id_a,
+                        const char *id_b, const void *key, size_t key_len,
+                        int64_t cost) {
+  if (cost <= 0) return;
+  uint64_t h = delta_hash(lim, key, key_len);
+  pthread_mutex_lock(&t->dlock);
+  delta_table *dt = t->dt;
+  if (dt && dt->nb) {
+    for (eng_delta *e = dt->b[h & (dt->nb - 1)]; e; e = e->next)
+      if (e->lim == lim && e->key_len == key_len &&
+          !memcmp(e->key, key, key_len)) {
+        e->cost += cost;
+        pthread_mutex_unlock(&t->dlock);
+        return;
+      }
+  }
+  pthread_mutex_unlock(&t->dlock);
+  /* A new key this interval: build its entry outside the lock. */
+  char ident[1200];
+  snprintf(ident, sizeof ident, "%s%s%s", id_a, id_b ? "|" : "",
+           id_b ? id_b : "");
+  char kind = id_b ? 'r' : 'a';
+  size_t max = 32 + strlen(ident) + key_len;
+  eng_delta *d = malloc(sizeof *d + key_len + max);
+  if (!d) return; /* lost for the sync: the fleet can overshoot by it */
+  d->lim = lim;
+  d->policy = *sl_limiter_policy(lim);
+  d->cost = cost;
+  d->h = h;
+  d->key_len = key_len;
+  memcpy(d->key, key, key_len);
+  d->rkey = (char *)d->key + key_len;
+  d->rkey_len = redis_key(d->rkey, "", 0, kind, ident, key, key_len);
+  pthread_mutex_lock(&t->dlock);
+  if (!t->dt) t->dt = calloc(1, sizeof *t->dt);
+  if (!t->dt || delta_put(t->dt, d) < 0) free(d);
+  pthread_mutex_unlock(&t->dlock);
+}
+
+eng_delta *engine_sync_take(engine *e) {
+  delta_table all = {0};
+  pthread_mutex_lock(&e->threads_lock);
+  for (unsigned i = 0; i < ENG_MAX_THREADS; i++) {
+    engine_thread *t = e->threads[i];
+    if (!t) continue;
+    pthread_mutex_lock(&t->dlock);
+    delta_table *dt = t->dt;
+    t->dt = NULL;
+    pthread_mutex_unlock(&t->dlock);
+    if (!dt) continue;
+    for (size_t b = 0; b < dt->nb; b++)
+      for (eng_delta *d = dt->b[b], *next; d; d = next) {
+        next = d->next;
+        if (delta_put(&all, d) < 0) free(d);
+      }
+    free(dt->b);
+    free(dt);
+  }
+  pthread_mutex_unlock(&e->threads_lock);
+  eng_delta *list = NULL;
+  for (size_t b = 0; b < all.nb; b++)
+    for (eng_delta *d = all.b[b], *next; d; d = next) {
+      next = d->next;
+      d->next = list;
+      list = d;
+    }
+  free(all.b);
+  return list;
+}
+
+const char *engine_delta_key(const eng_delta *d, size_t *len) {
+  *len = d->rkey_len;
+  return d->rkey;
+}
+const sl_policy *engine_delta_policy(const eng_delta *d) { return &d->policy; }
+int64_t engine_delta_cost(const eng_delta *d) { return d->cost; }
+eng_delta *engine_delta_next(const eng_delta *d) { return d->next; }
+
+/* Whether lim is still one of the engine's limiters (under reload_lock). */
+static int limiter_alive(engine *e, const sl_limiter *lim) {
+  for (size_t i = 0; i < e->nlims; i++)
+    if (e->lims[i].lim == lim) return 1;
+  size_t n = atomic_load_explicit(&e->nadhoc, memory_order_acquire);
+  for (size_t i = 0; i < n; i++)
+    if (e->adhoc[i].lim == lim) return 1;
+  return 0;
+}
+
+void engine_sync_apply(engine *e, eng_delta *list, const int64_t *remaining,
+                       int64_t now) {
+  pthread_mutex_lock(&e->reload_lock);
+  size_t i = 0;
+  for (eng_delta *d = list; d; d = d->next, i++) {
+    if (!remaining || remaining[i] < 0 || !limiter_alive(e, d->lim)) continue;
+    /* The fleet has used more than this daemon saw: charge the rest here,
+       so that this daemon's remaining is the fleet's. */
+    sl_decision peek;
+    if (sl_limiter_take(d->lim, d->key, d->key_len, 0, now, &peek)) continue;
+    if (peek.remaining > remaining[i])
+      sl_limiter_take(d->lim, d->key, d->key_len,
+                      peek.remaining - remaining[i], now, &peek);
+  }
+  pthread_mutex_unlock(&e->reload_lock);
+  while (list) {
+    eng_delta *next = list->next;
+    free(list);
+    list = next;
+  }
+}
+
+int engine_check_async(engine_thread *t, const eng_request *req, int64_t now,
+                       eng_result *out, eng_done_fn done, void *ud) {
   gen *g = t->g;
   memset(out, 0, offsetof(eng_result, st));
   out->n = 0;
@@ -666,43 +1288,47 @@ int engine_check(engine_thread *t, const eng_request *req, int64_t now,
     out->n++;
   }
 
-  /* Every non-shadow rule must allow; a blocked rule charges nothing. */
+
+  /* A blocked rule charges nothing: the others only report figures. */
+  if (blocked)
+    for (size_t c = 0; c < nc; c++) checks[c].cost = 0;
+  uint32_t sid[ENG_MAX_STATUSES];
+  for (size_t i = 0; i < out->n; i++) {
+    const cfg_limit *l = out->st[i].limit;
+    const eng_descriptor *d = &req->descriptors[out->st[i].descriptor];
+    sid[i] = detailed_series(t, l, g->series[l->index], &d->entries[d->n - 1]);
+  }
+
+  if (t->e->o.remote && nc && t->send && done)
+    return check_remote(t, req, dom, out, checks, check_of, nc, sid, blocked,
+                        now, done, ud);
+
+  /* Every non-shadow rule must allow. */
   int64_t t0 = mono_ns();
   sl_decision dec[ENG_MAX_STATUSES];
   int all = 1, rc = 0;
-  if (blocked) {
-    for (size_t c = 0; c < nc; c++) checks[c].cost = 0; /* figures only */
-  }
   if (nc) rc = sl_take_all(checks, nc, now, dec, &all);
   observe_latency(t, mono_ns() - t0);
   if (rc) return rc;
+  if (t->e->o.sync && all && !blocked)
+    for (size_t c = 0; c < nc; c++) {
+      const cfg_limit *l = out->st[check_of[c]].limit;
+      if (dec[c].allowed)
+        note_charge(t, checks[c].limiter, l->rule, l->policy_str,
+                    checks[c].key, checks[c].key_len, checks[c].cost);
+    }
   if (blocked) all = 0; /* the others report their own (peeked) figures */
   for (size_t c = 0; c < nc; c++) out->st[check_of[c]].d = dec[c];
   out->allowed = all;
-
-  /* Metrics, per rule. */
-  for (size_t i = 0; i < out->n; i++) {
-    eng_status *s = &out->st[i];
-    const cfg_limit *l = s->limit;
-    const eng_descriptor *d = &req->descriptors[s->descriptor];
-    uint32_t sid = detailed_series(t, l, g->series[l->index],
-                                   &d->entries[d->n - 1]);
-    counter *c = series_counters(t, sid);
-    if (!c) continue;
-    /* A rule is counted for what it said: over its limit (denied, or
-       shadow_denied), or charged (allowed); a rule that had room in a
-       request another rule denied was not charged and is not counted. */
-    if (!s->d.allowed) {
-      inc(&c[s->shadow ? S_SHADOW_DENIED : S_DENIED], 1);
-    } else if (out->allowed) {
-      inc(&c[S_ALLOWED], 1);
-      if (!s->unlimited && s->d.limit > 0 && s->d.remaining * 5 < s->d.limit)
-        inc(&c[S_NEAR_LIMIT], 1);
-    }
-  }
+  count_rules(t, out, sid);
   engine_count(t, out->allowed ? EC_CHECK_ALLOWED : EC_CHECK_DENIED, 1);
   rank(out, req->n);
   return 0;
+}
+
+int engine_check(engine_thread *t, const eng_request *req, int64_t now,
+                 eng_result *out) {
+  return engine_check_async(t, req, now, out, NULL, NULL);
 }
 
 /* ---- ad-hoc policies ---- */
@@ -722,7 +1348,13 @@ static const adhoc_entry *adhoc_get(engine *e, const sl_policy *p,
     adhoc_entry *a = &e->adhoc[n];
     snprintf(a->canon, sizeof a->canon, "%s", canon);
     a->policy = *p;
-    if (sl_limiter_new(e->store, p, &a->lim) == 0) {
+    a->local = NULL;
+    int rc = sl_limiter_new(e->store, p, &a->lim);
+    if (rc == 0 && e->o.remote && limit_mode(e, NULL) == CFG_STORE_ERROR_LOCAL) {
+      sl_policy lp = local_policy(p, limit_fraction(e, NULL));
+      if ((rc = sl_limiter_new(e->store, &lp, &a->local))) sl_limiter_free(a->lim);
+    }
+    if (rc == 0) {
       atomic_store_explicit(&e->nadhoc, n + 1, memory_order_release);
       found = a;
     }
@@ -731,19 +1363,54 @@ static const adhoc_entry *adhoc_get(engine *e, const sl_policy *p,
   return found;
 }
 
+/* adhoc_decide's fleet-mode half: one check, in Redis. */
+static int adhoc_remote(engine_thread *t, const adhoc_entry *a,
+                        const char *key, size_t key_len, int64_t cost,
+                        int64_t now, eng_result *out, eng_done_fn done,
+                        void *ud) {
+  if (key_len > SL_KEY_MAX) return SL_EKEY;
+  if (cost < 0) return SL_EINVAL;
+  eng_job *j = job_new(t, out, done, ud);
+  if (!j) return SL_ENOMEM;
+  j->adhoc = 1;
+  j->nc = 1;
+  j->check_of[0] = 0;
+  j->keys = malloc(32 + 2 * strlen(a->canon) + 2 * key_len);
+  if (!j->keys) return job_end_now(j, SL_ENOMEM);
+  job_check *jc = &j->c[0];
+  jc->rc.policy = &a->policy;
+  jc->rc.key = j->keys;
+  jc->rc.key_len = redis_key(j->keys, "", 0, 'a', a->canon, key, key_len);
+  jc->rc.cost = cost;
+  jc->rc.shadow = 0;
+  jc->mode = limit_mode(t->e, NULL);
+  jc->local = a->local;
+  jc->lkey = j->keys + jc->rc.key_len;
+  memcpy(j->keys + jc->rc.key_len, key, key_len);
+  jc->lkey_len = key_len;
+  int rc = job_start(j, now);
+  if (rc == ENG_PENDING) return rc;
+  return job_end_now(j, rc);
+}
+
 static int adhoc_decide(engine_thread *t, const adhoc_entry *a,
                         const char *key, size_t key_len, int64_t cost,
-                        int64_t now, eng_result *out) {
+                        int64_t now, eng_result *out, eng_done_fn done,
+                        void *ud) {
   memset(out, 0, sizeof out->allowed);
   out->n = 1;
   eng_status *s = &out->st[0];
   memset(s, 0, sizeof *s);
   s->policy_str = a->canon;
   s->policy = &a->policy;
+  if (t->e->o.remote && t->send && done)
+    return adhoc_remote(t, a, key, key_len, cost, now, out, done, ud);
   int64_t t0 = mono_ns();
   int rc = sl_limiter_take(a->lim, key, key_len, cost, now, &s->d);
   observe_latency(t, mono_ns() - t0);
   if (rc) return rc;
+  if (t->e->o.sync && s->d.allowed)
+    note_charge(t, a->lim, a->canon, NULL, key, key_len, cost);
   out->allowed = s->d.allowed;
   out->worst = 0;
   out->by_descriptor[0] = 0;
@@ -754,6 +1421,14 @@ static int adhoc_decide(engine_thread *t, const adhoc_entry *a,
 int engine_throttle(engine_thread *t, const char *key, size_t key_len,
                     const char *spec, size_t spec_len, int64_t cost,
                     int64_t now, eng_result *out, char *err, size_t err_len) {
+  return engine_throttle_async(t, key, key_len, spec, spec_len, cost, now,
+                               out, err, err_len, NULL, NULL);
+}
+
+int engine_throttle_async(engine_thread *t, const char *key, size_t key_len,
+                          const char *spec, size_t spec_len, int64_t cost,
+                          int64_t now, eng_result *out, char *err,
+                          size_t err_len, eng_done_fn done, void *ud) {
   /* Per-thread cache by the spec as written: no parsing on the hot path. */
   uint64_t h = 0xcbf29ce484222325u;
   for (size_t i = 0; i < spec_len; i++)
@@ -773,6 +1448,7 @@ int engine_throttle(engine_thread *t, const char *key, size_t key_len,
     buf[spec_len] = '\0';
     sl_policy p;
     if (sl_policy_parse(buf, &p, err, err_len)) return SL_EPOLICY;
+    if (t->e->o.remote && rs_policy_check(&p, err, err_len)) return SL_EPOLICY;
     char canon[64];
     sl_policy_format(&p, canon, sizeof canon);
     a = adhoc_get(t->e, &p, canon);
@@ -787,12 +1463,20 @@ int engine_throttle(engine_thread *t, const char *key, size_t key_len,
       t->adhoc_cache[slot].a = a;
     }
   }
-  return adhoc_decide(t, a, key, key_len, cost, now, out);
+  return adhoc_decide(t, a, key, key_len, cost, now, out, done, ud);
 }
 
 int engine_throttle_policy(engine_thread *t, const char *key, size_t key_len,
                            const sl_policy *p, int64_t cost, int64_t now,
                            eng_result *out) {
+  return engine_throttle_policy_async(t, key, key_len, p, cost, now, out,
+                                      NULL, NULL);
+}
+
+int engine_throttle_policy_async(engine_thread *t, const char *key,
+                                 size_t key_len, const sl_policy *p,
+                                 int64_t cost, int64_t now, eng_result *out,
+                                 eng_done_fn done, void *ud) {
   /* Per-thread cache by the policy's fields: no formatting, no search. */
   uint64_t h = ((uint64_t)p->algo * 0x9e3779b97f4a7c15u) ^
                ((uint64_t)p->limit << 32 | p->burst) ^
@@ -803,15 +1487,17 @@ int engine_throttle_policy(engine_thread *t, const char *key, size_t key_len,
       a->policy.burst != p->burst || a->policy.period_ns != p->period_ns) {
     char canon[64];
     if (sl_policy_format(p, canon, sizeof canon) < 0) return SL_EPOLICY;
+    if (t->e->o.remote && rs_policy_check(p, NULL, 0)) return SL_EPOLICY;
     a = adhoc_get(t->e, p, canon);
     if (!a) return ENG_EADHOC;
     t->policy_cache[slot] = a;
   }
-  return adhoc_decide(t, a, key, key_len, cost, now, out);
+  return adhoc_decide(t, a, key, key_len, cost, now, out, done, ud);
 }
 
 int engine_reset_descriptor(engine_thread *t, const eng_request *req) {
   gen *g = t->g;
+  if (t->e->o.remote) return ENG_EREMOTE;
   const cfg_domain *dom = config_domain(g->cfg, req->domain, req->domain_len);
   if (!dom) return ENG_EDOMAIN;
   int dropped = 0;
@@ -831,6 +1517,7 @@ int engine_reset_descriptor(engine_thread *t, const eng_request *req) {
 }
 
 int engine_reset_key(engine *e, const char *key, size_t key_len) {
+  if (e->o.remote) return ENG_EREMOTE;
   int dropped = 0;
   size_t n = atomic_load_explicit(&e->nadhoc, memory_order_acquire);
   for (size_t i = 0; i < n; i++)
@@ -865,8 +1552,9 @@ char *engine_metrics(engine *e, size_t *len) {
 
   /* Sum the per-thread figures under the thread list's lock. */
   uint64_t counters[EC_COUNT] = {0}, hist[NBUCKETS + 1] = {0}, hsum = 0,
-           hcount = 0;
+           hcount = 0, shist[NBUCKETS + 1] = {0}, ssum = 0, scount = 0;
   int64_t conns[2] = {0, 0};
+  int failing = 0;
   size_t ns = atomic_load_explicit(&e->nseries, memory_order_acquire);
   uint64_t *ser = calloc(ns ? ns * S_N : 1, sizeof *ser);
   pthread_mutex_lock(&e->threads_lock);
@@ -877,6 +1565,10 @@ char *engine_metrics(engine *e, size_t *len) {
     for (size_t b = 0; b <= NBUCKETS; b++) hist[b] += get(&t->hist[b]);
     hsum += get(&t->hist_sum_ns);
     hcount += get(&t->hist_count);
+    for (size_t b = 0; b <= NBUCKETS; b++) shist[b] += get(&t->shist[b]);
+    ssum += get(&t->shist_sum_ns);
+    scount += get(&t->shist_count);
+    failing |= atomic_load_explicit(&t->store_failing, memory_order_relaxed);
     for (int p = 0; p < 2; p++)
       conns[p] += atomic_load_explicit(&t->conns[p], memory_order_relaxed);
     for (size_t s = 0; ser && s < ns; s++) {
@@ -945,6 +1637,46 @@ char *engine_metrics(engine *e, size_t *len) {
           "sluice_decision_duration_seconds_count %llu\n",
           (unsigned long long)cum, (double)hsum / 1e9,
           (unsigned long long)hcount);
+
+  if (e->o.remote) {
+    help(f, "sluice_redis_calls_total", "counter",
+         "Fleet mode: decision scripts sent to Redis.");
+    fprintf(f, "sluice_redis_calls_total %llu\n",
+            (unsigned long long)counters[EC_STORE_CALLS]);
+    help(f, "sluice_redis_errors_total", "counter",
+         "Fleet mode: scripts that failed (timeout, connection lost, error "
+         "reply).");
+    fprintf(f, "sluice_redis_errors_total %llu\n",
+            (unsigned long long)counters[EC_STORE_ERRORS]);
+    help(f, "sluice_redis_refused_total", "counter",
+         "Fleet mode: scripts not sent because the breaker was open (Redis "
+         "down).");
+    fprintf(f, "sluice_redis_refused_total %llu\n",
+            (unsigned long long)counters[EC_STORE_REFUSED]);
+    help(f, "sluice_store_fallbacks_total", "counter",
+         "Fleet mode: requests answered by on_store_error instead of Redis.");
+    fprintf(f, "sluice_store_fallbacks_total %llu\n",
+            (unsigned long long)counters[EC_STORE_FALLBACKS]);
+    help(f, "sluice_store_fallback_active", "gauge",
+         "Fleet mode: 1 while the last Redis call of some thread failed.");
+    fprintf(f, "sluice_store_fallback_active %d\n", failing);
+    help(f, "sluice_redis_call_duration_seconds", "histogram",
+         "Fleet mode: from sending a script to its reply (batching "
+         "included).");
+    cum = 0;
+    for (size_t b = 0; b < NBUCKETS; b++) {
+      cum += shist[b];
+      fprintf(f, "sluice_redis_call_duration_seconds_bucket{le=\"%g\"} %llu\n",
+              (double)hist_bounds[b] / 1e9, (unsigned long long)cum);
+    }
+    cum += shist[NBUCKETS];
+    fprintf(f,
+            "sluice_redis_call_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
+            "sluice_redis_call_duration_seconds_sum %.9f\n"
+            "sluice_redis_call_duration_seconds_count %llu\n",
+            (unsigned long long)cum, (double)ssum / 1e9,
+            (unsigned long long)scount);
+  }
 
   help(f, "sluice_requests_total", "counter", "Requests by protocol.");
   fprintf(f,

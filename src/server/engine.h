@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <hiredis/hiredis.h>
+
 #include "../config/config.h"
 #include "sluice.h"
 
@@ -30,13 +32,27 @@ enum {
   ENG_EDOMAIN = -100,     /* unknown domain */
   ENG_EDESCRIPTOR = -101, /* empty, too many or too long descriptors */
   ENG_EADHOC = -102,      /* too many distinct ad-hoc policies */
+  ENG_EREMOTE = -103,     /* not possible with the state in Redis */
 };
+
+/* The *_async calls' "the answer comes later" (positive: not an error). */
+#define ENG_PENDING 1
 
 typedef struct engine engine;
 typedef struct engine_thread engine_thread;
 
 typedef struct engine_opts {
   size_t max_memory; /* store cap; 0 = library default */
+  /* Fleet mode: decisions by the Redis script (src/redis/script.h) through
+     each thread's remote (engine_thread_set_remote). */
+  int remote;
+  int cluster;           /* keys route by slot: group a request's keys */
+  int on_store_error;    /* for limits that set none; DEFAULT = allow */
+  double local_fraction; /* for local without a fraction; 0 = 0.5 */
+  int breaker_ms;        /* deny's Retry-After while Redis is out */
+  /* Approximate mode (--sync): decisions stay local (remote = 0); every
+     local charge is recorded for engine_sync_take. */
+  int sync;
 } engine_opts;
 
 /* Takes ownership of cfg. NULL on failure (message in err). */
@@ -67,6 +83,18 @@ void engine_thread_free(engine_thread *t);
 void engine_thread_quiesce(engine_thread *t);
 /* The thread holds no config until its next quiesce (e.g. while blocked). */
 void engine_thread_offline(engine_thread *t);
+
+/*
+ * Fleet mode's I/O, provided by the daemon per thread. send queues cmd
+ * (malloc'd; owned by the callee from then on) for the Redis node serving
+ * `slot` (-1: any) and returns 0, after which cb runs exactly once, later,
+ * on this thread (r = the reply, or NULL with err); or returns -1 at once
+ * when the store is known to be down (cb never runs).
+ */
+typedef void (*eng_reply_fn)(void *ud, const redisReply *r, const char *err);
+typedef int (*eng_send_fn)(void *io, int slot, char *cmd, size_t len,
+                           eng_reply_fn cb, void *ud);
+void engine_thread_set_remote(engine_thread *t, eng_send_fn send, void *io);
 
 /* ---- requests ---- */
 
@@ -114,6 +142,18 @@ int engine_check(engine_thread *t, const eng_request *req, int64_t now,
                  eng_result *out);
 
 /*
+ * The same, for a caller that can wait: with the state in Redis (fleet
+ * mode) the answer needs a round trip. Returns ENG_PENDING when the answer
+ * will come through done(ud, rc, out) later on this thread (out must stay
+ * valid until then; done runs exactly once); anything else is the answer
+ * now, as engine_check's, and done never runs. A failed Redis is answered
+ * per limit by on_store_error (allow, deny, or a local limiter).
+ */
+typedef void (*eng_done_fn)(void *ud, int rc, eng_result *out);
+int engine_check_async(engine_thread *t, const eng_request *req, int64_t now,
+                       eng_result *out, eng_done_fn done, void *ud);
+
+/*
  * Decides an ad-hoc request: `key` under the policy spelled `spec`
  * (parsed once, then cached). Returns 0, SL_EPOLICY (message in err),
  * ENG_EADHOC, or SL_E*.
@@ -127,14 +167,44 @@ int engine_throttle_policy(engine_thread *t, const char *key, size_t key_len,
                            const sl_policy *p, int64_t cost, int64_t now,
                            eng_result *out);
 
+/* Both for a caller that can wait (see engine_check_async). */
+int engine_throttle_async(engine_thread *t, const char *key, size_t key_len,
+                          const char *spec, size_t spec_len, int64_t cost,
+                          int64_t now, eng_result *out, char *err,
+                          size_t err_len, eng_done_fn done, void *ud);
+int engine_throttle_policy_async(engine_thread *t, const char *key,
+                                 size_t key_len, const sl_policy *p,
+                                 int64_t cost, int64_t now, eng_result *out,
+                                 eng_done_fn done, void *ud);
+
 /* Forgets `key` under every ad-hoc policy (SL.THROTTLE, /v1/throttle).
-   Returns how many states were dropped. */
+   Returns how many states were dropped (ENG_EREMOTE in fleet mode). */
 int engine_reset_key(engine *e, const char *key, size_t key_len);
 
 /* Forgets the state of each of req's descriptors under every limit they
    match in the thread's config. Returns how many states were dropped, or
-   ENG_EDOMAIN / ENG_EDESCRIPTOR. */
+   ENG_EDOMAIN / ENG_EDESCRIPTOR (ENG_EREMOTE in fleet mode). */
 int engine_reset_descriptor(engine_thread *t, const eng_request *req);
+
+/* ---- approximate mode ---- */
+
+/*
+ * The local charges of every thread since the last call, merged per
+ * (limiter, key), as a list (owned by the caller until engine_sync_apply).
+ */
+typedef struct eng_delta eng_delta;
+eng_delta *engine_sync_take(engine *e);
+const char *engine_delta_key(const eng_delta *d, size_t *len); /* in Redis */
+const sl_policy *engine_delta_policy(const eng_delta *d);
+int64_t engine_delta_cost(const eng_delta *d);
+eng_delta *engine_delta_next(const eng_delta *d);
+/*
+ * After the sync: remaining[i] is what the fleet has left for the list's
+ * i-th key (< 0: unknown); a key whose local limiter has more left is
+ * charged the difference. Frees the list.
+ */
+void engine_sync_apply(engine *e, eng_delta *list, const int64_t *remaining,
+                       int64_t now);
 
 /* ---- metrics ---- */
 
@@ -150,6 +220,10 @@ typedef enum eng_counter {
   EC_CHECK_DENIED,
   EC_CONNECTIONS_OPENED,
   EC_CONNECTIONS_REJECTED,
+  EC_STORE_CALLS,     /* fleet mode: scripts sent to Redis */
+  EC_STORE_ERRORS,    /* ... that failed (timeout, connection, error) */
+  EC_STORE_REFUSED,   /* requests not sent: the breaker was open */
+  EC_STORE_FALLBACKS, /* requests answered by on_store_error */
   EC_COUNT
 } eng_counter;
 

@@ -566,9 +566,102 @@ static int engine_error(h2o_req_t *req, int rc, const eng_request *er) {
                                 "allow");
   case SL_ENOMEM:
     return send_error(req, 503, "the store is out of memory");
+  case ENG_EREMOTE:
+    return send_error(req, 501, "reset needs --store memory (in Redis, DEL "
+                                "the sl:* keys)");
   default:
     return send_error(req, 400, "%s", sl_strerror(rc));
   }
+}
+
+/* Sends the answer to a decided check (status, headers, body). */
+static int render_check(h2o_req_t *req, server *srv, const eng_result *res,
+                        size_t n, int peek, const int *skipped, size_t asked,
+                        int64_t now) {
+  jbuf b = {0};
+  jb_fmt(&b, "{\"overall_code\":\"%s\",\"allowed\":%s,\"statuses\":[",
+         res->allowed ? "OK" : "OVER_LIMIT", res->allowed ? "true" : "false");
+  if (!skipped) asked = n;
+  for (size_t i = 0, used = 0; i < asked; i++) {
+    if (i) JB_LIT(&b, ",");
+    if (skipped && skipped[i]) {
+      JB_LIT(&b, "{\"code\":\"OK\",\"skipped\":true}");
+      continue;
+    }
+    int k = used < ENG_MAX_DESCRIPTORS ? res->by_descriptor[used] : -1;
+    used++;
+    if (k < 0)
+      JB_LIT(&b, "{\"code\":\"OK\"}");
+    else
+      status_json(&b, &res->st[k]);
+  }
+  JB_LIT(&b, "]}\n");
+  add_limit_headers(req, srv, res, now);
+  return send_body(req, res->allowed || peek ? 200 : srv->o.deny_status,
+                   "application/json", &b);
+}
+
+static int render_throttle(h2o_req_t *req, server *srv, const eng_result *r,
+                           int64_t now);
+
+/*
+ * Fleet mode: a request waiting for Redis. The hook, in the request's pool,
+ * learns when h2o disposes of the request (the client went away) before
+ * the answer came: the answer is then dropped.
+ */
+enum { W_CHECK, W_THROTTLE };
+typedef struct http_wait {
+  h2o_req_t *req; /* NULL once the request is gone */
+  struct http_wait **hook;
+  server *srv;
+  int kind, peek, has_skipped;
+  size_t n, asked;
+  int skipped[ENG_MAX_DESCRIPTORS];
+  int64_t now;
+  eng_result r;
+} http_wait;
+
+static void hook_dispose(void *p) {
+  http_wait **hook = p;
+  if (*hook) (*hook)->req = NULL;
+}
+
+static http_wait *wait_new(h2o_req_t *req, server *srv, int kind,
+                           int64_t now) {
+  if (!worker_of(req->conn->ctx)->remote) return NULL;
+  http_wait *wt = malloc(sizeof *wt);
+  if (!wt) return NULL;
+  wt->req = req;
+  wt->hook = NULL;
+  wt->srv = srv;
+  wt->kind = kind;
+  wt->peek = wt->has_skipped = 0;
+  wt->n = wt->asked = 0;
+  wt->now = now;
+  return wt;
+}
+
+/* The call went pending: hook the request's end. */
+static int wait_pending(http_wait *wt) {
+  wt->hook = h2o_mem_alloc_shared(&wt->req->pool, sizeof *wt->hook,
+                                  hook_dispose);
+  *wt->hook = wt;
+  return 0;
+}
+
+static void wait_done(void *ud, int rc, eng_result *res) {
+  http_wait *wt = ud;
+  if (wt->req) {
+    *wt->hook = NULL;
+    if (rc)
+      send_error(wt->req, 500, "%s", sl_strerror(rc));
+    else if (wt->kind == W_CHECK)
+      render_check(wt->req, wt->srv, res, wt->n, wt->peek,
+                   wt->has_skipped ? wt->skipped : NULL, wt->asked, wt->now);
+    else
+      render_throttle(wt->req, wt->srv, res, wt->now);
+  }
+  free(wt);
 }
 
 /*
@@ -585,38 +678,33 @@ static int answer_check(h2o_req_t *req, server *srv, const eng_request *er,
     r.hits = 0;
     for (size_t i = 0; i < r.n; i++) r.descriptors[i].hits = -1;
   }
-  eng_result res;
   int64_t now = srv_now_ns();
-  int rc = r.n ? engine_check(w->et, &r, now, &res) : 0;
+  eng_result stack_res, *res = &stack_res;
+  http_wait *wt = r.n ? wait_new(req, srv, W_CHECK, now) : NULL;
+  if (wt) {
+    res = &wt->r;
+    wt->peek = peek;
+    wt->n = r.n;
+    wt->asked = asked;
+    wt->has_skipped = skipped != NULL;
+    if (skipped)
+      memcpy(wt->skipped, skipped,
+             (asked < ENG_MAX_DESCRIPTORS ? asked : ENG_MAX_DESCRIPTORS) *
+                 sizeof *skipped);
+  }
+  int rc = r.n ? engine_check_async(w->et, &r, now, res, wait_done, wt) : 0;
+  if (rc == ENG_PENDING) return wait_pending(wt);
   if (!r.n) { /* every descriptor was skipped: nothing applies */
     if (!config_domain(engine_config(srv->eng), r.domain, r.domain_len))
       rc = ENG_EDOMAIN;
-    res.allowed = 1;
-    res.n = 0;
-    res.worst = -1;
+    res->allowed = 1;
+    res->n = 0;
+    res->worst = -1;
   }
-  if (rc) return engine_error(req, rc, &r);
-  jbuf b = {0};
-  jb_fmt(&b, "{\"overall_code\":\"%s\",\"allowed\":%s,\"statuses\":[",
-         res.allowed ? "OK" : "OVER_LIMIT", res.allowed ? "true" : "false");
-  if (!skipped) asked = r.n;
-  for (size_t i = 0, used = 0; i < asked; i++) {
-    if (i) JB_LIT(&b, ",");
-    if (skipped && skipped[i]) {
-      JB_LIT(&b, "{\"code\":\"OK\",\"skipped\":true}");
-      continue;
-    }
-    int k = used < ENG_MAX_DESCRIPTORS ? res.by_descriptor[used] : -1;
-    used++;
-    if (k < 0)
-      JB_LIT(&b, "{\"code\":\"OK\"}");
-    else
-      status_json(&b, &res.st[k]);
-  }
-  JB_LIT(&b, "]}\n");
-  add_limit_headers(req, srv, &res, now);
-  return send_body(req, res.allowed || peek ? 200 : srv->o.deny_status,
-                   "application/json", &b);
+  int sent = rc ? engine_error(req, rc, &r)
+                : render_check(req, srv, res, r.n, peek, skipped, asked, now);
+  free(wt);
+  return sent;
 }
 
 /*
@@ -817,11 +905,16 @@ static int get_throttle(h2o_req_t *req, server *srv, int peek) {
   if (peek) cost = 0;
   if (key->value_len > srv->o.max_key)
     return send_error(req, 400, "key longer than %zu bytes", srv->o.max_key);
-  eng_result r;
   char err[256];
   int64_t now = srv_now_ns();
-  int rc = engine_throttle(w->et, key->value, key->value_len, pol->value,
-                           pol->value_len, cost, now, &r, err, sizeof err);
+  eng_result stack_res, *res = &stack_res;
+  http_wait *wt = wait_new(req, srv, W_THROTTLE, now);
+  if (wt) res = &wt->r;
+  int rc = engine_throttle_async(w->et, key->value, key->value_len,
+                                 pol->value, pol->value_len, cost, now, res,
+                                 err, sizeof err, wait_done, wt);
+  if (rc == ENG_PENDING) return wait_pending(wt);
+  free(rc ? wt : NULL);
   if (rc == SL_EPOLICY || rc == ENG_EADHOC)
     return send_error(req, 400, "policy: %s", err);
   if (rc == SL_ECOST)
@@ -829,7 +922,14 @@ static int get_throttle(h2o_req_t *req, server *srv, int peek) {
                       (long long)cost, pol->value);
   if (rc == SL_ENOMEM) return send_error(req, 503, "the store is out of memory");
   if (rc) return send_error(req, 400, "%s", sl_strerror(rc));
-  const sl_decision *d = &r.st[0].d;
+  int sent = render_throttle(req, srv, res, now);
+  free(wt);
+  return sent;
+}
+
+static int render_throttle(h2o_req_t *req, server *srv, const eng_result *res,
+                           int64_t now) {
+  const sl_decision *d = &res->st[0].d;
   jbuf b = {0};
   if (d->allowed)
     JB_LIT(&b, "{\"allowed\":true,\"limit\":");
@@ -845,9 +945,9 @@ static int get_throttle(h2o_req_t *req, server *srv, int peek) {
   JB_LIT(&b, ",\"delay_ms\":");
   jb_int(&b, srv_ms_up(d->delay_ns));
   JB_LIT(&b, ",\"policy\":");
-  jb_str(&b, r.st[0].policy_str, strlen(r.st[0].policy_str));
+  jb_str(&b, res->st[0].policy_str, strlen(res->st[0].policy_str));
   JB_LIT(&b, "}\n");
-  add_limit_headers(req, srv, &r, now);
+  add_limit_headers(req, srv, res, now);
   return send_body(req, d->allowed ? 200 : srv->o.deny_status,
                    "application/json", &b);
 }
@@ -871,6 +971,7 @@ static int admin_reset(h2o_req_t *req, server *srv) {
       return send_error(req, 400, "key= or domain= (with descriptor "
                                   "entries) is required");
     dropped = engine_reset_key(srv->eng, key->value, key->value_len);
+    if (dropped == ENG_EREMOTE) return engine_error(req, dropped, NULL);
   }
   jbuf b = {0};
   jb_fmt(&b, "{\"reset\":%d}\n", dropped);

@@ -20,6 +20,11 @@
  * buffer while the previous one is being written, and reading pauses when
  * a client stops reading its replies. A protocol error gets "-ERR
  * Protocol error: ..." and the connection is closed, as Redis does.
+ *
+ * Fleet mode: a throttle command waits for Redis without holding up the
+ * connection's later commands. Each waiting command has a slot in the
+ * connection's queue; replies that are ready behind a waiting one wait in
+ * their own slots, so replies still leave in command order.
  */
 #include <ctype.h>
 #include <stdarg.h>
@@ -31,6 +36,20 @@
 #include "server.h"
 
 #define OUT_PAUSE (1 << 20) /* stop reading past this much unsent output */
+#define SLOTS_PAUSE 1024    /* ... or this many commands waiting for Redis */
+
+enum { K_CL, K_SL_THROTTLE, K_SL_CHECK };
+
+/* A command's reply, when a command before it (or itself) waits. */
+typedef struct resp_slot {
+  struct resp_slot *next;
+  struct resp_conn *c; /* NULL: the connection closed while it waited */
+  int done;            /* reply in buf */
+  int kind, never;
+  char *buf;
+  size_t len;
+  /* then, for a waiting command, the eng_result the engine fills */
+} resp_slot;
 
 typedef struct resp_conn {
   h2o_linklist_t link;
@@ -43,6 +62,8 @@ typedef struct resp_conn {
   size_t need;  /* don't parse again before this many input bytes */
   char *out, *wbuf;
   size_t out_len, out_cap, wbuf_cap;
+  resp_slot *head, *tail; /* replies held back behind a waiting command */
+  size_t nslots;
 } resp_conn;
 
 /* ---- output ---- */
@@ -133,6 +154,16 @@ static void flush(resp_conn *c);
 
 static void conn_close(resp_conn *c) {
   worker *w = c->w;
+  /* A waiting command's slot is freed by its answer; the others now. */
+  for (resp_slot *s = c->head, *next; s; s = next) {
+    next = s->next;
+    if (s->done) {
+      free(s->buf);
+      free(s);
+    } else {
+      s->c = NULL;
+    }
+  }
   h2o_linklist_unlink(&c->link);
   h2o_socket_close(c->sock);
   free(c->out);
@@ -161,7 +192,7 @@ static void on_written(h2o_socket_t *sock, const char *err) {
 static void flush(resp_conn *c) {
   if (c->writing) return;
   if (c->out_len == 0) {
-    if (c->closing) conn_close(c);
+    if (c->closing && !c->head) conn_close(c);
     return;
   }
   /* Swap buffers: `out` keeps accumulating while `wbuf` is written. */
@@ -213,6 +244,139 @@ static void lib_error(resp_conn *c, int rc, int64_t cost, const char *what) {
     out_err(c, "ERR %s", sl_strerror(rc));
 }
 
+static void reply_cl(resp_conn *c, const eng_result *r, int never) {
+  const sl_decision *d = &r->st[0].d;
+  int limited = never || !d->allowed;
+  int64_t v[5] = {limited, d->limit, d->remaining,
+                  limited && !never ? cell_secs(d->retry_after_ns) : -1,
+                  cell_secs(d->reset_ns)};
+  out_ints(c, v, 5);
+}
+
+static void reply_sl_throttle(resp_conn *c, const eng_result *r) {
+  const sl_decision *d = &r->st[0].d;
+  int64_t v[6] = {d->allowed,
+                  d->limit,
+                  d->remaining,
+                  srv_ms_up(d->retry_after_ns),
+                  srv_ms_up(d->reset_ns),
+                  srv_ms_up(d->delay_ns)};
+  out_ints(c, v, 6);
+}
+
+static void reply_sl_check(resp_conn *c, const eng_result *r) {
+  int k = r->by_descriptor[0]; /* the most restrictive, or an unlimited */
+  if (k < 0 || r->st[k].unlimited) {
+    out_fmt(c, "*6\r\n:1\r\n:-1\r\n:-1\r\n:0\r\n:0\r\n");
+    if (k < 0)
+      out_bulk(c, "", 0); /* no rule matched */
+    else
+      out_bulk(c, r->st[k].limit->rule, strlen(r->st[k].limit->rule));
+    return;
+  }
+  const eng_status *s = &r->st[k];
+  int64_t v[5] = {r->allowed, s->d.limit, s->d.remaining,
+                  s->d.retry_after_ns < 0 ? -1 : srv_ms_up(s->d.retry_after_ns),
+                  srv_ms_up(s->d.reset_ns)};
+  out_line(c, '*', 6);
+  for (size_t i = 0; i < 5; i++) out_int(c, v[i]);
+  out_bulk(c, s->limit->rule, strlen(s->limit->rule));
+}
+
+/* ---- commands that may wait for Redis ---- */
+
+/* Moves the reply bytes written since `mark` into slot s (done). */
+static void slot_fill(resp_conn *c, resp_slot *s, size_t mark) {
+  s->len = c->out_len - mark;
+  s->buf = s->len ? malloc(s->len) : NULL;
+  if (s->len && !s->buf)
+    c->closing = 1; /* out of memory: the connection cannot stay in order */
+  else if (s->len)
+    memcpy(s->buf, c->out + mark, s->len);
+  c->out_len = mark;
+  s->done = 1;
+}
+
+static void slot_link(resp_conn *c, resp_slot *s) {
+  s->next = NULL;
+  if (c->tail)
+    c->tail->next = s;
+  else
+    c->head = s;
+  c->tail = s;
+  c->nslots++;
+}
+
+/* Sends the replies that are ready, in order. */
+static void slots_drain(resp_conn *c) {
+  while (c->head && c->head->done) {
+    resp_slot *s = c->head;
+    out_raw(c, s->buf, s->len);
+    c->head = s->next;
+    if (!c->head) c->tail = NULL;
+    c->nslots--;
+    free(s->buf);
+    free(s);
+  }
+}
+
+static void on_read(h2o_socket_t *sock, const char *err);
+
+/* The engine's answer for a waiting command. */
+static void slot_done(void *ud, int rc, eng_result *r) {
+  resp_slot *s = ud;
+  resp_conn *c = s->c;
+  if (!c) {
+    free(s);
+    return;
+  }
+  size_t mark = c->out_len;
+  if (rc)
+    out_err(c, "ERR %s", sl_strerror(rc));
+  else if (s->kind == K_CL)
+    reply_cl(c, r, s->never);
+  else if (s->kind == K_SL_THROTTLE)
+    reply_sl_throttle(c, r);
+  else
+    reply_sl_check(c, r);
+  slot_fill(c, s, mark);
+  int paused = c->nslots >= SLOTS_PAUSE;
+  slots_drain(c);
+  if (paused && c->nslots < SLOTS_PAUSE && !c->closing)
+    on_read(c->sock, NULL); /* parses what waited, then flushes */
+  else
+    flush(c);
+}
+
+/*
+ * Runs CALL (an engine_*_async call deciding into `r`, with slot_done and
+ * `slot`) and leaves its rc in `rc`: in fleet mode with an answer to wait
+ * for, the command's slot joins the queue and the handler returns.
+ */
+#define RESP_DECIDE(kind_, never_, CALL)                     \
+  eng_result stack_r, *r = &stack_r;                         \
+  resp_slot *slot = NULL;                                    \
+  if (c->w->remote) {                                        \
+    slot = malloc(sizeof *slot + sizeof *r);                 \
+    if (!slot) {                                             \
+      out_err(c, "ERR out of memory");                       \
+      return;                                                \
+    }                                                        \
+    slot->c = c;                                             \
+    slot->done = 0;                                          \
+    slot->kind = (kind_);                                    \
+    slot->never = (never_);                                  \
+    slot->buf = NULL;                                        \
+    slot->len = 0;                                           \
+    r = (eng_result *)(void *)(slot + 1);                    \
+  }                                                          \
+  int rc = (CALL);                                           \
+  if (rc == ENG_PENDING) {                                   \
+    slot_link(c, slot);                                      \
+    return;                                                  \
+  }                                                          \
+  free(slot)
+
 static void cmd_cl_throttle(resp_conn *c, const resp_cmd *cmd) {
   if (cmd->argc != 5 && cmd->argc != 6) {
     out_err(c, "ERR Usage: cl.throttle <key> <max_burst> <count per period> "
@@ -252,21 +416,17 @@ static void cmd_cl_throttle(resp_conn *c, const resp_cmd *cmd) {
             count, period);
     return;
   }
-  eng_result r;
   int64_t now = srv_now_ns();
   int never = qty > (long long)p.burst; /* redis-cell: limited, retry -1 */
-  int rc = engine_throttle_policy(c->w->et, cmd->argv[1], cmd->len[1],
-                                  &p, never ? 0 : qty, now, &r);
+  RESP_DECIDE(K_CL, never,
+              engine_throttle_policy_async(c->w->et, cmd->argv[1],
+                                           cmd->len[1], &p, never ? 0 : qty,
+                                           now, r, slot_done, slot));
   if (rc) {
     lib_error(c, rc, qty, "this rate");
     return;
   }
-  const sl_decision *d = &r.st[0].d;
-  int limited = never || !d->allowed;
-  int64_t v[5] = {limited, d->limit, d->remaining,
-                  limited && !never ? cell_secs(d->retry_after_ns) : -1,
-                  cell_secs(d->reset_ns)};
-  out_ints(c, v, 5);
+  reply_cl(c, r, never);
 }
 
 static void cmd_sl_throttle(resp_conn *c, const resp_cmd *cmd) {
@@ -280,11 +440,12 @@ static void cmd_sl_throttle(resp_conn *c, const resp_cmd *cmd) {
     out_err(c, "ERR cost must be an integer >= 0");
     return;
   }
-  eng_result r;
   char err[256];
-  int rc = engine_throttle(c->w->et, cmd->argv[1], cmd->len[1], cmd->argv[2],
-                           cmd->len[2], cost, srv_now_ns(), &r, err,
-                           sizeof err);
+  RESP_DECIDE(K_SL_THROTTLE, 0,
+              engine_throttle_async(c->w->et, cmd->argv[1], cmd->len[1],
+                                    cmd->argv[2], cmd->len[2], cost,
+                                    srv_now_ns(), r, err, sizeof err,
+                                    slot_done, slot));
   if (rc == SL_EPOLICY || rc == ENG_EADHOC) {
     out_err(c, "ERR invalid policy: %s", err);
     return;
@@ -293,14 +454,7 @@ static void cmd_sl_throttle(resp_conn *c, const resp_cmd *cmd) {
     lib_error(c, rc, cost, "this policy");
     return;
   }
-  const sl_decision *d = &r.st[0].d;
-  int64_t v[6] = {d->allowed,
-                  d->limit,
-                  d->remaining,
-                  srv_ms_up(d->retry_after_ns),
-                  srv_ms_up(d->reset_ns),
-                  srv_ms_up(d->delay_ns)};
-  out_ints(c, v, 6);
+  reply_sl_throttle(c, r);
 }
 
 static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
@@ -329,8 +483,9 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
     d.entries[i] = (cfg_entry){cmd->argv[2 + 2 * i], cmd->len[2 + 2 * i],
                                cmd->argv[3 + 2 * i], cmd->len[3 + 2 * i]};
   eng_request req = {cmd->argv[1], cmd->len[1], &d, 1, hits};
-  eng_result r;
-  int rc = engine_check(c->w->et, &req, srv_now_ns(), &r);
+  RESP_DECIDE(K_SL_CHECK, 0,
+              engine_check_async(c->w->et, &req, srv_now_ns(), r, slot_done,
+                                 slot));
   if (rc == ENG_EDOMAIN) {
     out_err(c, "ERR unknown domain '%.*s'", (int)cmd->len[1], cmd->argv[1]);
     return;
@@ -344,22 +499,7 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
     lib_error(c, rc, hits, "a matching rule");
     return;
   }
-  int k = r.by_descriptor[0]; /* the most restrictive, or an unlimited */
-  if (k < 0 || r.st[k].unlimited) {
-    out_fmt(c, "*6\r\n:1\r\n:-1\r\n:-1\r\n:0\r\n:0\r\n");
-    if (k < 0)
-      out_bulk(c, "", 0); /* no rule matched */
-    else
-      out_bulk(c, r.st[k].limit->rule, strlen(r.st[k].limit->rule));
-    return;
-  }
-  const eng_status *s = &r.st[k];
-  int64_t v[5] = {r.allowed, s->d.limit, s->d.remaining,
-                  s->d.retry_after_ns < 0 ? -1 : srv_ms_up(s->d.retry_after_ns),
-                  srv_ms_up(s->d.reset_ns)};
-  out_line(c, '*', 6);
-  for (size_t i = 0; i < 5; i++) out_int(c, v[i]);
-  out_bulk(c, s->limit->rule, strlen(s->limit->rule));
+  reply_sl_check(c, r);
 }
 
 static void cmd_info(resp_conn *c) {
@@ -431,10 +571,16 @@ static void dispatch(resp_conn *c, const resp_cmd *cmd) {
   } else if (is(cmd, 0, "SL.CHECK")) {
     cmd_sl_check(c, cmd);
   } else if (is(cmd, 0, "SL.RESET")) {
+    int n = cmd->argc == 2 ? engine_reset_key(c->w->srv->eng, cmd->argv[1],
+                                              cmd->len[1])
+                           : 0;
     if (cmd->argc != 2)
       out_err(c, "ERR wrong number of arguments for 'sl.reset' command");
+    else if (n == ENG_EREMOTE)
+      out_err(c, "ERR SL.RESET needs --store memory (in Redis: DEL the "
+                 "key's sl:* keys)");
     else
-      out_int(c, engine_reset_key(c->w->srv->eng, cmd->argv[1], cmd->len[1]));
+      out_int(c, n);
   } else if (is(cmd, 0, "PING")) {
     if (cmd->argc == 1)
       out_raw(c, "+PONG\r\n", 7);
@@ -486,22 +632,42 @@ static void on_read(h2o_socket_t *sock, const char *err) {
     ssize_t n = resp_parse(sock->input->bytes, sock->input->size, c->w->cmd,
                            &c->need, &perr);
     if (n == 0) break;
+    /* Behind a waiting command, a reply waits in a slot of its own. */
+    resp_slot *behind = c->tail;
+    size_t mark = c->out_len;
     if (n < 0) {
       out_err(c, "ERR %s", perr);
       c->closing = 1;
-      break;
+    } else {
+      c->need = 0;
+      dispatch(c, c->w->cmd);
+      h2o_buffer_consume(&sock->input, (size_t)n);
     }
-    c->need = 0;
-    dispatch(c, c->w->cmd);
-    h2o_buffer_consume(&sock->input, (size_t)n);
+    if (behind && c->out_len > mark) {
+      resp_slot *s = calloc(1, sizeof *s);
+      if (!s) {
+        c->closing = 1;
+      } else {
+        s->c = c;
+        slot_fill(c, s, mark);
+        slot_link(c, s);
+      }
+    }
+    if (n < 0) break;
     if (c->out_len >= OUT_PAUSE && c->writing) break;
+    if (c->nslots >= SLOTS_PAUSE) break;
   }
   if (c->closing && c->reading) {
     h2o_socket_read_stop(sock);
     c->reading = 0;
-  } else if (c->writing && c->out_len >= OUT_PAUSE && c->reading) {
+  } else if (((c->writing && c->out_len >= OUT_PAUSE) ||
+              c->nslots >= SLOTS_PAUSE) &&
+             c->reading) {
     h2o_socket_read_stop(sock); /* the client is not reading: wait */
     c->reading = 0;
+  } else if (!c->reading && !c->closing) {
+    c->reading = 1; /* what paused it is over */
+    h2o_socket_read_start(sock, on_read);
   }
   flush(c);
 }

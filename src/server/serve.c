@@ -27,16 +27,23 @@
 #include <unistd.h>
 
 #include "../cli/cli.h"
+#include "../redis/client.h"
+#include "../redis/script.h"
+#include "../redis/sync.h"
 #include "server.h"
 
 #define EXPIRE_EVERY_MS 100
 #define EXPIRE_SLOTS 8192
 #define WATCH_EVERY_MS 1000
 
+/* --clock-skew (tests): this daemon's clock runs this far off. In fleet
+   mode's exact decisions Redis's clock is used, so it changes nothing. */
+static int64_t clock_skew_ns;
+
 int64_t srv_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + clock_skew_ns;
 }
 
 void srv_log(const char *level, const char *fmt, ...) {
@@ -89,6 +96,27 @@ static void serve_usage(FILE *f) {
           "                         any peer (default: loopback peers only)\n"
           "  --shutdown-grace MS    time in-flight requests get on SIGTERM\n"
           "                         (default 5000)\n"
+          "\n"
+          "fleet mode (one limit across many daemons; docs/fleet.md):\n"
+          "  --store URL            memory (default), redis://[[USER]:PASS@]\n"
+          "                         HOST:PORT[/DB], or redis-cluster://HOST:PORT\n"
+          "                         [,HOST:PORT...]; the password may also come\n"
+          "                         from $SLUICE_REDIS_PASSWORD\n"
+          "  --redis-timeout MS     every Redis call, connects too (default 50)\n"
+          "  --batch-window US      wait up to this long to pipeline more\n"
+          "                         decisions together (default 0: send at the\n"
+          "                         end of each event-loop pass)\n"
+          "  --breaker-interval MS  a failed Redis is left alone this long\n"
+          "                         before a probe (default 1000)\n"
+          "  --on-store-error MODE  allow (default), deny, or local[:FRACTION]\n"
+          "                         (an in-memory limiter at FRACTION of the\n"
+          "                         limit, default 0.5), for rules that set no\n"
+          "                         on_store_error of their own\n"
+          "  --sync MS              approximate mode: decide locally, and every\n"
+          "                         MS push local charges to Redis and pull the\n"
+          "                         fleet's remaining (default: exact mode)\n"
+          "  --clock-skew MS        tests: run this daemon's clock MS off (exact\n"
+          "                         mode decides on Redis's clock regardless)\n"
           "  -h, --help             this help\n"
           "\n"
           "Signals: SIGHUP reloads the config (a changed config file reloads\n"
@@ -188,7 +216,15 @@ static int listen_on(const char *addr, int port_override, int *bound_port,
 typedef struct worker_boot {
   worker w;
   int http_fd, resp_fd;
+  const rc_config *rcfg;   /* fleet mode, else NULL */
+  const rc_topology *topo;
 } worker_boot;
+
+/* The engine's remote, on this worker's Redis client. */
+static int remote_send(void *io, int slot, char *cmd, size_t len,
+                       eng_reply_fn cb, void *ud) {
+  return rc_send(io, slot, cmd, len, cb, ud);
+}
 
 static h2o_globalconf_t h2o_conf;
 
@@ -322,11 +358,23 @@ static void *worker_main(void *arg) {
   w->http_listener = listener_socket(w, b->http_fd, on_accept_http);
   w->resp_listener = listener_socket(w, b->resp_fd, on_accept_resp);
 
+  if (b->rcfg) {
+    w->rc = rc_client_new(w->loop, b->rcfg, b->topo);
+    if (w->rc) {
+      engine_thread_set_remote(w->et, remote_send, w->rc);
+      w->remote = 1;
+    } else {
+      srv_log("error", "worker %u: no Redis client (out of memory): "
+                       "answering per on_store_error", w->index);
+    }
+  }
+
   int draining = 0;
   int64_t deadline = 0;
   for (;;) {
     engine_thread_quiesce(w->et);
     h2o_evloop_run(w->loop, 100);
+    if (w->rc) rc_flush(w->rc); /* this pass's decisions, one pipeline */
     if (atomic_load(&srv->stopping) && !draining) {
       /* Stop accepting; let in-flight work finish. */
       if (w->http_listener) h2o_socket_close(w->http_listener);
@@ -343,6 +391,9 @@ static void *worker_main(void *arg) {
       break;
     if (draining) close_idle_http(w); /* those that were busy a moment ago */
   }
+  /* Requests still waiting for Redis are answered per on_store_error. */
+  rc_client_free(w->rc);
+  w->rc = NULL;
   resp_worker_dispose(w);
   /* HTTP connections still open past the grace close with the loop. */
   engine_thread_offline(w->et);
@@ -399,7 +450,23 @@ static void log_config(const char *what, const sl_config *c) {
           c->ndomains == 1 ? "" : "s", c->nlimits, c->nlimits == 1 ? "" : "s");
 }
 
-static sl_config *load(const char *path) {
+/* Fleet mode: every rule's policy must be one the Redis script decides
+   exactly. Logs each that is not; returns how many. */
+static int check_remote_policies(const sl_config *c) {
+  int bad = 0;
+  for (size_t i = 0; i < c->nlimits; i++) {
+    const cfg_limit *l = c->limits[i];
+    char err[256];
+    if (l->unlimited || l->blocked || !rs_policy_check(&l->policy, err, sizeof err))
+      continue;
+    srv_log("error", "%s:%d:%d: %s: %s", l->pos.file, l->pos.line,
+            l->pos.col, l->rule, err);
+    bad++;
+  }
+  return bad;
+}
+
+static sl_config *load(const char *path, int remote) {
   cfg_errors errs = {0};
   sl_config *c =
       path ? config_load(path, &errs)
@@ -407,12 +474,16 @@ static sl_config *load(const char *path) {
                                 strlen(config_default_yaml), "<default>", &errs);
   for (size_t i = 0; i < errs.n; i++) srv_log("error", "%s", errs.msgs[i]);
   cfg_errors_free(&errs);
+  if (c && remote && check_remote_policies(c)) {
+    config_free(c);
+    return NULL;
+  }
   return c;
 }
 
 static void reload(server *srv, watch *wt) {
   const char *path = srv->o.config_path;
-  sl_config *c = load(path);
+  sl_config *c = load(path, srv->remote);
   if (!c) {
     engine_note_reload_failure(srv->eng);
     srv_log("error", "config reload failed: keeping the running config");
@@ -455,6 +526,13 @@ int cmd_serve(int argc, char **argv) {
       {"trust-forwarded", no_argument, NULL, 10},
       {"shutdown-grace", required_argument, NULL, 11},
       {"max-key", required_argument, NULL, 12},
+      {"store", required_argument, NULL, 13},
+      {"redis-timeout", required_argument, NULL, 14},
+      {"batch-window", required_argument, NULL, 15},
+      {"breaker-interval", required_argument, NULL, 16},
+      {"on-store-error", required_argument, NULL, 17},
+      {"clock-skew", required_argument, NULL, 18},
+      {"sync", required_argument, NULL, 19},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   server srv;
@@ -474,6 +552,12 @@ int cmd_serve(int argc, char **argv) {
   o->max_header_bytes = 8 << 10;
   o->max_key = SL_KEY_MAX;
   o->shutdown_grace_ms = 5000;
+  rc_config rcfg;
+  memset(&rcfg, 0, sizeof rcfg);
+  rcfg.timeout_ms = 50;
+  rcfg.breaker_ms = 1000;
+  int remote = 0, store_error = CFG_STORE_ERROR_ALLOW, sync_ms = 0;
+  double local_fraction = CFG_LOCAL_FRACTION_DEFAULT;
   int c;
   int64_t v;
   optind = 1;
@@ -549,6 +633,52 @@ int cmd_serve(int argc, char **argv) {
       if (parse_size_opt("max-key", optarg, 1, SL_KEY_MAX, 1, &v)) return 2;
       o->max_key = (size_t)v;
       break;
+    case 13:
+      if (strcmp(optarg, "memory")) {
+        char err[256];
+        if (rc_config_parse(optarg, &rcfg, err, sizeof err)) {
+          fprintf(stderr, "sluice serve: --store %s\n", err);
+          return 2;
+        }
+        remote = 1;
+      } else {
+        remote = 0;
+      }
+      break;
+    case 14:
+      if (parse_size_opt("redis-timeout", optarg, 1, 60000, 0, &v)) return 2;
+      rcfg.timeout_ms = (int)v;
+      break;
+    case 15:
+      if (parse_size_opt("batch-window", optarg, 0, 100000, 0, &v)) return 2;
+      rcfg.batch_us = (int)v;
+      break;
+    case 16:
+      if (parse_size_opt("breaker-interval", optarg, 10, 600000, 0, &v))
+        return 2;
+      rcfg.breaker_ms = (int)v;
+      break;
+    case 17: {
+      char err[256];
+      if (cfg_parse_store_error(optarg, &store_error, &local_fraction, err,
+                                sizeof err)) {
+        fprintf(stderr, "sluice serve: --on-store-error %s\n", err);
+        return 2;
+      }
+      break;
+    }
+    case 18:
+      if (cli_parse_int(optarg, -86400000, 86400000, 0, &v)) {
+        fprintf(stderr, "sluice serve: --clock-skew '%s' is not a number of "
+                        "ms within a day\n", optarg);
+        return 2;
+      }
+      clock_skew_ns = v * 1000000;
+      break;
+    case 19:
+      if (parse_size_opt("sync", optarg, 1, 600000, 0, &v)) return 2;
+      sync_ms = (int)v;
+      break;
     case 'h':
       serve_usage(stdout);
       return 0;
@@ -568,11 +698,24 @@ int cmd_serve(int argc, char **argv) {
   if (o->password && !*o->password) o->password = NULL;
   if (o->admin_token && !*o->admin_token) o->admin_token = NULL;
 
+  if (remote && !rcfg.password[0] && getenv("SLUICE_REDIS_PASSWORD"))
+    snprintf(rcfg.password, sizeof rcfg.password, "%s",
+             getenv("SLUICE_REDIS_PASSWORD"));
+  if (sync_ms && !remote) {
+    fprintf(stderr, "sluice serve: --sync needs --store redis://... or "
+                    "redis-cluster://...\n");
+    return 2;
+  }
+  srv.remote = remote && !sync_ms; /* approximate mode decides locally */
+
   signal(SIGPIPE, SIG_IGN);
-  sl_config *cfg = load(o->config_path);
+  sl_config *cfg = load(o->config_path, remote);
+  /* (approximate mode syncs through the same script: same policy range) */
   if (!cfg) return 1;
   char err[256];
-  engine_opts eo = {o->max_memory};
+  engine_opts eo = {o->max_memory,     srv.remote,     rcfg.cluster,
+                    store_error,       local_fraction, rcfg.breaker_ms,
+                    sync_ms > 0};
   srv.eng = engine_new(&eo, cfg, err, sizeof err);
   if (!srv.eng) {
     srv_log("error", "%s", err);
@@ -581,6 +724,19 @@ int cmd_serve(int argc, char **argv) {
   log_config(o->config_path ? o->config_path : "embedded default config",
              engine_config(srv.eng));
 
+  /* Fleet mode: find the nodes (and the slot map) before the workers. */
+  static rc_topology topo;
+  if (remote) {
+    if (rc_discover(&rcfg, &topo, err, sizeof err))
+      srv_log("warn", "redis: %s; starting anyway (answering per "
+                      "on_store_error until it answers)", err);
+    else
+      srv_log("info", "redis: %d node%s, script %s loaded, timeout %d ms, "
+                      "breaker %d ms, batch window %d us", topo.nnodes,
+              topo.nnodes == 1 ? "" : "s", rs_script_sha(), rcfg.timeout_ms,
+              rcfg.breaker_ms, rcfg.batch_us);
+  }
+
   /* Every worker gets its own listening sockets (same ports). */
   worker_boot *boots = calloc(o->threads, sizeof *boots);
   if (!boots) return 1;
@@ -588,6 +744,8 @@ int cmd_serve(int argc, char **argv) {
   for (unsigned i = 0; i < o->threads && ok; i++) {
     worker_boot *b = &boots[i];
     b->http_fd = b->resp_fd = -1;
+    b->rcfg = srv.remote ? &rcfg : NULL;
+    b->topo = &topo;
     if (o->http_addr)
       ok &= (b->http_fd = listen_on(o->http_addr, srv.http_port,
                                     &srv.http_port, i == 0)) >= 0;
@@ -632,6 +790,16 @@ int cmd_serve(int argc, char **argv) {
             o->max_memory, o->password ? ", RESP AUTH required" : "");
   }
 
+  rs_sync *sync = NULL;
+  if (ok && sync_ms) {
+    sync = rs_sync_start(srv.eng, &rcfg, &topo, sync_ms);
+    if (sync)
+      srv_log("info", "approximate mode: local decisions, synced with "
+                      "redis every %d ms", sync_ms);
+    else
+      ok = 0;
+  }
+
   watch wt = {0};
   if (o->config_path) watch_set(&wt, o->config_path, engine_config(srv.eng));
   int64_t last_watch = srv_now_ns();
@@ -660,6 +828,7 @@ int cmd_serve(int argc, char **argv) {
   }
   atomic_store(&srv.stopping, 1);
   for (unsigned i = 0; i < started; i++) pthread_join(boots[i].w.tid, NULL);
+  rs_sync_stop(sync); /* pushes the last interval's charges */
   for (unsigned i = 0; i < o->threads; i++) {
     worker_boot *b = &boots[i];
     if (b->w.loop) {

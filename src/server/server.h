@@ -41,6 +41,7 @@ typedef struct server {
   atomic_int stopping;
   atomic_long connections; /* open, both protocols */
   int http_port, resp_port; /* as bound (for port 0) */
+  int remote;               /* fleet mode (--store redis...) */
 } server;
 
 typedef struct worker {
@@ -57,6 +58,8 @@ typedef struct worker {
   h2o_linklist_t http_list; /* open HTTP connections (struct http_conn) */
   h2o_linklist_t resp_list; /* open RESP connections */
   struct resp_cmd *cmd;     /* scratch for the RESP parser */
+  int remote;               /* fleet mode: decisions may wait for Redis */
+  struct rc_client *rc;     /* ... through this worker's connections */
 } worker;
 
 static inline worker *worker_of(h2o_context_t *ctx) {

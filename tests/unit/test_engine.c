@@ -161,7 +161,7 @@ static void engine_new_serves_the_config_it_was_given(void **state) {
 static void engine_new_with_too_small_a_store_fails_with_a_message(
     void **state) {
   (void)state;
-  engine_opts o = {1};
+  engine_opts o = {.max_memory = 1};
   char err[128] = "";
   assert_null(engine_new(&o, cfg_of(two_rules), err, sizeof err));
   assert_string_equal(err, "store: invalid argument (--max-memory too small)");
@@ -1491,7 +1491,7 @@ static void a_failed_reload_frees_the_config_it_was_given(void **state) {
   (void)state;
   /* A store so small that its memory runs out after a few dozen limiters
      (filling the 65535-limiter table instead takes seconds under TSan). */
-  engine_opts o = {16384};
+  engine_opts o = {.max_memory = 16384};
   char err[128] = "";
   engine *e = engine_new(&o, cfg_of("domain: d\n"
                                     "descriptors:\n"
@@ -1587,6 +1587,158 @@ static void a_blocked_rule_leaves_the_other_rules_figures_alone(
   engine_free(e);
 }
 
+
+/* ---- fleet mode: on_store_error, through a fake remote ---- */
+
+static const char fleet_rules[] =
+    "domain: f\n"
+    "descriptors:\n"
+    "  - key: a\n"
+    "    on_store_error: allow\n"
+    "    rate_limit: {unit: hour, requests_per_unit: 10}\n"
+    "  - key: b\n"
+    "    on_store_error: deny\n"
+    "    rate_limit: {unit: hour, requests_per_unit: 10}\n"
+    "  - key: c\n"
+    "    on_store_error: local\n"
+    "    local_fraction: 0.5\n"
+    "    rate_limit: {unit: hour, requests_per_unit: 10}\n"
+    "  - key: d\n"
+    "    rate_limit: {unit: hour, requests_per_unit: 10}\n";
+
+/* A remote that is down: every send refused at once (breaker open). */
+static int send_down(void *io, int slot, char *cmd, size_t len,
+                     eng_reply_fn cb, void *ud) {
+  (void)slot, (void)len, (void)cb, (void)ud;
+  (*(int *)io)++;
+  free(cmd);
+  return -1;
+}
+
+/* A remote that takes the command and answers later (by hand). */
+typedef struct pending_call {
+  eng_reply_fn cb;
+  void *ud;
+  int n;
+} pending_call;
+static int send_later(void *io, int slot, char *cmd, size_t len,
+                      eng_reply_fn cb, void *ud) {
+  (void)slot, (void)len;
+  pending_call *p = io;
+  assert_non_null(strstr(cmd, "EVALSHA"));
+  free(cmd);
+  p->cb = cb;
+  p->ud = ud;
+  p->n++;
+  return 0;
+}
+
+static fixture fleet_fixture(int mode) {
+  engine_opts o = {.remote = 1, .on_store_error = mode, .breaker_ms = 700};
+  char err[256] = "";
+  fixture f;
+  f.e = engine_new(&o, cfg_of(fleet_rules), err, sizeof err);
+  if (!f.e) fail_msg("engine_new: %s", err);
+  f.t = engine_thread_new(f.e);
+  assert_non_null(f.t);
+  return f;
+}
+
+typedef struct done_box {
+  int calls, rc;
+  eng_result *out;
+} done_box;
+static void on_done(void *ud, int rc, eng_result *out) {
+  done_box *b = ud;
+  b->calls++;
+  b->rc = rc;
+  b->out = out;
+}
+
+/* One request, asynchronously; returns engine_check_async's rc. */
+static int fleet_check(fixture *f, const char *k, eng_result *out,
+                       done_box *box) {
+  eng_descriptor d = desc_of(k, "v", NULL);
+  eng_request r = {"f", 1, &d, 1, 1};
+  return engine_check_async(f->t, &r, 1000000000000, out, on_done, box);
+}
+
+static void a_down_store_answers_each_rule_per_on_store_error(void **state) {
+  (void)state;
+  fixture f = fleet_fixture(CFG_STORE_ERROR_DENY);
+  int sends = 0;
+  engine_thread_set_remote(f.t, send_down, &sends);
+  eng_result out;
+  done_box box = {0};
+  int allowed[4] = {0};
+  const char *keys[4] = {"a", "b", "c", "d"};
+  for (int k = 0; k < 4; k++)
+    for (int i = 0; i < 20; i++) {
+      assert_int_equal(fleet_check(&f, keys[k], &out, &box), 0);
+      allowed[k] += out.allowed;
+      if (!out.allowed && k != 2) {
+        /* deny: Retry-After is the breaker's interval */
+        assert_int_equal(out.st[0].d.retry_after_ns, 700 * INT64_C(1000000));
+      }
+    }
+  assert_int_equal(box.calls, 0); /* answered at once: never pending */
+  assert_int_equal(sends, 80);
+  assert_int_equal(allowed[0], 20); /* allow */
+  assert_int_equal(allowed[1], 0);  /* deny */
+  assert_int_equal(allowed[2], 5);  /* local at 0.5 of 10 */
+  assert_int_equal(allowed[3], 0);  /* the daemon's default: deny */
+  size_t len;
+  char *m = engine_metrics(f.e, &len);
+  assert_non_null(strstr(m, "sluice_store_fallbacks_total 80\n"));
+  assert_non_null(strstr(m, "sluice_redis_refused_total 80\n"));
+  assert_non_null(strstr(m, "sluice_store_fallback_active 1\n"));
+  free(m);
+  fixture_free(&f);
+}
+
+static void a_failed_call_answers_later_per_on_store_error(void **state) {
+  (void)state;
+  fixture f = fleet_fixture(0); /* default: allow */
+  pending_call p = {0};
+  engine_thread_set_remote(f.t, send_later, &p);
+  eng_result out;
+  done_box box = {0};
+  assert_int_equal(fleet_check(&f, "b", &out, &box), ENG_PENDING);
+  assert_int_equal(p.n, 1);
+  assert_int_equal(box.calls, 0);
+  p.cb(p.ud, NULL, "timeout"); /* the call failed */
+  assert_int_equal(box.calls, 1);
+  assert_int_equal(box.rc, 0);
+  assert_ptr_equal(box.out, &out);
+  assert_int_equal(out.allowed, 0); /* b: deny */
+  assert_int_equal(fleet_check(&f, "d", &out, &box), ENG_PENDING);
+  p.cb(p.ud, NULL, "connection lost");
+  assert_int_equal(box.calls, 2);
+  assert_int_equal(out.allowed, 1); /* d: the default, allow */
+  size_t len;
+  char *m = engine_metrics(f.e, &len);
+  assert_non_null(strstr(m, "sluice_redis_errors_total 2\n"));
+  free(m);
+  fixture_free(&f);
+}
+
+static void a_reload_waits_for_requests_pending_in_redis(void **state) {
+  (void)state;
+  fixture f = fleet_fixture(0);
+  pending_call p = {0};
+  engine_thread_set_remote(f.t, send_later, &p);
+  eng_result out;
+  done_box box = {0};
+  assert_int_equal(fleet_check(&f, "a", &out, &box), ENG_PENDING);
+  /* The rule out.st[0].limit points into the pinned generation: answer
+     after a reload has started elsewhere would free it. Answer first. */
+  p.cb(p.ud, NULL, "timeout");
+  assert_int_equal(box.calls, 1);
+  assert_string_equal(out.st[0].limit->rule, "f.a");
+  reload(&f, fleet_rules); /* does not hang: nothing is pinned now */
+  fixture_free(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(detailed_metric_series_are_capped_per_rule),
@@ -1658,6 +1810,9 @@ int main(void) {
       cmocka_unit_test(metrics_escape_label_values),
       cmocka_unit_test(metrics_report_reloads_and_build_info),
       cmocka_unit_test(metrics_keep_counts_of_a_thread_until_it_is_freed),
+      cmocka_unit_test(a_down_store_answers_each_rule_per_on_store_error),
+      cmocka_unit_test(a_failed_call_answers_later_per_on_store_error),
+      cmocka_unit_test(a_reload_waits_for_requests_pending_in_redis),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

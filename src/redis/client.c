@@ -1,0 +1,739 @@
+/*
+ * client.c — pipelined, non-blocking Redis connections on an h2o loop.
+ *
+ * hiredis does the protocol: redisFormatCommand* builds commands, its
+ * reader (redisReader) parses replies. The sockets, the batching, the
+ * deadlines and the breaker are ours, on the worker's event loop, so a
+ * decision waiting for Redis never blocks the thread's other connections.
+ *
+ * One node (per worker) = one TCP connection, a FIFO of commands sent and
+ * not yet answered, and a buffer of commands queued and not yet written.
+ * A timerfd on the loop wakes the worker for the batch window and for the
+ * earliest deadline (h2o 2.2's own timers count whole milliseconds).
+ */
+#include "client.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../server/server.h"
+#include "script.h"
+
+#define MAX_NODES 64
+#define MAX_REDIRECTS 5
+
+typedef struct pending {
+  struct pending *next;
+  char *cmd; /* kept for a resend (MOVED, ASK, NOSCRIPT) */
+  size_t len;
+  int slot;
+  int redirects;
+  int internal; /* handshake / ASKING / SCRIPT LOAD: no callback */
+  int64_t deadline;
+  rc_reply_fn cb;
+  void *ud;
+} pending;
+
+typedef struct node {
+  rc_client *c;
+  rc_addr addr;
+  struct sockaddr_storage sa;
+  socklen_t salen;
+  int resolved;
+  h2o_socket_t *sock;
+  enum { N_DOWN, N_CONNECTING, N_UP } state;
+  int64_t down_until; /* breaker: no new connection before this */
+  redisReader *reader;
+  pending *head, *tail;        /* sent (or being sent), in order */
+  pending *qhead, *qtail;      /* queued, not yet in a write */
+  char *wbuf;                  /* bytes of the queued commands */
+  size_t wlen, wcap;
+  char *inflight;              /* the buffer h2o is writing */
+  int64_t queued_at;           /* when the first queued command came */
+} node;
+
+struct rc_client {
+  h2o_loop_t *loop;
+  rc_config cfg;
+  node *nodes[MAX_NODES];
+  int nnodes;
+  uint8_t slot_node[16384];
+  h2o_socket_t *timer;
+  int timer_fd;
+  int64_t timer_at; /* armed for, 0 = disarmed */
+  int freeing;
+};
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- configuration ---- */
+
+static int parse_hostport(const char *s, size_t n, rc_addr *a, char *err,
+                          size_t len) {
+  const char *colon = NULL;
+  for (size_t i = 0; i < n; i++)
+    if (s[i] == ':') colon = s + i;
+  if (!colon || colon == s || (size_t)(colon - s) >= sizeof a->host) {
+    snprintf(err, len, "expected HOST:PORT, got '%.*s'", (int)n, s);
+    return -1;
+  }
+  memcpy(a->host, s, (size_t)(colon - s));
+  a->host[colon - s] = '\0';
+  long port = 0;
+  const char *p = colon + 1;
+  if (p == s + n) port = -1;
+  for (; p < s + n; p++) {
+    if (*p < '0' || *p > '9' || port > 65535) {
+      port = -1;
+      break;
+    }
+    port = port * 10 + (*p - '0');
+  }
+  if (port <= 0 || port > 65535) {
+    snprintf(err, len, "bad port in '%.*s'", (int)n, s);
+    return -1;
+  }
+  a->port = (int)port;
+  return 0;
+}
+
+int rc_config_parse(const char *url, rc_config *c, char *err, size_t len) {
+  const char *rest;
+  if (!strncmp(url, "redis://", 8)) {
+    c->cluster = 0;
+    rest = url + 8;
+  } else if (!strncmp(url, "redis-cluster://", 16)) {
+    c->cluster = 1;
+    rest = url + 16;
+  } else {
+    snprintf(err, len,
+             "'%s': expected memory, redis://HOST:PORT[/DB] or "
+             "redis-cluster://HOST:PORT[,HOST:PORT...]",
+             url);
+    return -1;
+  }
+  c->password[0] = c->user[0] = '\0';
+  c->db = 0;
+  c->nseeds = 0;
+  const char *at = strrchr(rest, '@');
+  if (at) {
+    const char *colon = memchr(rest, ':', (size_t)(at - rest));
+    if (!colon) {
+      snprintf(err, len, "credentials must be [USER]:PASSWORD@");
+      return -1;
+    }
+    size_t ul = (size_t)(colon - rest), pl = (size_t)(at - colon - 1);
+    if (ul >= sizeof c->user || pl >= sizeof c->password || pl == 0) {
+      snprintf(err, len, "user or password empty or too long");
+      return -1;
+    }
+    memcpy(c->user, rest, ul);
+    c->user[ul] = '\0';
+    memcpy(c->password, colon + 1, pl);
+    c->password[pl] = '\0';
+    rest = at + 1;
+  }
+  const char *slash = strchr(rest, '/');
+  const char *end = slash ? slash : rest + strlen(rest);
+  if (slash) {
+    if (c->cluster) {
+      snprintf(err, len, "a cluster has no database number");
+      return -1;
+    }
+    char *e;
+    long db = strtol(slash + 1, &e, 10);
+    if (!slash[1] || *e || db < 0 || db > 1000000) {
+      snprintf(err, len, "bad database number '%s'", slash + 1);
+      return -1;
+    }
+    c->db = (int)db;
+  }
+  const char *p = rest;
+  while (p < end) {
+    const char *comma = memchr(p, ',', (size_t)(end - p));
+    const char *e = comma ? comma : end;
+    if (c->nseeds == RC_MAX_SEEDS) {
+      snprintf(err, len, "more than %d nodes", RC_MAX_SEEDS);
+      return -1;
+    }
+    if (parse_hostport(p, (size_t)(e - p), &c->seeds[c->nseeds++], err, len))
+      return -1;
+    if (!c->cluster && comma) {
+      snprintf(err, len, "redis:// takes one node (redis-cluster:// many)");
+      return -1;
+    }
+    p = comma ? comma + 1 : end;
+  }
+  if (c->nseeds == 0) {
+    snprintf(err, len, "no HOST:PORT in '%s'", url);
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- discovery (blocking, at start) ---- */
+
+static redisContext *sync_connect(const rc_config *c, const rc_addr *a,
+                                  char *err, size_t len) {
+  struct timeval tv = {c->timeout_ms / 1000, (c->timeout_ms % 1000) * 1000};
+  redisContext *r = redisConnectWithTimeout(a->host, a->port, tv);
+  if (!r || r->err) {
+    snprintf(err, len, "%s:%d: %s", a->host, a->port,
+             r ? r->errstr : "out of memory");
+    if (r) redisFree(r);
+    return NULL;
+  }
+  redisSetTimeout(r, tv);
+  redisReply *rep = NULL;
+  if (c->password[0]) {
+    rep = c->user[0] ? redisCommand(r, "AUTH %s %s", c->user, c->password)
+                     : redisCommand(r, "AUTH %s", c->password);
+  } else {
+    rep = redisCommand(r, "PING");
+  }
+  if (!rep || rep->type == REDIS_REPLY_ERROR) {
+    snprintf(err, len, "%s:%d: %s", a->host, a->port,
+             rep ? rep->str : r->errstr);
+    if (rep) freeReplyObject(rep);
+    redisFree(r);
+    return NULL;
+  }
+  freeReplyObject(rep);
+  return r;
+}
+
+static int topo_node(rc_topology *t, const char *host, int port) {
+  for (int i = 0; i < t->nnodes; i++)
+    if (t->nodes[i].port == port && !strcmp(t->nodes[i].host, host)) return i;
+  if (t->nnodes == 64 || strlen(host) >= sizeof t->nodes[0].host) return -1;
+  snprintf(t->nodes[t->nnodes].host, sizeof t->nodes[0].host, "%s", host);
+  t->nodes[t->nnodes].port = port;
+  return t->nnodes++;
+}
+
+int rc_discover(const rc_config *c, rc_topology *t, char *err, size_t len) {
+  memset(t->slot_node, 0xff, sizeof t->slot_node);
+  t->nnodes = 0;
+  for (int i = 0; i < c->nseeds; i++)
+    topo_node(t, c->seeds[i].host, c->seeds[i].port);
+  size_t sl;
+  const char *script = rs_script(&sl);
+  for (int i = 0; i < c->nseeds; i++) {
+    redisContext *r = sync_connect(c, &c->seeds[i], err, len);
+    if (!r) continue;
+    if (!c->cluster) {
+      redisReply *rep = c->db ? redisCommand(r, "SELECT %d", c->db) : NULL;
+      int bad = c->db && (!rep || rep->type == REDIS_REPLY_ERROR);
+      if (bad) snprintf(err, len, "SELECT %d: %s", c->db, rep ? rep->str : r->errstr);
+      if (rep) freeReplyObject(rep);
+      if (!bad) {
+        rep = redisCommand(r, "SCRIPT LOAD %b", script, sl);
+        bad = !rep || rep->type != REDIS_REPLY_STRING;
+        if (bad) snprintf(err, len, "SCRIPT LOAD: %s", rep ? rep->str : r->errstr);
+        if (rep) freeReplyObject(rep);
+      }
+      redisFree(r);
+      if (!bad) memset(t->slot_node, 0, sizeof t->slot_node);
+      return bad ? -1 : 0;
+    }
+    redisReply *rep = redisCommand(r, "CLUSTER SLOTS");
+    if (!rep || rep->type != REDIS_REPLY_ARRAY) {
+      snprintf(err, len, "CLUSTER SLOTS: %s",
+               rep && rep->type == REDIS_REPLY_ERROR ? rep->str : r->errstr);
+      if (rep) freeReplyObject(rep);
+      redisFree(r);
+      continue;
+    }
+    for (size_t k = 0; k < rep->elements; k++) {
+      redisReply *e = rep->element[k];
+      if (e->type != REDIS_REPLY_ARRAY || e->elements < 3) continue;
+      redisReply *m = e->element[2];
+      if (e->element[0]->type != REDIS_REPLY_INTEGER ||
+          e->element[1]->type != REDIS_REPLY_INTEGER ||
+          m->type != REDIS_REPLY_ARRAY || m->elements < 2 ||
+          m->element[0]->type != REDIS_REPLY_STRING ||
+          m->element[1]->type != REDIS_REPLY_INTEGER)
+        continue;
+      int n = topo_node(t, m->element[0]->str, (int)m->element[1]->integer);
+      long long lo = e->element[0]->integer, hi = e->element[1]->integer;
+      for (long long s = lo; n >= 0 && s <= hi && s < 16384; s++)
+        if (s >= 0) t->slot_node[s] = (uint8_t)n;
+    }
+    freeReplyObject(rep);
+    redisFree(r);
+    /* Load the script on every master now (NOSCRIPT would do it later). */
+    int ok = 1;
+    for (int n = 0; n < t->nnodes; n++) {
+      redisContext *m = sync_connect(c, &t->nodes[n], err, len);
+      if (!m) {
+        ok = 0;
+        continue;
+      }
+      rep = redisCommand(m, "SCRIPT LOAD %b", script, sl);
+      if (rep) freeReplyObject(rep);
+      redisFree(m);
+    }
+    return ok ? 0 : -1;
+  }
+  return -1;
+}
+
+/* ---- the timer ---- */
+
+static void timer_arm(rc_client *c, int64_t at) {
+  if (c->timer_at && c->timer_at <= at) return;
+  c->timer_at = at;
+  int64_t d = at - now_ns();
+  if (d < 1000) d = 1000;
+  struct itimerspec its = {{0, 0}, {d / 1000000000, d % 1000000000}};
+  timerfd_settime(c->timer_fd, 0, &its, NULL);
+}
+
+/* ---- nodes ---- */
+
+static node *node_new(rc_client *c, const rc_addr *a) {
+  if (c->nnodes == MAX_NODES) return NULL;
+  node *n = calloc(1, sizeof *n);
+  if (!n) return NULL;
+  n->c = c;
+  n->addr = *a;
+  n->state = N_DOWN;
+  c->nodes[c->nnodes++] = n;
+  return n;
+}
+
+static node *node_by_addr(rc_client *c, const char *host, int port) {
+  for (int i = 0; i < c->nnodes; i++)
+    if (c->nodes[i]->addr.port == port && !strcmp(c->nodes[i]->addr.host, host))
+      return c->nodes[i];
+  rc_addr a;
+  if (strlen(host) >= sizeof a.host) return NULL;
+  snprintf(a.host, sizeof a.host, "%s", host);
+  a.port = port;
+  return node_new(c, &a);
+}
+
+static void call_back(pending *p, const redisReply *r, const char *err) {
+  if (!p->internal && p->cb) p->cb(p->ud, r, err);
+  free(p->cmd);
+  free(p);
+}
+
+/* Fails every command of n (sent and queued) and closes its connection;
+   the breaker keeps it down for breaker_ms. */
+static void node_fail(node *n, const char *why) {
+  if (n->sock) {
+    h2o_socket_close(n->sock);
+    n->sock = NULL;
+  }
+  if (n->reader) {
+    redisReaderFree(n->reader);
+    n->reader = NULL;
+  }
+  free(n->inflight);
+  n->inflight = NULL;
+  n->wlen = 0;
+  n->state = N_DOWN;
+  n->down_until = now_ns() + (int64_t)n->c->cfg.breaker_ms * 1000000;
+  pending *lists[2] = {n->head, n->qhead};
+  n->head = n->tail = n->qhead = n->qtail = NULL;
+  if (!n->c->freeing)
+    srv_log("warn", "redis %s:%d: %s; down for %d ms", n->addr.host,
+            n->addr.port, why, n->c->cfg.breaker_ms);
+  for (int l = 0; l < 2; l++)
+    for (pending *p = lists[l], *next; p; p = next) {
+      next = p->next;
+      call_back(p, NULL, why);
+    }
+}
+
+static int wbuf_add(node *n, const char *cmd, size_t len) {
+  if (n->wlen + len > n->wcap) {
+    size_t cap = n->wcap ? n->wcap : 4096;
+    while (cap < n->wlen + len) cap *= 2;
+    char *b = realloc(n->wbuf, cap);
+    if (!b) return -1;
+    n->wbuf = b;
+    n->wcap = cap;
+  }
+  memcpy(n->wbuf + n->wlen, cmd, len);
+  n->wlen += len;
+  return 0;
+}
+
+/* Appends p to n's queue (its bytes to the write buffer). */
+static int enqueue(node *n, pending *p) {
+  if (wbuf_add(n, p->cmd, p->len)) return -1;
+  p->next = NULL;
+  if (n->qtail)
+    n->qtail->next = p;
+  else
+    n->qhead = p;
+  n->qtail = p;
+  if (!n->queued_at) n->queued_at = now_ns();
+  timer_arm(n->c, p->deadline);
+  return 0;
+}
+
+static pending *internal_cmd(const char *cmd, size_t len, int64_t deadline) {
+  pending *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  p->cmd = malloc(len);
+  if (!p->cmd) {
+    free(p);
+    return NULL;
+  }
+  memcpy(p->cmd, cmd, len);
+  p->len = len;
+  p->internal = 1;
+  p->deadline = deadline;
+  return p;
+}
+
+static int enqueue_internal(node *n, int argc, const char **argv,
+                            const size_t *lens, int64_t deadline) {
+  char *cmd;
+  int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+  if (len < 0) return -1;
+  pending *p = internal_cmd(cmd, (size_t)len, deadline);
+  free(cmd);
+  if (!p || enqueue(n, p)) {
+    if (p) call_back(p, NULL, NULL);
+    return -1;
+  }
+  return 0;
+}
+
+static void node_write(node *n);
+
+static void on_write(h2o_socket_t *sock, const char *err) {
+  node *n = sock->data;
+  free(n->inflight);
+  n->inflight = NULL;
+  if (err) {
+    node_fail(n, "write failed");
+    return;
+  }
+  if (n->wlen && !n->c->cfg.batch_us) node_write(n);
+}
+
+/* Moves the queued commands into the sent FIFO and writes their bytes. */
+static void node_write(node *n) {
+  if (n->state != N_UP || !n->wlen || n->inflight) return;
+  if (n->tail)
+    n->tail->next = n->qhead;
+  else
+    n->head = n->qhead;
+  n->tail = n->qtail;
+  n->qhead = n->qtail = NULL;
+  n->inflight = n->wbuf;
+  h2o_iovec_t iov = h2o_iovec_init(n->wbuf, n->wlen);
+  n->wbuf = NULL;
+  n->wlen = n->wcap = 0;
+  n->queued_at = 0;
+  h2o_socket_write(n->sock, &iov, 1, on_write);
+}
+
+/* A reply for the oldest sent command. */
+static void on_reply(node *n, redisReply *r) {
+  pending *p = n->head;
+  if (!p) {
+    freeReplyObject(r);
+    node_fail(n, "reply without a command");
+    return;
+  }
+  n->head = p->next;
+  if (!n->head) n->tail = NULL;
+  rc_client *c = n->c;
+  if (r->type == REDIS_REPLY_ERROR && !p->internal && r->str) {
+    int moved = !strncmp(r->str, "MOVED ", 6), ask = !strncmp(r->str, "ASK ", 4);
+    if ((moved || ask) && p->redirects < MAX_REDIRECTS) {
+      /* "MOVED 3999 127.0.0.1:6381" */
+      const char *sp = strchr(r->str + (moved ? 6 : 4), ' ');
+      rc_addr a;
+      char e[64];
+      node *to = NULL;
+      if (sp && !parse_hostport(sp + 1, strlen(sp + 1), &a, e, sizeof e))
+        to = node_by_addr(c, a.host, a.port);
+      if (to) {
+        long slot = strtol(r->str + (moved ? 6 : 4), NULL, 10);
+        if (moved && slot >= 0 && slot < 16384) {
+          for (int i = 0; i < c->nnodes; i++)
+            if (c->nodes[i] == to) c->slot_node[slot] = (uint8_t)i;
+        }
+        freeReplyObject(r);
+        p->redirects++;
+        if (ask) {
+          const char *argv[] = {"ASKING"};
+          size_t lens[] = {6};
+          enqueue_internal(to, 1, argv, lens, p->deadline);
+        }
+        /* A down target fails p at once, like any command for it. */
+        if (to->state == N_DOWN && now_ns() < to->down_until) {
+          call_back(p, NULL, "node down");
+        } else if (enqueue(to, p)) { /* written (or connected) at the flush */
+          call_back(p, NULL, "out of memory");
+        }
+        return;
+      }
+    }
+    if (!strncmp(r->str, "NOSCRIPT", 8) && p->redirects < MAX_REDIRECTS) {
+      /* A restarted or flushed node: load the script, then resend. */
+      size_t sl;
+      const char *src = rs_script(&sl);
+      const char *argv[] = {"SCRIPT", "LOAD", src};
+      size_t lens[] = {6, 4, sl};
+      freeReplyObject(r);
+      p->redirects++;
+      if (enqueue_internal(n, 3, argv, lens, p->deadline) || enqueue(n, p))
+        call_back(p, NULL, "out of memory");
+      return;
+    }
+  }
+  if (p->internal && r->type == REDIS_REPLY_ERROR && r->str &&
+      strncmp(r->str, "ASK", 3)) {
+    /* AUTH or SELECT refused: the node is unusable as configured. */
+    char why[160];
+    snprintf(why, sizeof why, "handshake: %.120s", r->str);
+    freeReplyObject(r);
+    call_back(p, NULL, NULL);
+    node_fail(n, why);
+    return;
+  }
+  call_back(p, r, NULL);
+  freeReplyObject(r);
+}
+
+static void on_read(h2o_socket_t *sock, const char *err) {
+  node *n = sock->data;
+  if (err) {
+    node_fail(n, "connection lost");
+    return;
+  }
+  if (redisReaderFeed(n->reader, sock->input->bytes, sock->input->size) !=
+      REDIS_OK) {
+    node_fail(n, "protocol error");
+    return;
+  }
+  h2o_buffer_consume(&sock->input, sock->input->size);
+  for (;;) {
+    void *r = NULL;
+    if (redisReaderGetReply(n->reader, &r) != REDIS_OK) {
+      node_fail(n, "protocol error");
+      return;
+    }
+    if (!r) break;
+    on_reply(n, r);
+    if (n->state != N_UP) return; /* failed while handling it */
+  }
+}
+
+static void on_connect(h2o_socket_t *sock, const char *err) {
+  node *n = sock->data;
+  if (err) {
+    node_fail(n, "connect failed");
+    return;
+  }
+  int one = 1;
+  setsockopt(h2o_socket_get_fd(sock), IPPROTO_TCP, TCP_NODELAY, &one,
+             sizeof one);
+  n->state = N_UP;
+  h2o_socket_read_start(sock, on_read);
+  node_write(n);
+}
+
+static int node_resolve(node *n) {
+  if (n->resolved) return 0;
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_socktype = SOCK_STREAM;
+  char port[16];
+  snprintf(port, sizeof port, "%d", n->addr.port);
+  if (getaddrinfo(n->addr.host, port, &hints, &res) || !res) return -1;
+  memcpy(&n->sa, res->ai_addr, res->ai_addrlen);
+  n->salen = res->ai_addrlen;
+  freeaddrinfo(res);
+  n->resolved = 1;
+  return 0;
+}
+
+/* Starts a connection: the handshake goes first in the queue. */
+static int node_connect(node *n) {
+  rc_client *c = n->c;
+  if (node_resolve(n)) return -1;
+  n->reader = redisReaderCreate();
+  if (!n->reader) return -1;
+  /* Commands queued before the connect must follow the handshake. */
+  pending *queued = n->qhead;
+  n->qhead = n->qtail = NULL;
+  char *old = n->wbuf;
+  size_t oldlen = n->wlen;
+  n->wbuf = NULL;
+  n->wlen = n->wcap = 0;
+  int64_t deadline = now_ns() + (int64_t)c->cfg.timeout_ms * 1000000;
+  int rc = 0;
+  if (c->cfg.password[0]) {
+    const char *argv[] = {"AUTH", c->cfg.user, c->cfg.password};
+    size_t lens[] = {4, strlen(c->cfg.user), strlen(c->cfg.password)};
+    rc |= c->cfg.user[0] ? enqueue_internal(n, 3, argv, lens, deadline)
+                         : enqueue_internal(n, 2, (const char *[]){"AUTH",
+                                                                c->cfg.password},
+                                            (size_t[]){4, lens[2]}, deadline);
+  }
+  if (!c->cfg.cluster && c->cfg.db) {
+    char db[16];
+    snprintf(db, sizeof db, "%d", c->cfg.db);
+    const char *argv[] = {"SELECT", db};
+    size_t lens[] = {6, strlen(db)};
+    rc |= enqueue_internal(n, 2, argv, lens, deadline);
+  }
+  /* The script, so that a restarted Redis needs no NOSCRIPT round trip. */
+  size_t sl;
+  const char *src = rs_script(&sl);
+  const char *load[] = {"SCRIPT", "LOAD", src};
+  size_t load_lens[] = {6, 4, sl};
+  rc |= enqueue_internal(n, 3, load, load_lens, deadline);
+  if (rc || (oldlen && wbuf_add(n, old, oldlen))) rc = -1;
+  free(old);
+  if (n->qtail)
+    n->qtail->next = queued;
+  else
+    n->qhead = queued;
+  while (queued && queued->next) queued = queued->next;
+  if (queued) n->qtail = queued;
+  if (rc) return -1;
+  n->sock = h2o_socket_connect(c->loop, (struct sockaddr *)&n->sa, n->salen,
+                               on_connect);
+  if (!n->sock) return -1;
+  n->sock->data = n;
+  n->state = N_CONNECTING;
+  return 0;
+}
+
+/* ---- the client ---- */
+
+static void check_deadlines(rc_client *c, int64_t now) {
+  int64_t next = 0;
+  for (int i = 0; i < c->nnodes; i++) {
+    node *n = c->nodes[i];
+    pending *oldest = n->head ? n->head : n->qhead;
+    if (!oldest) continue;
+    if (oldest->deadline <= now) {
+      node_fail(n, "timeout");
+      continue;
+    }
+    if (!next || oldest->deadline < next) next = oldest->deadline;
+  }
+  if (next) timer_arm(c, next);
+}
+
+static void flush_nodes(rc_client *c, int64_t now, int force) {
+  int64_t next = 0;
+  for (int i = 0; i < c->nnodes; i++) {
+    node *n = c->nodes[i];
+    if (!n->wlen) continue;
+    if (n->state == N_DOWN) {
+      if (node_connect(n)) node_fail(n, "cannot connect");
+      continue;
+    }
+    int64_t due = n->queued_at + (int64_t)c->cfg.batch_us * 1000;
+    if (force || !c->cfg.batch_us || due <= now) {
+      node_write(n);
+    } else if (!next || due < next) {
+      next = due;
+    }
+  }
+  if (next) timer_arm(c, next);
+}
+
+static void on_timer(h2o_socket_t *sock, const char *err) {
+  rc_client *c = sock->data;
+  if (err) return;
+  h2o_buffer_consume(&sock->input, sock->input->size);
+  c->timer_at = 0;
+  int64_t now = now_ns();
+  check_deadlines(c, now);
+  flush_nodes(c, now, 0);
+}
+
+void rc_flush(rc_client *c) {
+  int64_t now = now_ns();
+  flush_nodes(c, now, 0);
+  if (c->timer_at && c->timer_at <= now) {
+    c->timer_at = 0;
+    check_deadlines(c, now);
+  }
+}
+
+rc_client *rc_client_new(h2o_loop_t *loop, const rc_config *cfg,
+                         const rc_topology *t) {
+  rc_client *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->loop = loop;
+  c->cfg = *cfg;
+  for (int i = 0; i < t->nnodes; i++) node_new(c, &t->nodes[i]);
+  memcpy(c->slot_node, t->slot_node, sizeof c->slot_node);
+  c->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (c->timer_fd < 0 || c->nnodes == 0) {
+    if (c->timer_fd >= 0) close(c->timer_fd);
+    rc_client_free(c);
+    return NULL;
+  }
+  c->timer = h2o_evloop_socket_create(loop, c->timer_fd, 0);
+  c->timer->data = c;
+  h2o_socket_read_start(c->timer, on_timer);
+  return c;
+}
+
+void rc_client_free(rc_client *c) {
+  if (!c) return;
+  c->freeing = 1;
+  for (int i = 0; i < c->nnodes; i++) {
+    node *n = c->nodes[i];
+    node_fail(n, "shutting down");
+    free(n->wbuf);
+    free(n);
+  }
+  if (c->timer) h2o_socket_close(c->timer); /* closes timer_fd */
+  free(c);
+}
+
+int rc_send(rc_client *c, int slot, char *cmd, size_t len, rc_reply_fn cb,
+            void *ud) {
+  int idx = slot >= 0 && slot < 16384 ? c->slot_node[slot] : 0;
+  node *n = c->nodes[idx < c->nnodes ? idx : 0];
+  int64_t now = now_ns();
+  if (n->state == N_DOWN && now < n->down_until) {
+    free(cmd);
+    return -1;
+  }
+  pending *p = calloc(1, sizeof *p);
+  if (!p) {
+    free(cmd);
+    return -1;
+  }
+  p->cmd = cmd;
+  p->len = len;
+  p->slot = slot;
+  p->cb = cb;
+  p->ud = ud;
+  p->deadline = now + (int64_t)c->cfg.timeout_ms * 1000000;
+  if (enqueue(n, p)) {
+    free(p->cmd);
+    free(p);
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,98 @@
+/*
+ * client.h — fleet mode's connections to Redis (one node, or a Redis
+ * Cluster), on a worker's h2o event loop.
+ *
+ * Each worker thread has its own rc_client: its own connection to each node,
+ * its own pipeline, no locks. Commands are queued and written together at
+ * the end of the loop iteration, or once the batch window has passed since
+ * the first of them (--batch-window): every decision of an iteration (many
+ * connections' requests) goes out as one pipeline. Replies come back in
+ * order and are matched to their callbacks.
+ *
+ * Failures. Every command has a deadline (--redis-timeout); a command past
+ * it fails, and with it the connection (a pipeline cannot skip a late
+ * reply). A node whose connection failed is "down" for the breaker interval:
+ * commands for it fail at once, without waiting. After the interval the
+ * next command reconnects (the probe); if that works the node is up again.
+ *
+ * Cluster: the slot map comes from CLUSTER SLOTS at start; MOVED updates it
+ * and resends, ASK resends once to the named node after ASKING. NOSCRIPT
+ * (a restarted or flushed Redis) loads the script and resends.
+ */
+#ifndef SLUICE_REDIS_CLIENT_H
+#define SLUICE_REDIS_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#define H2O_USE_EPOLL 1
+#include <h2o.h>
+
+#define RC_MAX_SEEDS 16
+
+typedef struct rc_addr {
+  char host[256];
+  int port;
+} rc_addr;
+
+/* What --store and the --redis-* flags say. */
+typedef struct rc_config {
+  int cluster;
+  rc_addr seeds[RC_MAX_SEEDS];
+  int nseeds;
+  char password[256]; /* "" = none */
+  char user[128];     /* "" = default user */
+  int db;             /* SELECT db (not in a cluster) */
+  int timeout_ms;     /* every call; connects too */
+  int batch_us;       /* 0 = at the end of each loop iteration */
+  int breaker_ms;     /* a failed node is left alone this long */
+} rc_config;
+
+/*
+ * Parses "redis://[[USER]:PASSWORD@]HOST:PORT[/DB]" or
+ * "redis-cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]" into *c
+ * (timeouts untouched). Returns 0, or -1 with a message in err.
+ */
+int rc_config_parse(const char *url, rc_config *c, char *err, size_t len);
+
+/* The slot map, shared read-only by the workers' clients at their start. */
+typedef struct rc_topology {
+  rc_addr nodes[64]; /* masters */
+  int nnodes;
+  uint8_t slot_node[16384]; /* index in nodes; 0xff = unknown */
+} rc_topology;
+
+/*
+ * Connects to the seeds from the calling thread (blocking, with the
+ * timeout), authenticates, loads the script and, for a cluster, reads the
+ * slot map into *t. Returns 0, or -1 with the reason in err (the daemon can
+ * still start: nodes are retried as requests come).
+ */
+int rc_discover(const rc_config *c, rc_topology *t, char *err, size_t len);
+
+typedef struct rc_client rc_client;
+
+/* Called once per command: r is the reply (freed after the call), or NULL
+   with err saying why the command failed (timeout, connection, down). */
+typedef void (*rc_reply_fn)(void *ud, const redisReply *r, const char *err);
+
+rc_client *rc_client_new(h2o_loop_t *loop, const rc_config *c,
+                         const rc_topology *t);
+/* Fails every command still pending, then frees. */
+void rc_client_free(rc_client *c);
+
+/*
+ * Queues cmd (RESP bytes, malloc'd; the client owns it from now on) for the
+ * node that serves `slot` (-1: the first node). Returns 0: cb will be
+ * called exactly once, from the event loop, never from inside this call;
+ * or -1: the node is down (breaker open): cb is never called.
+ */
+int rc_send(rc_client *c, int slot, char *cmd, size_t len, rc_reply_fn cb,
+            void *ud);
+
+/* Writes what is queued (called after each loop iteration). */
+void rc_flush(rc_client *c);
+
+#endif /* SLUICE_REDIS_CLIENT_H */

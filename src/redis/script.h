@@ -1,0 +1,80 @@
+/*
+ * script.h — exact mode's server-side script: the six algorithms in Lua
+ * (decide.lua, embedded), run atomically by Redis, and the C that formats
+ * its calls and reads its replies.
+ *
+ * One call decides one request: every check (rule) whose key lives in one
+ * Redis node/slot, all-or-nothing like sl_take_all. Time comes from Redis
+ * `TIME` inside the script, so the daemons' clocks do not matter; a test
+ * may pass its own clock instead (now_ns >= 0). Each state key gets a TTL
+ * equal to its time-to-fresh, so idle keys evaporate.
+ *
+ * Lua computes in doubles: every quantity the script handles must stay an
+ * exact integer below 2^53. rs_policy_check says which policies the script
+ * decides exactly (the same decisions as the core engine, field for field);
+ * the daemon refuses the others at load with that message.
+ */
+#ifndef SLUICE_REDIS_SCRIPT_H
+#define SLUICE_REDIS_SCRIPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "sluice.h"
+
+#define RS_CHECKS_MAX SL_CHECKS_MAX
+
+/* 0 when the script decides policy p exactly; else SL_EPOLICY with the
+   reason in err (err may be NULL). */
+int rs_policy_check(const sl_policy *p, char *err, size_t err_len);
+
+/* The script's source (*len bytes) and its SHA1, 40 hex digits. */
+const char *rs_script(size_t *len);
+const char *rs_script_sha(void);
+
+/* One check of a request: a rule's policy, the full Redis key name of its
+   state, the cost, and whether it is shadow (never denies). */
+typedef struct rs_check {
+  const sl_policy *policy;
+  const char *key;
+  size_t key_len;
+  int64_t cost;
+  int shadow;
+} rs_check;
+
+/* What rs_parse needs to map the script's reply back to the checks. */
+typedef struct rs_call {
+  size_t n;                   /* checks as given */
+  size_t nu;                  /* distinct keys sent */
+  uint8_t map[RS_CHECKS_MAX]; /* check i -> distinct key map[i] */
+} rs_call;
+
+/*
+ * Formats one EVALSHA of the script for checks[0..n) as a RESP command
+ * (malloc'd into *cmd, *len bytes). Checks on the same key name are one
+ * state, merged as sl_take_all merges them: their costs add up, and the
+ * merged check is shadow only if all its parts are.
+ *   dry = 0: all-or-nothing: every check is decided; only if every
+ *            non-shadow one allows is each allowing check charged.
+ *   dry = 1: decide every check, charge nothing (check-then-commit's check).
+ * now_ns >= 0 replaces Redis TIME (tests); -1 uses TIME.
+ * Returns 0, SL_EINVAL (n == 0 or > RS_CHECKS_MAX, NULL arguments, negative
+ * cost), SL_ECOST (a merged cost above what the policy can ever allow),
+ * SL_EPOLICY (rs_policy_check fails), SL_EKEY, SL_ENOMEM.
+ */
+int rs_format(const rs_check *checks, size_t n, int dry, int64_t now_ns,
+              rs_call *call, char **cmd, size_t *len);
+
+/*
+ * Reads the script's reply: out[i] for each check as given (merged checks
+ * share their figures), *allowed the overall answer, exactly as
+ * sl_take_all reports them; *now_ns the clock the script used.
+ * Returns 0, or SL_EINVAL when r is not a well-formed reply of this call
+ * (an error reply included: the caller looks at r->type first).
+ */
+int rs_parse(const rs_call *call, const redisReply *r, sl_decision *out,
+             int *allowed, int64_t *now_ns);
+
+#endif /* SLUICE_REDIS_SCRIPT_H */
