@@ -667,14 +667,18 @@ int cmd_serve(int argc, char **argv) {
       }
       break;
     }
-    case 18:
-      if (cli_parse_int(optarg, -86400000, 86400000, 0, &v)) {
+    case 18: {
+      char *end;
+      errno = 0;
+      long long ms = strtoll(optarg, &end, 10);
+      if (end == optarg || *end || errno || ms < -86400000 || ms > 86400000) {
         fprintf(stderr, "sluice serve: --clock-skew '%s' is not a number of "
                         "ms within a day\n", optarg);
         return 2;
       }
-      clock_skew_ns = v * 1000000;
+      clock_skew_ns = (int64_t)ms * 1000000;
       break;
+    }
     case 19:
       if (parse_size_opt("sync", optarg, 1, 600000, 0, &v)) return 2;
       sync_ms = (int)v;
