@@ -10,19 +10,22 @@ CALL    EVALSHA sha n KEYS[1..n] ARGV...   (n >= 1: distinct state keys; the
 ARGV[1]   now: "" or "-1" = Redis TIME; else decimal ns since the epoch
 ARGV[2]   "1" = dry (decide every check, charge nothing);
           "0" = all-or-nothing (charge only if every non-shadow check allows)
-then, for key u (1..n), six values at ARGV[6u-3 .. 6u+2]:
-  algo    sl_algo: 0 token_bucket, 1 leaky_bucket, 2 fixed_window,
-          3 sliding_log, 4 sliding_window, 5 gcra
+then, for key u (1..n), three values at ARGV[3u .. 3u+2]:
+  algo    sl_algo: "0" token_bucket, "1" leaky_bucket, "2" fixed_window,
+          "3" sliding_log, "4" sliding_window, "5" gcra
   shadow  "1" = never denies the request (still decided and charged)
-  cost    0 <= cost <= largest cost (0 = a peek)
-  c1 c2 c3  buckets (0, 1, 5): cap = burst*Wg, Lg, Wg (ticks: see algo.h)
+  nums    32 bytes, four little-endian int64 ('<i8i8i8i8'):
+          cost (0 <= cost <= the largest cost; 0 = a peek), then
+            buckets (0, 1, 5): cap = burst*Wg, Lg, Wg (ticks: see algo.h)
             windows (2, 3, 4): LIMIT, PERIOD in ms, 0
+          Binary, not decimal: struct.unpack reads all four in one call,
+          where tonumber costs about 0.3 us each (a sixth of the script).
 REPLY   { now, allowed, then six per key u:
           allowed, limit, remaining, reset_ns, retry_after_ns, delay_ns }
   now is the script's clock, a decimal string (ns exceed 2^53); allowed is
-  the overall answer. Durations are integers, or decimal strings when they
-  reach 2^53 ns (only gcra and leaky_bucket, for a clock far behind the
-  state). A check that would allow but was not charged because another
+  the overall answer. Durations are integers, or decimal strings from
+  2^53 ns on (fixed_window and sliding_log with periods over 104 days, and
+  gcra and leaky_bucket for a clock far behind the state). A check that would allow but was not charged because another
   denied reports a peek's figures (allowed 1); a denied one its denial's.
 
 STATE   one Redis key per check, with a PEXPIRE/PX equal to its time to
@@ -54,7 +57,7 @@ local unpack = unpack
 local KEYS, ARGV = KEYS, ARGV
 
 local nk = #KEYS
-if nk == 0 or #ARGV ~= 2 + 6 * nk then
+if nk == 0 or #ARGV ~= 2 + 3 * nk then
   return redis.error_reply('ERR sluice decide.lua: malformed arguments')
 end
 
@@ -68,7 +71,7 @@ do
     local uf = us % 1000
     now_ms = tonumber(tm[1]) * 1000 + (us - uf) / 1000
     now_sub = uf * 1000
-    now_str = fmt('%s%06d000', tm[1], us)
+    now_str = tm[1] .. ssub('00000' .. tm[2], -6) .. '000'
   else
     local n = #a
     if n > 6 then
@@ -81,15 +84,34 @@ do
   end
 end
 
+-- Which algorithms this call decides. Lua makes a closure of every function
+-- definition it runs, on every call: only those this call uses are defined.
+local u0, u1, u2, u3, u4, u5 = false, false, false, false, false, false
+for u = 1, nk do
+  local a = ARGV[3 * u]
+  if a == '0' then u0 = true
+  elseif a == '1' then u1 = true
+  elseif a == '2' then u2 = true
+  elseif a == '3' then u3 = true
+  elseif a == '4' then u4 = true
+  elseif a == '5' then u5 = true
+  else return redis.error_reply('ERR sluice decide.lua: unknown algorithm')
+  end
+end
+local dur, token_bucket, gcra_leaky, fixed_window, sliding_window
+local B24, wide_sign, muldiv, META, ENT, sliding_log, slog_write
+
 -- The duration ms*1e6 + ns (|ns| < 2^52, the total >= 0) as an exact
 -- integer, or as a decimal string at 2^53 ns and beyond.
-local function dur(ms, ns)
-  if ms >= 4e9 then
-    local c = floor(ns / 1e6)
-    ms, ns = ms + c, ns - c * 1e6
-    if ms >= 4e9 then return fmt('%d%06d', ms, ns) end
+if u1 or u2 or u3 or u5 then
+  dur = function(ms, ns)
+    if ms >= 4e9 then
+      local c = floor(ns / 1e6)
+      ms, ns = ms + c, ns - c * 1e6
+      if ms >= 4e9 then return fmt('%d%06d', ms, ns) end
+    end
+    return ms * 1e6 + ns
   end
-  return ms * 1e6 + ns
 end
 
 --[[ Each algorithm: (key, cost, constants..., w) -> allowed, remaining,
@@ -98,350 +120,361 @@ changes the state: with w it is written now, else the new state is returned
 (value, ttl in ms) for the caller to write once every check has passed. ]]
 
 -- token_bucket: tokens in ticks, refilled by Lg per ns, capped at cap.
-local function token_bucket(key, cost, cap, Lg, Wg, w)
-  local raw = call('GET', key)
-  local tok, te_ms, te_sub = cap, now_ms, now_sub
-  if raw then
-    local l_ms, l_sub, l_tok = sunpack('<i8i4i8', raw)
-    if l_ms < now_ms or (l_ms == now_ms and l_sub < now_sub) then
-      -- elapsed ns: exact whenever it is at most cap/Lg (< 2^52); beyond
-      -- that the bucket is full anyway
-      local e = (now_ms - l_ms) * 1e6 + (now_sub - l_sub)
-      if e <= floor(cap / Lg) then
-        tok = l_tok + e * Lg
-        if tok > cap then tok = cap end
+if u0 then
+  token_bucket = function(key, cost, cap, Lg, Wg, w)
+    local raw = call('GET', key)
+    local tok, te_ms, te_sub = cap, now_ms, now_sub
+    if raw then
+      local l_ms, l_sub, l_tok = sunpack('<i8i4i8', raw)
+      if l_ms < now_ms or (l_ms == now_ms and l_sub < now_sub) then
+        -- elapsed ns: exact whenever it is at most cap/Lg (< 2^52); beyond
+        -- that the bucket is full anyway
+        local e = (now_ms - l_ms) * 1e6 + (now_sub - l_sub)
+        if e <= floor(cap / Lg) then
+          tok = l_tok + e * Lg
+          if tok > cap then tok = cap end
+        end
+      else -- a time before the last update is the last update
+        te_ms, te_sub, tok = l_ms, l_sub, l_tok
       end
-    else -- a time before the last update is the last update
-      te_ms, te_sub, tok = l_ms, l_sub, l_tok
     end
-  end
-  local want = cost * Wg
-  if tok >= want then
-    tok = tok - want
-    local reset = ceil((cap - tok) / Lg)
-    if cost == 0 then return 1, floor(tok / Wg), reset, 0, 0 end
-    local v = spack('<i8i4i8', te_ms, te_sub, tok)
-    local ttl = (te_ms - now_ms) + ceil((te_sub - now_sub + reset) / 1e6)
-    if w then
-      call('SET', key, v, 'PX', ttl)
-      return 1, floor(tok / Wg), reset, 0, 0
+    local want = cost * Wg
+    if tok >= want then
+      tok = tok - want
+      local reset = ceil((cap - tok) / Lg)
+      if cost == 0 then return 1, floor(tok / Wg), reset, 0, 0 end
+      local v = spack('<i8i4i8', te_ms, te_sub, tok)
+      local ttl = (te_ms - now_ms) + ceil((te_sub - now_sub + reset) / 1e6)
+      if w then
+        call('SET', key, v, 'PX', ttl)
+        return 1, floor(tok / Wg), reset, 0, 0
+      end
+      return 1, floor(tok / Wg), reset, 0, 0, v, ttl
     end
-    return 1, floor(tok / Wg), reset, 0, 0, v, ttl
+    return 0, floor(tok / Wg), ceil((cap - tok) / Lg), ceil((want - tok) / Lg), 0
   end
-  return 0, floor(tok / Wg), ceil((cap - tok) / Lg), ceil((want - tok) / Lg), 0
 end
 
 -- gcra and leaky_bucket: one future instant in ticks (TAT / free_at); the
 -- debt is its distance from now. Their decisions differ only in delay.
-local function gcra_leaky(key, cost, cap, Lg, Wg, w, leaky)
-  local raw = call('GET', key)
-  local debt = 0
-  if raw then
-    local a_ms, a_sub, b = sunpack('<i8i4i8', raw)
-    if a_ms > now_ms or (a_ms == now_ms and a_sub > now_sub) then
-      local dms, dsub = a_ms - now_ms, a_sub - now_sub
-      local d = dms * 1e6 + dsub -- exact up to cap/Lg + 1 (< 2^52)
-      if d > floor(cap / Lg) + 1 then
-        -- Only a clock far behind the state gets here: the debt exceeds
-        -- cap, and d may exceed 2^53 ns: ceil(debt/Lg) = d exactly.
-        local big = dur(dms, dsub)
-        if cost == 0 then
-          if leaky then return 1, 0, big, 0, big end
-          return 1, 0, big, 0, 0
+if u1 or u5 then
+  gcra_leaky = function(key, cost, cap, Lg, Wg, w, leaky)
+    local raw = call('GET', key)
+    local debt = 0
+    if raw then
+      local a_ms, a_sub, b = sunpack('<i8i4i8', raw)
+      if a_ms > now_ms or (a_ms == now_ms and a_sub > now_sub) then
+        local dms, dsub = a_ms - now_ms, a_sub - now_sub
+        local d = dms * 1e6 + dsub -- exact up to cap/Lg + 1 (< 2^52)
+        if d > floor(cap / Lg) + 1 then
+          -- Only a clock far behind the state gets here: the debt exceeds
+          -- cap, and d may exceed 2^53 ns: ceil(debt/Lg) = d exactly.
+          local big = dur(dms, dsub)
+          if cost == 0 then
+            if leaky then return 1, 0, big, 0, big end
+            return 1, 0, big, 0, 0
+          end
+          return 0, 0, big, dur(dms, dsub - floor((cap + b - cost * Wg) / Lg)), 0
         end
-        return 0, 0, big, dur(dms, dsub - floor((cap + b - cost * Wg) / Lg)), 0
+        debt = d * Lg - b
       end
-      debt = d * Lg - b
     end
-  end
-  local after = debt + cost * Wg
-  if after <= cap or cost == 0 then -- a peek is always allowed
+    local after = debt + cost * Wg
+    if after <= cap or cost == 0 then -- a peek is always allowed
+      local rem = 0
+      if after < cap then rem = floor((cap - after) / Wg) end
+      local k = ceil(after / Lg) -- reset; the new instant is now + k ns
+      local delay = 0
+      if leaky then delay = ceil(debt / Lg) end
+      if cost == 0 then return 1, rem, k, 0, delay end
+      local s = now_sub + k
+      local sm = s % 1e6
+      local v = spack('<i8i4i8', now_ms + (s - sm) / 1e6, sm, k * Lg - after)
+      local ttl = ceil(k / 1e6)
+      if w then
+        call('SET', key, v, 'PX', ttl)
+        return 1, rem, k, 0, delay
+      end
+      return 1, rem, k, 0, delay, v, ttl
+    end
     local rem = 0
-    if after < cap then rem = floor((cap - after) / Wg) end
-    local k = ceil(after / Lg) -- reset; the new instant is now + k ns
-    local delay = 0
-    if leaky then delay = ceil(debt / Lg) end
-    if cost == 0 then return 1, rem, k, 0, delay end
-    local s = now_sub + k
-    local sm = s % 1e6
-    local v = spack('<i8i4i8', now_ms + (s - sm) / 1e6, sm, k * Lg - after)
-    local ttl = ceil(k / 1e6)
-    if w then
-      call('SET', key, v, 'PX', ttl)
-      return 1, rem, k, 0, delay
-    end
-    return 1, rem, k, 0, delay, v, ttl
+    if debt < cap then rem = floor((cap - debt) / Wg) end
+    return 0, rem, ceil(debt / Lg), ceil((after - cap) / Lg), 0
   end
-  local rem = 0
-  if debt < cap then rem = floor((cap - debt) / Wg) end
-  return 0, rem, ceil(debt / Lg), ceil((after - cap) / Lg), 0
 end
 
 -- fixed_window: a count per epoch-aligned window of Wms ms.
-local function fixed_window(key, cost, L, Wms, w)
-  local raw = call('GET', key)
-  local t_ms, t_sub = now_ms, now_sub
-  local start = now_ms - now_ms % Wms
-  local count = 0
-  if raw then
-    local s_start, s_count = sunpack('<i8I4', raw)
-    if s_start > start then -- clock went back into an earlier window
-      start, t_ms, t_sub = s_start, s_start, 0
+if u2 then
+  fixed_window = function(key, cost, L, Wms, w)
+    local raw = call('GET', key)
+    local t_ms, t_sub = now_ms, now_sub
+    local start = now_ms - now_ms % Wms
+    local count = 0
+    if raw then
+      local s_start, s_count = sunpack('<i8I4', raw)
+      if s_start > start then -- clock went back into an earlier window
+        start, t_ms, t_sub = s_start, s_start, 0
+      end
+      if s_start == start then count = s_count end
     end
-    if s_start == start then count = s_count end
+    local to_end = dur(start + Wms - t_ms, -t_sub)
+    if count + cost <= L then
+      if cost == 0 then
+        if count > 0 then return 1, L - count, to_end, 0, 0 end
+        return 1, L, 0, 0, 0
+      end
+      local v = spack('<i8I4', start, count + cost)
+      local ttl = start + Wms - now_ms
+      if w then
+        call('SET', key, v, 'PX', ttl)
+        return 1, L - count - cost, to_end, 0, 0
+      end
+      return 1, L - count - cost, to_end, 0, 0, v, ttl
+    end
+    return 0, L - count, to_end, to_end, 0
   end
-  local to_end = dur(start + Wms - t_ms, -t_sub)
-  if count + cost <= L then
-    if cost == 0 then
-      if count > 0 then return 1, L - count, to_end, 0, 0 end
-      return 1, L, 0, 0, 0
-    end
-    local v = spack('<i8I4', start, count + cost)
-    local ttl = start + Wms - now_ms
-    if w then
-      call('SET', key, v, 'PX', ttl)
-      return 1, L - count - cost, to_end, 0, 0
-    end
-    return 1, L - count - cost, to_end, 0, 0, v, ttl
-  end
-  return 0, L - count, to_end, to_end, 0
 end
 
 -- The sign of a*b - q*c for integers 0 <= a, b, q, c < 2^53, exactly:
 -- limbs of 2^24, column sums below 2^51, carries propagated upwards.
-local B24 = 16777216
-local function wide_sign(a, b, q, c)
-  local a0 = a % B24
-  local t = (a - a0) / B24
-  local a1 = t % B24
-  local a2 = (t - a1) / B24
-  local b0 = b % B24
-  t = (b - b0) / B24
-  local b1 = t % B24
-  local b2 = (t - b1) / B24
-  local q0 = q % B24
-  t = (q - q0) / B24
-  local q1 = t % B24
-  local q2 = (t - q1) / B24
-  local c0 = c % B24
-  t = (c - c0) / B24
-  local c1 = t % B24
-  local c2 = (t - c1) / B24
-  local d0 = a0 * b0 - q0 * c0
-  local d1 = (a0 * b1 + a1 * b0) - (q0 * c1 + q1 * c0)
-  local d2 = (a0 * b2 + a1 * b1 + a2 * b0) - (q0 * c2 + q1 * c1 + q2 * c0)
-  local d3 = (a1 * b2 + a2 * b1) - (q1 * c2 + q2 * c1)
-  local d4 = a2 * b2 - q2 * c2
-  local k = floor(d0 / B24)
-  d0 = d0 - k * B24
-  d1 = d1 + k
-  k = floor(d1 / B24)
-  d1 = d1 - k * B24
-  d2 = d2 + k
-  k = floor(d2 / B24)
-  d2 = d2 - k * B24
-  d3 = d3 + k
-  k = floor(d3 / B24)
-  d3 = d3 - k * B24
-  d4 = d4 + k
-  if d4 ~= 0 then return d4 end
-  return d0 + d1 + d2 + d3 -- each in [0, 2^24): >= 0, 0 iff all are
-end
-
--- floor(a*b/c) for integers 0 <= a, b < 2^53, 1 <= c < 2^53, when the
--- quotient is below 2^52: a double estimate (off by at most 2), fixed up
--- with exact comparisons.
-local function muldiv(a, b, c)
-  local p = a * b
-  if p < 9007199254740992 then return floor(p / c) end -- exact product
-  local q = floor(p / c)
-  while wide_sign(a, b, q, c) < 0 do q = q - 1 end
-  while wide_sign(a, b, q + 1, c) >= 0 do q = q + 1 end
-  return q
-end
-
--- sliding_window: estimate = prev*(W - e)/W + curr. With
--- K = ceil(prev*(W - e)/W) = prev - floor(prev*e/W), every comparison the
--- C code makes multiplied by W becomes one on integers: allowed iff
--- curr + cost + K <= L, remaining = max(0, L - curr - cost - K).
-local function sliding_window(key, cost, L, Wms, w)
-  local raw = call('GET', key)
-  local W = Wms * 1e6
-  local start = now_ms - now_ms % Wms
-  local t_ms, t_sub = now_ms, now_sub
-  local prev, curr = 0, 0
-  if raw then
-    local s_start, s_prev, s_curr = sunpack('<i8I4I4', raw)
-    if s_start > start then -- clock went back: the stored window's start
-      start, t_ms, t_sub = s_start, s_start, 0
-    end
-    if s_start == start then
-      prev, curr = s_prev, s_curr
-    elseif s_start == start - Wms then
-      prev = s_curr
-    end
+if u4 then
+  B24 = 16777216
+  wide_sign = function(a, b, q, c)
+    local a0 = a % B24
+    local t = (a - a0) / B24
+    local a1 = t % B24
+    local a2 = (t - a1) / B24
+    local b0 = b % B24
+    t = (b - b0) / B24
+    local b1 = t % B24
+    local b2 = (t - b1) / B24
+    local q0 = q % B24
+    t = (q - q0) / B24
+    local q1 = t % B24
+    local q2 = (t - q1) / B24
+    local c0 = c % B24
+    t = (c - c0) / B24
+    local c1 = t % B24
+    local c2 = (t - c1) / B24
+    local d0 = a0 * b0 - q0 * c0
+    local d1 = (a0 * b1 + a1 * b0) - (q0 * c1 + q1 * c0)
+    local d2 = (a0 * b2 + a1 * b1 + a2 * b0) - (q0 * c2 + q1 * c1 + q2 * c0)
+    local d3 = (a1 * b2 + a2 * b1) - (q1 * c2 + q2 * c1)
+    local d4 = a2 * b2 - q2 * c2
+    local k = floor(d0 / B24)
+    d0 = d0 - k * B24
+    d1 = d1 + k
+    k = floor(d1 / B24)
+    d1 = d1 - k * B24
+    d2 = d2 + k
+    k = floor(d2 / B24)
+    d2 = d2 - k * B24
+    d3 = d3 + k
+    k = floor(d3 / B24)
+    d3 = d3 - k * B24
+    d4 = d4 + k
+    if d4 ~= 0 then return d4 end
+    return d0 + d1 + d2 + d3 -- each in [0, 2^24): >= 0, 0 iff all are
   end
-  local e = (t_ms - start) * 1e6 + t_sub
-  local K = 0
-  if prev > 0 then K = prev - muldiv(prev, e, W) end
-  local room = L - curr - cost
-  if room >= K or cost == 0 then -- a peek is always allowed
-    local rem = room - K
+
+  -- floor(a*b/c) for integers 0 <= a, b < 2^53, 1 <= c < 2^53, when the
+  -- quotient is below 2^52: a double estimate (off by at most 2), fixed up
+  -- with exact comparisons.
+  muldiv = function(a, b, c)
+    local p = a * b
+    if p < 9007199254740992 then return floor(p / c) end -- exact product
+    local q = floor(p / c)
+    while wide_sign(a, b, q, c) < 0 do q = q - 1 end
+    while wide_sign(a, b, q + 1, c) >= 0 do q = q + 1 end
+    return q
+  end
+
+  -- sliding_window: estimate = prev*(W - e)/W + curr. With
+  -- K = ceil(prev*(W - e)/W) = prev - floor(prev*e/W), every comparison the
+  -- C code makes multiplied by W becomes one on integers: allowed iff
+  -- curr + cost + K <= L, remaining = max(0, L - curr - cost - K).
+  sliding_window = function(key, cost, L, Wms, w)
+    local raw = call('GET', key)
+    local W = Wms * 1e6
+    local start = now_ms - now_ms % Wms
+    local t_ms, t_sub = now_ms, now_sub
+    local prev, curr = 0, 0
+    if raw then
+      local s_start, s_prev, s_curr = sunpack('<i8I4I4', raw)
+      if s_start > start then -- clock went back: the stored window's start
+        start, t_ms, t_sub = s_start, s_start, 0
+      end
+      if s_start == start then
+        prev, curr = s_prev, s_curr
+      elseif s_start == start - Wms then
+        prev = s_curr
+      end
+    end
+    local e = (t_ms - start) * 1e6 + t_sub
+    local K = 0
+    if prev > 0 then K = prev - muldiv(prev, e, W) end
+    local room = L - curr - cost
+    if room >= K or cost == 0 then -- a peek is always allowed
+      local rem = room - K
+      if rem < 0 then rem = 0 end
+      local c2 = curr + cost
+      local reset = 0
+      if c2 > 0 then reset = 2 * W - e elseif prev > 0 then reset = W - e end
+      if cost == 0 then return 1, rem, reset, 0, 0 end
+      local v = spack('<i8I4I4', start, prev, c2)
+      local ttl = start + 2 * Wms - now_ms
+      if w then
+        call('SET', key, v, 'PX', ttl)
+        return 1, rem, reset, 0, 0
+      end
+      return 1, rem, reset, 0, 0, v, ttl
+    end
+    local rem = L - curr - K
     if rem < 0 then rem = 0 end
-    local c2 = curr + cost
+    local left = W - e
     local reset = 0
-    if c2 > 0 then reset = 2 * W - e elseif prev > 0 then reset = W - e end
-    if cost == 0 then return 1, rem, reset, 0, 0 end
-    local v = spack('<i8I4I4', start, prev, c2)
-    local ttl = start + 2 * Wms - now_ms
-    if w then
-      call('SET', key, v, 'PX', ttl)
-      return 1, rem, reset, 0, 0
+    if curr > 0 then reset = left + W elseif prev > 0 then reset = left end
+    -- retry: the least d > 0 at which the estimate admits cost again
+    if room >= 0 and prev > 0 then
+      -- in this window: prev*(left - d) <= room*W
+      local d = left - muldiv(room, W, prev)
+      if d < left then return 0, rem, reset, d, 0 end
     end
-    return 1, rem, reset, 0, 0, v, ttl
+    -- in the next one, where curr becomes prev
+    local e2 = 0
+    if curr > L - cost then e2 = W - muldiv(L - cost, W, curr) end
+    return 0, rem, reset, left + e2, 0
   end
-  local rem = L - curr - K
-  if rem < 0 then rem = 0 end
-  local left = W - e
-  local reset = 0
-  if curr > 0 then reset = left + W elseif prev > 0 then reset = left end
-  -- retry: the least d > 0 at which the estimate admits cost again
-  if room >= 0 and prev > 0 then
-    -- in this window: prev*(left - d) <= room*W
-    local d = left - muldiv(room, W, prev)
-    if d < left then return 0, rem, reset, d, 0 end
-  end
-  -- in the next one, where curr becomes prev
-  local e2 = 0
-  if curr > L - cost then e2 = W - muldiv(L - cost, W, curr) end
-  return 0, rem, reset, left + e2, 0
 end
 
 -- sliding_log: a log of (instant, cost), one entry per distinct instant; an
 -- entry counts while its time > te - W, te = max(now, newest).
-local META, ENT = '<i8I4I4i8i4I4i8i4I4', '<i8i4I4'
+if u3 then
+  META, ENT = '<i8I4I4i8i4I4i8i4I4', '<i8i4I4'
 
-local function sliding_log(key, cost, L, Wms, w)
-  local m = call('HGET', key, 'm')
-  local te_ms, te_sub = now_ms, now_sub
-  local head, count, sum = 0, 0, 0
-  local n_ms, n_sub, n_c
-  local first, live = 0, 0 -- entries expired at te, live cost
-  local cur_ms, cur_sub, cur_c -- entry head+first (when first < count)
-  local buf, bi, bn, chunk = nil, 0, 0, 16
-  -- Moves cur to entry head+first, fetching entries ahead in chunks.
-  local function advance()
-    if bi >= bn then
-      local nf = count - first
-      if nf > chunk then nf = chunk end
-      local f = {}
-      for k = 1, nf do f[k] = head + first + k - 1 end
-      buf, bi, bn = call('HMGET', key, unpack(f)), 0, nf
-      if chunk < 512 then chunk = chunk * 2 end
-    end
-    bi = bi + 1
-    cur_ms, cur_sub, cur_c = sunpack(ENT, buf[bi])
-  end
-  if m then
-    local o_ms, o_sub, o_c
-    head, count, sum, n_ms, n_sub, n_c, o_ms, o_sub, o_c = sunpack(META, m)
-    if count > 0 then
-      if n_ms > te_ms or (n_ms == te_ms and n_sub > te_sub) then
-        te_ms, te_sub = n_ms, n_sub
+  sliding_log = function(key, cost, L, Wms, w)
+    local m = call('HGET', key, 'm')
+    local te_ms, te_sub = now_ms, now_sub
+    local head, count, sum = 0, 0, 0
+    local n_ms, n_sub, n_c
+    local first, live = 0, 0 -- entries expired at te, live cost
+    local cur_ms, cur_sub, cur_c -- entry head+first (when first < count)
+    local buf, bi, bn, chunk = nil, 0, 0, 16
+    -- Moves cur to entry head+first, fetching entries ahead in chunks.
+    local function advance()
+      if bi >= bn then
+        local nf = count - first
+        if nf > chunk then nf = chunk end
+        local f = {}
+        for k = 1, nf do f[k] = head + first + k - 1 end
+        buf, bi, bn = call('HMGET', key, unpack(f)), 0, nf
+        if chunk < 512 then chunk = chunk * 2 end
       end
-      local x = n_ms + Wms - te_ms
-      if x < 0 or (x == 0 and n_sub <= te_sub) then
-        first = count -- even the newest has expired: all have
-      else
-        cur_ms, cur_sub, cur_c = o_ms, o_sub, o_c
-        live = sum
-        while true do
-          x = cur_ms + Wms - te_ms
-          if x > 0 or (x == 0 and cur_sub > te_sub) then break end
-          live = live - cur_c
-          first = first + 1
-          advance() -- the newest is live: first < count
+      bi = bi + 1
+      cur_ms, cur_sub, cur_c = sunpack(ENT, buf[bi])
+    end
+    if m then
+      local o_ms, o_sub, o_c
+      head, count, sum, n_ms, n_sub, n_c, o_ms, o_sub, o_c = sunpack(META, m)
+      if count > 0 then
+        if n_ms > te_ms or (n_ms == te_ms and n_sub > te_sub) then
+          te_ms, te_sub = n_ms, n_sub
+        end
+        local x = n_ms + Wms - te_ms
+        if x < 0 or (x == 0 and n_sub <= te_sub) then
+          first = count -- even the newest has expired: all have
+        else
+          cur_ms, cur_sub, cur_c = o_ms, o_sub, o_c
+          live = sum
+          while true do
+            x = cur_ms + Wms - te_ms
+            if x > 0 or (x == 0 and cur_sub > te_sub) then break end
+            live = live - cur_c
+            first = first + 1
+            advance() -- the newest is live: first < count
+          end
         end
       end
     end
-  end
-  if live + cost <= L then
-    if cost == 0 then
-      if first < count then
-        return 1, L - live, dur(n_ms + Wms - te_ms, n_sub - te_sub), 0, 0
+    if live + cost <= L then
+      if cost == 0 then
+        if first < count then
+          return 1, L - live, dur(n_ms + Wms - te_ms, n_sub - te_sub), 0, 0
+        end
+        return 1, L - live, 0, 0, 0
       end
-      return 1, L - live, 0, 0, 0
+      -- The new log: expired entries dropped, cost added at te.
+      local nhead, ncount = head + first, count - first
+      local idx, ent, o_ms, o_sub, o_c
+      if ncount == 0 then
+        nhead, ncount, idx = 0, 1, 0
+        n_c = cost
+        o_ms, o_sub, o_c = te_ms, te_sub, cost
+      elseif n_ms == te_ms and n_sub == te_sub then
+        idx = nhead + ncount - 1
+        n_c = n_c + cost
+        if ncount == 1 then o_ms, o_sub, o_c = te_ms, te_sub, n_c
+        else o_ms, o_sub, o_c = cur_ms, cur_sub, cur_c end
+      else
+        idx = nhead + ncount
+        ncount = ncount + 1
+        n_c = cost
+        o_ms, o_sub, o_c = cur_ms, cur_sub, cur_c
+      end
+      ent = spack(ENT, te_ms, te_sub, n_c)
+      local meta = spack(META, nhead, ncount, live + cost, te_ms, te_sub, n_c,
+                         o_ms, o_sub, o_c)
+      local ttl = (te_ms - now_ms) + Wms
+      if te_sub > now_sub then ttl = ttl + 1 end
+      local wr = {first, count, head, idx, ent, meta, ttl}
+      if w then
+        return 1, L - live - cost, dur(Wms, 0), 0, 0, wr, 0, true
+      end
+      return 1, L - live - cost, dur(Wms, 0), 0, 0, wr, 0
     end
-    -- The new log: expired entries dropped, cost added at te.
-    local nhead, ncount = head + first, count - first
-    local idx, ent, o_ms, o_sub, o_c
-    if ncount == 0 then
-      nhead, ncount, idx = 0, 1, 0
-      n_c = cost
-      o_ms, o_sub, o_c = te_ms, te_sub, cost
-    elseif n_ms == te_ms and n_sub == te_sub then
-      idx = nhead + ncount - 1
-      n_c = n_c + cost
-      if ncount == 1 then o_ms, o_sub, o_c = te_ms, te_sub, n_c
-      else o_ms, o_sub, o_c = cur_ms, cur_sub, cur_c end
-    else
-      idx = nhead + ncount
-      ncount = ncount + 1
-      n_c = cost
-      o_ms, o_sub, o_c = cur_ms, cur_sub, cur_c
+    -- Denied: wait until enough of the oldest live entries have left.
+    local need, freed = live + cost - L, 0
+    local reset = dur(n_ms + Wms - te_ms, n_sub - te_sub)
+    while true do
+      freed = freed + cur_c
+      if freed >= need then
+        return 0, L - live, reset, dur(cur_ms + Wms - te_ms, cur_sub - te_sub), 0
+      end
+      first = first + 1
+      advance()
     end
-    ent = spack(ENT, te_ms, te_sub, n_c)
-    local meta = spack(META, nhead, ncount, live + cost, te_ms, te_sub, n_c,
-                       o_ms, o_sub, o_c)
-    local ttl = (te_ms - now_ms) + Wms
-    if te_sub > now_sub then ttl = ttl + 1 end
-    local wr = {first, count, head, idx, ent, meta, ttl}
-    if w then
-      return 1, L - live - cost, dur(Wms, 0), 0, 0, wr, 0, true
-    end
-    return 1, L - live - cost, dur(Wms, 0), 0, 0, wr, 0
   end
-  -- Denied: wait until enough of the oldest live entries have left.
-  local need, freed = live + cost - L, 0
-  local reset = dur(n_ms + Wms - te_ms, n_sub - te_sub)
-  while true do
-    freed = freed + cur_c
-    if freed >= need then
-      return 0, L - live, reset, dur(cur_ms + Wms - te_ms, cur_sub - te_sub), 0
+
+  -- Writes a new sliding_log (from sliding_log's wr table).
+  slog_write = function(key, wr)
+    local first, count, head = wr[1], wr[2], wr[3]
+    if first == count then
+      if count > 0 then call('DEL', key) end
+    elseif first > 0 then
+      local i = head
+      while i < head + first do
+        local f, n = {}, 0
+        while n < 1000 and i < head + first do
+          n = n + 1
+          f[n] = i
+          i = i + 1
+        end
+        call('HDEL', key, unpack(f))
+      end
     end
-    first = first + 1
-    advance()
+    call('HSET', key, 'm', wr[6], wr[4], wr[5])
+    call('PEXPIRE', key, wr[7])
   end
 end
 
--- Writes a new sliding_log (from sliding_log's wr table).
-local function slog_write(key, wr)
-  local first, count, head = wr[1], wr[2], wr[3]
-  if first == count then
-    if count > 0 then call('DEL', key) end
-  elseif first > 0 then
-    local i = head
-    while i < head + first do
-      local f, n = {}, 0
-      while n < 1000 and i < head + first do
-        n = n + 1
-        f[n] = i
-        i = i + 1
-      end
-      call('HDEL', key, unpack(f))
-    end
-  end
-  call('HSET', key, 'm', wr[6], wr[4], wr[5])
-  call('PEXPIRE', key, wr[7])
-end
-
--- Decides key u for cost: limit, then the algorithm's values.
-local function decide(u, cost, w)
-  local j = 6 * u - 3
+-- Decides key u (for its cost, or as a peek): its limit, then the
+-- algorithm's values.
+local function decide(u, peek, w)
+  local j = 3 * u
   local algo, key = ARGV[j], KEYS[u]
-  local c1, c2 = tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4])
+  local cost, c1, c2, c3 = sunpack('<i8i8i8i8', ARGV[j + 2])
+  if peek then cost = 0 end
   if algo == '0' or algo == '5' or algo == '1' then
-    local c3 = tonumber(ARGV[j + 5])
     if algo == '0' then
       return c1 / c3, token_bucket(key, cost, c1, c2, c3, w)
     end
@@ -459,20 +492,20 @@ local function decide(u, cost, w)
 end
 
 local dry = ARGV[2] == '1'
-local out = {now_str, 1}
 if nk == 1 then -- all-or-nothing over one check: charge it as it is decided
-  local lim, a, r, re, ra, de = decide(1, tonumber(ARGV[5]), not dry)
-  if a == 0 and ARGV[4] ~= '1' then out[2] = 0 end
-  out[3], out[4], out[5], out[6], out[7], out[8] = a, lim, r, re, ra, de
-  return out
+  local lim, a, r, re, ra, de = decide(1, false, not dry)
+  local all = 1
+  if a == 0 and ARGV[4] ~= '1' then all = 0 end
+  return {now_str, all, a, lim, r, re, ra, de}
 end
 
 -- Several checks: decide them all, then charge all or none.
+local out = {now_str, 1}
 local all, pv, pt = 1, {}, {}
 for u = 1, nk do
+  local lim, a, r, re, ra, de, v, t = decide(u, false, false)
+  if a == 0 and ARGV[3 * u + 1] ~= '1' then all = 0 end
   local j = 6 * u - 3
-  local lim, a, r, re, ra, de, v, t = decide(u, tonumber(ARGV[j + 2]), false)
-  if a == 0 and ARGV[j + 1] ~= '1' then all = 0 end
   out[j], out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] =
     a, lim, r, re, ra, de
   pv[u], pt[u] = v or false, t
@@ -484,10 +517,10 @@ if not dry then
     if v then -- allowed, with a cost
       local j = 6 * u - 3
       if all == 1 then
-        if ARGV[j] == '3' then slog_write(KEYS[u], v)
+        if ARGV[3 * u] == '3' then slog_write(KEYS[u], v)
         else call('SET', KEYS[u], v, 'PX', pt[u]) end
       else -- not charged, because another check denied: a peek's figures
-        local lim, a, r, re, ra, de = decide(u, 0, false)
+        local lim, a, r, re, ra, de = decide(u, true, false)
         out[j], out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] =
           a, lim, r, re, ra, de
       end

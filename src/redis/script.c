@@ -126,9 +126,16 @@ static size_t put_i64(char *buf, int64_t v) {
   return n;
 }
 
-/* Words of the command: EVALSHA sha nkeys, keys, now, dry, 6 per key. */
-#define ARGS_MAX (3 + RS_CHECKS_MAX + 2 + 6 * RS_CHECKS_MAX)
-#define NUMS_MAX (3 + 6 * RS_CHECKS_MAX)
+/* Four int64 into 32 bytes, little-endian (decide.lua's '<i8i8i8i8'). */
+static void put_nums(char *buf, int64_t a, int64_t b, int64_t c, int64_t d) {
+  const int64_t v[4] = {a, b, c, d};
+  for (int i = 0; i < 4; i++)
+    for (int k = 0; k < 8; k++)
+      buf[8 * i + k] = (char)(((uint64_t)v[i] >> (8 * k)) & 0xff);
+}
+
+/* Words of the command: EVALSHA sha nkeys, keys, now, dry, 3 per key. */
+#define ARGS_MAX (3 + RS_CHECKS_MAX + 2 + 3 * RS_CHECKS_MAX)
 
 int rs_format(const rs_check *checks, size_t n, int dry, int64_t now_ns,
               rs_call *call, char **cmd, size_t *len) {
@@ -173,39 +180,34 @@ int rs_format(const rs_check *checks, size_t n, int dry, int64_t now_ns,
   call->n = n;
   call->nu = nu;
 
+  static const char *const algo_word[SL_ALGO_COUNT] = {"0", "1", "2",
+                                                       "3", "4", "5"};
   const char *argv[ARGS_MAX];
   size_t argl[ARGS_MAX];
-  char nums[NUMS_MAX][24];
-  size_t a = 0, k = 0;
+  char nkeys[24], now[24], nums[RS_CHECKS_MAX][32];
+  size_t a = 0;
 #define WORD(s, l) (argv[a] = (s), argl[a++] = (l))
-#define NUM(v) (WORD(nums[k], put_i64(nums[k], (v))), k++)
   WORD("EVALSHA", 7);
   WORD(rs_script_sha(), 40);
-  NUM((int64_t)nu);
+  WORD(nkeys, put_i64(nkeys, (int64_t)nu));
   for (size_t u = 0; u < nu; u++)
     WORD(checks[uniq[u]].key ? checks[uniq[u]].key : "",
          checks[uniq[u]].key_len);
   if (now_ns < 0)
     WORD("", 0);
   else
-    NUM(now_ns);
+    WORD(now, put_i64(now, now_ns));
   WORD(dry ? "1" : "0", 1);
   for (size_t u = 0; u < nu; u++) {
     const algo_policy *p = &pol[u];
-    NUM((int64_t)p->pub.algo);
+    WORD(algo_word[p->pub.algo], 1);
     WORD(shadow[u] ? "1" : "0", 1);
-    NUM(cost[u]);
-    if (is_bucket(p->pub.algo)) {
-      NUM((int64_t)p->cap); /* < 2^52 (rs_policy_check) */
-      NUM(p->Lg);
-      NUM(p->Wg);
-    } else {
-      NUM(p->L);
-      NUM(p->W / 1000000); /* whole ms (sl_policy_validate) */
-      WORD("0", 1);
-    }
+    if (is_bucket(p->pub.algo)) /* cap < 2^52 (rs_policy_check) */
+      put_nums(nums[u], cost[u], (int64_t)p->cap, p->Lg, p->Wg);
+    else /* a whole number of ms (sl_policy_validate) */
+      put_nums(nums[u], cost[u], p->L, p->W / 1000000, 0);
+    WORD(nums[u], 32);
   }
-#undef NUM
 #undef WORD
   char *out = NULL;
   int r = redisFormatCommandArgv(&out, (int)a, argv, argl);

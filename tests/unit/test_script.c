@@ -74,6 +74,24 @@ static void assert_word(const redisReply *w, size_t i, const char *want) {
              w->element[i]->str, want);
 }
 
+/* Word i must be decide.lua's four little-endian int64 (cost and the
+   policy's constants). */
+static void assert_nums(const redisReply *w, size_t i, int64_t a, int64_t b,
+                        int64_t c, int64_t d) {
+  assert_true(i < w->elements);
+  assert_int_equal(w->element[i]->type, REDIS_REPLY_STRING);
+  assert_int_equal(w->element[i]->len, 32);
+  const unsigned char *p = (const unsigned char *)w->element[i]->str;
+  const int64_t want[4] = {a, b, c, d};
+  for (int k = 0; k < 4; k++) {
+    uint64_t v = 0;
+    for (int byte = 7; byte >= 0; byte--) v = v << 8 | p[8 * k + byte];
+    if ((int64_t)v != want[k])
+      fail_msg("word %zu, number %d: %lld, want %lld", i, k, (long long)v,
+               (long long)want[k]);
+  }
+}
+
 /* rs_format of checks[0..n), expected to succeed; the words. */
 static redisReply *format_ok(const rs_check *c, size_t n, int dry,
                              int64_t now, rs_call *call) {
@@ -280,19 +298,17 @@ static void one_bucket_check_sends_its_ticks(void **state) {
   rs_check c = chk(&p, "rl:user:42", 3, 0);
   rs_call call;
   redisReply *w = format_ok(&c, 1, 0, T0 + 123, &call);
-  assert_int_equal(w->elements, 3 + 1 + 2 + 6);
+  assert_int_equal(w->elements, 3 + 1 + 2 + 3);
   assert_word(w, 0, "EVALSHA");
   assert_word(w, 1, rs_script_sha());
   assert_word(w, 2, "1");
   assert_word(w, 3, "rl:user:42");
   assert_word(w, 4, "1767225600000000123");
   assert_word(w, 5, "0");
-  assert_word(w, 6, "0");          /* token_bucket */
-  assert_word(w, 7, "0");          /* not shadow */
-  assert_word(w, 8, "3");          /* cost */
-  assert_word(w, 9, "2500000000"); /* cap = 25 * Wg */
-  assert_word(w, 10, "1");         /* Lg = 10 / gcd(10, 1e9) */
-  assert_word(w, 11, "100000000"); /* Wg */
+  assert_word(w, 6, "0"); /* token_bucket */
+  assert_word(w, 7, "0"); /* not shadow */
+  /* cost, cap = 25 * Wg, Lg = 10 / gcd(10, 1e9), Wg = 1e9 / gcd */
+  assert_nums(w, 8, 3, 2500000000, 1, 100000000);
   assert_int_equal(call.n, 1);
   assert_int_equal(call.nu, 1);
   assert_int_equal(call.map[0], 0);
@@ -305,14 +321,11 @@ static void window_check_sends_limit_and_period_in_ms(void **state) {
   rs_check c = chk(&p, "k", 1, 1);
   rs_call call;
   redisReply *w = format_ok(&c, 1, 1, -1, &call);
-  assert_word(w, 4, ""); /* Redis TIME */
+  assert_word(w, 4, "");  /* Redis TIME */
   assert_word(w, 5, "1"); /* dry */
   assert_word(w, 6, "4");
   assert_word(w, 7, "1"); /* shadow */
-  assert_word(w, 8, "1");
-  assert_word(w, 9, "1000");
-  assert_word(w, 10, "3600000");
-  assert_word(w, 11, "0");
+  assert_nums(w, 8, 1, 1000, 3600000, 0);
   freeReplyObject(w);
 }
 
@@ -328,20 +341,20 @@ static void repeated_keys_merge_costs_and_shadow(void **state) {
   assert_int_equal(call.nu, 3);
   static const uint8_t want[5] = {0, 1, 0, 1, 2};
   assert_memory_equal(call.map, want, 5);
-  assert_int_equal(w->elements, 3 + 3 + 2 + 18);
+  assert_int_equal(w->elements, 3 + 3 + 2 + 9);
   assert_word(w, 2, "3");
   assert_word(w, 3, "x");
   assert_word(w, 4, "y");
   assert_word(w, 5, "z");
-  assert_word(w, 6, "0"); /* now = 0 is a clock, not TIME */
-  assert_word(w, 8 + 0, "5");  /* x: gcra */
-  assert_word(w, 8 + 1, "0");  /*    shadow only if every part is */
-  assert_word(w, 8 + 2, "4");  /*    1 + 3 */
-  assert_word(w, 14 + 0, "2"); /* y: fixed_window */
-  assert_word(w, 14 + 1, "1");
-  assert_word(w, 14 + 2, "2");
-  assert_word(w, 20 + 1, "1"); /* z */
-  assert_word(w, 20 + 2, "0");
+  assert_word(w, 6, "0");     /* now = 0 is a clock, not TIME */
+  assert_word(w, 8 + 0, "5"); /* x: gcra */
+  assert_word(w, 8 + 1, "0"); /*    shadow only if every part is */
+  assert_nums(w, 8 + 2, 4, 1000000000, 1, 100000000); /* 1 + 3 */
+  assert_word(w, 11 + 0, "2"); /* y: fixed_window */
+  assert_word(w, 11 + 1, "1");
+  assert_nums(w, 11 + 2, 2, 5, 60000, 0);
+  assert_word(w, 14 + 1, "1"); /* z */
+  assert_nums(w, 14 + 2, 0, 1000000000, 1, 100000000);
   freeReplyObject(w);
 }
 
