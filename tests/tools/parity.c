@@ -30,7 +30,8 @@
  * and peeks or denials of a missing key create none.
  *
  * --time leaves the clock to Redis (TIME): the engine then decides at the
- * instant the script reports, and keys expire for real.
+ * instant the script reports, and keys expire for real; a last check sees
+ * first requests allowed with the right figures.
  *
  * Prints "parity: ALGO decisions=N mismatches=M" per algorithm and exits 1
  * on any mismatch (the first ones printed in full), 2 on a usage or
@@ -785,6 +786,42 @@ static void expiry_phase(void) {
     }
 }
 
+/* On Redis's clock: a first request on a new key is allowed, with the
+   policy's limit and what is left; the bucket takes its emission interval
+   to refill that unit; a request over what is left is denied. */
+static void time_smoke(void) {
+  static const struct {
+    const char *spec;
+    int64_t limit, reset_max;
+  } cases[] = {{"token_bucket:5/s", 5, 200 * NS_MS},
+               {"gcra:5/s", 5, 200 * NS_MS},
+               {"leaky_bucket:5/s", 5, 200 * NS_MS},
+               {"fixed_window:5/h", 5, 3600 * NS_S},
+               {"sliding_window:5/h", 5, 7200 * NS_S},
+               {"sliding_log:5/h", 5, 3600 * NS_S}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char key[96];
+    snprintf(key, sizeof key, "parity:%d:smoke:%zu", (int)getpid(), i);
+    sl_decision d;
+    int all = one(cases[i].spec, key, 1, -1, &d);
+    if (!all || !d.allowed || d.limit != cases[i].limit || d.remaining != 4 ||
+        d.reset_ns <= 0 || d.reset_ns > cases[i].reset_max ||
+        d.retry_after_ns != 0) {
+      fprintf(stderr,
+              "FAIL %s on Redis's clock: first request allowed=%d limit=%"
+              PRId64 " remaining=%" PRId64 " reset=%" PRId64 "\n",
+              cases[i].spec, d.allowed, d.limit, d.remaining, d.reset_ns);
+      failures++;
+    }
+    all = one(cases[i].spec, key, 5, -1, &d);
+    if (all || d.allowed || d.retry_after_ns <= 0) {
+      fprintf(stderr, "FAIL %s on Redis's clock: 1 + 5 of 5 allowed\n",
+              cases[i].spec);
+      failures++;
+    }
+  }
+}
+
 /* ---- main ---- */
 
 static void usage(void) {
@@ -850,7 +887,10 @@ int main(int argc, char **argv) {
            n_big[al]);
     fflush(stdout);
   }
-  if (!time_mode) expiry_phase();
+  if (time_mode)
+    time_smoke();
+  else
+    expiry_phase();
   printf("parity: ttl checks=%ld failures=%ld\n", ttl_checks, failures);
   redisFree(rc);
   return failures ? 1 : 0;
