@@ -66,14 +66,19 @@ int rs_policy_check(const sl_policy *p, char *err, size_t err_len) {
   if (!bound) return 0;
   char name[96];
   if (sl_policy_format(p, name, sizeof name) < 0) strcpy(name, "?");
-  if (bound == 1)
+  if (bound == 1) {
+    /* The largest burst that fits: 2*(burst*Wg + Lg) <= 2^53. */
+    int64_t fits = (EXACT_MAX / 2 - ap.Lg) / ap.Wg;
+    char hint[64] = "no burst fits";
+    if (fits >= 1) snprintf(hint, sizeof hint, "burst=%lld fits", (long long)fits);
     return algo_policy_error(
         err, err_len,
-        "%s: the bucket counts in ticks of 1/%lld ns; a full bucket is "
-        "%.4g ticks and 2*(full + %lld) exceeds what the Redis script "
-        "computes exactly (2^53); use --store memory, a smaller burst, a "
-        "shorter period, or a limit that divides the period in ns",
-        name, (long long)ap.Lg, (double)ap.cap, (long long)ap.Lg);
+        "%s: the bucket counts in ticks of 1/%lld ns and a full one "
+        "(%.4g ticks) exceeds what the Redis script computes exactly "
+        "(2*(full + %lld) must stay within 2^53); %s, or use --store memory "
+        "or a shorter period",
+        name, (long long)ap.Lg, (double)ap.cap, (long long)ap.Lg, hint);
+  }
   return algo_policy_error(
       err, err_len,
       "%s: a period over 2^52 ns (about 52 days) exceeds what the Redis "
