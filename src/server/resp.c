@@ -375,6 +375,10 @@ static void slot_done(void *ud, int rc, eng_result *r) {
     slot_link(c, slot);                                      \
     return;                                                  \
   }                                                          \
+  if (slot) { /* answered at once: keep it, free the slot */ \
+    stack_r = *r;                                            \
+    r = &stack_r;                                            \
+  }                                                          \
   free(slot)
 
 static void cmd_cl_throttle(resp_conn *c, const resp_cmd *cmd) {
