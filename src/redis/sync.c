@@ -11,8 +11,10 @@
  *
  * The bound this gives: between two rounds each daemon decides alone, so
  * the fleet can let through, beyond the limit, what the other daemons
- * admit in one interval: at most (N - 1) x (burst + the refill of one
- * interval) for N daemons. docs/fleet.md has the measured figures.
+ * admit in one interval: (N - 1) x (burst + the refill of one interval)
+ * per interval, for N daemons. Under sustained overload on every daemon it
+ * accumulates (the excess is not carried as a debt in Redis; each local
+ * limiter refills on its own): docs/fleet.md has the measured figures.
  *
  * It uses hiredis's blocking API on its own connections: this thread does
  * nothing else, and a dead Redis only delays the next round (each call has
@@ -105,9 +107,14 @@ static void node_drop(rs_sync *s, int n) {
  */
 static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
                  int64_t *remaining, int64_t *left) {
-  int node[n ? n : 1];
-  rs_call call[n ? n : 1];
-  int sent[n ? n : 1];
+  /* On the heap: a round can hold every key of an interval (100k+). */
+  int *node = malloc(n * sizeof *node), *sent = malloc(n * sizeof *sent);
+  rs_call *call = malloc(n * sizeof *call);
+  if (!node || !sent || !call) {
+    for (size_t i = 0; i < n; i++) remaining[i] = -1, left[i] = 0;
+    free(node), free(sent), free(call);
+    return;
+  }
   for (size_t i = 0; i < n; i++) {
     sent[i] = 0;
     left[i] = 0;
@@ -170,6 +177,9 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
     }
     freeReplyObject(r);
   }
+  free(node);
+  free(sent);
+  free(call);
 }
 
 static void round_(rs_sync *s) {
