@@ -356,6 +356,11 @@ run_config() {
   if [ "$ROUND" -eq 0 ]; then
     resp_run "$label" "$port" "$spid" "$sync" "$http" "$c" "$pl" $((KEYS / 2)) warmup "$@" >"$tmp/warm.out"
     rps=$(sed -n 's/.*decisions_per_s=\([0-9]*\).*/\1/p' "$tmp/warm.out")
+    # a degraded warm-up ran at fallback speed: size by what Redis decided
+    case $(cat "$tmp/warm.out") in
+      *" degraded"*) e=$(sed -n 's/.*evalsha_per_s=\([0-9]*\).*/\1/p' "$tmp/warm.out")
+                     [ -z "$e" ] || [ "$e" -eq 0 ] || rps=$e ;;
+    esac
     n=$(( ${rps:-20000} * S ))
     [ $n -ge 20000 ] || n=20000
     echo "$n" >"$tmp/n.$key"
@@ -391,7 +396,7 @@ echo "$PATIENCE" >"$tmp/patience"
 : >"$tmp/runs.txt"
 ROUND=0
 while [ $ROUND -le "$R" ]; do
-  [ $ROUND -eq 0 ] && echo "# warm-up (fills the key tables; not counted)" || echo "# round $ROUND of $R"
+  [ $ROUND -eq 0 ] && echo "# warm-up (sizes the runs; not counted)" || echo "# round $ROUND of $R"
   # (no pipeline here: a signal's trap runs as soon as the current run ends)
   while IFS= read -r cfg; do
     try=1
