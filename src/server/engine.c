@@ -82,6 +82,18 @@ typedef struct delta_table {
   size_t nb, n;
 } delta_table;
 
+/* A latency histogram over hist_bounds (one thread writes it). */
+typedef struct histogram {
+  counter b[NBUCKETS + 1];
+  counter sum_ns, count;
+} histogram;
+
+/* The sum of several threads' histograms, for the scraper. */
+typedef struct histogram_sum {
+  uint64_t b[NBUCKETS + 1];
+  uint64_t sum_ns, count;
+} histogram_sum;
+
 typedef struct gen {
   sl_config *cfg;
   sl_limiter **lims;  /* per cfg->limits[i]; NULL for unlimited/blocked */
@@ -129,10 +141,8 @@ struct engine_thread {
   } detail_cache[DETAIL_CACHE];
   counter counters[EC_COUNT];
   _Atomic int64_t conns[2];
-  counter hist[NBUCKETS + 1];
-  counter hist_sum_ns, hist_count;
-  counter shist[NBUCKETS + 1]; /* fleet mode: Redis round trips */
-  counter shist_sum_ns, shist_count;
+  histogram hist;  /* decisions */
+  histogram shist; /* fleet mode: Redis round trips */
   _Atomic int store_failing; /* the last Redis call failed */
   eng_send_fn send;
   void *io;
@@ -580,12 +590,22 @@ void engine_connections(engine_thread *t, int protocol, int delta) {
       memory_order_relaxed);
 }
 
-static void observe_latency(engine_thread *t, int64_t ns) {
+static void observe(histogram *h, int64_t ns) {
   size_t b = 0;
   while (b < NBUCKETS && ns > hist_bounds[b]) b++;
-  inc(&t->hist[b], 1);
-  inc(&t->hist_sum_ns, (uint64_t)ns);
-  inc(&t->hist_count, 1);
+  inc(&h->b[b], 1);
+  inc(&h->sum_ns, (uint64_t)ns);
+  inc(&h->count, 1);
+}
+
+static void histogram_add(histogram_sum *sum, histogram *h) {
+  for (size_t b = 0; b <= NBUCKETS; b++) sum->b[b] += get(&h->b[b]);
+  sum->sum_ns += get(&h->sum_ns);
+  sum->count += get(&h->count);
+}
+
+static void observe_latency(engine_thread *t, int64_t ns) {
+  observe(&t->hist, ns);
 }
 
 /* ---- deciding ---- */
@@ -742,14 +762,6 @@ typedef struct eng_job {
 void engine_thread_set_remote(engine_thread *t, eng_send_fn send, void *io) {
   t->send = send;
   t->io = io;
-}
-
-static void observe_store(engine_thread *t, int64_t ns) {
-  size_t b = 0;
-  while (b < NBUCKETS && ns > hist_bounds[b]) b++;
-  inc(&t->shist[b], 1);
-  inc(&t->shist_sum_ns, (uint64_t)ns);
-  inc(&t->shist_count, 1);
 }
 
 /*
@@ -919,7 +931,7 @@ static void job_reply(void *ud, const redisReply *r, const char *err) {
   eng_job *j = grp->j;
   engine_thread *t = j->t;
   j->waiting--;
-  observe_store(t, mono_ns() - j->sent);
+  observe(&t->shist, mono_ns() - j->sent);
   sl_decision dec[ENG_MAX_STATUSES];
   int allowed = 0;
   int64_t rnow;
@@ -1544,6 +1556,20 @@ static void help(FILE *f, const char *name, const char *type,
   fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
 }
 
+/* A histogram in the Prometheus text format: cumulative buckets, sum, count. */
+static void print_histogram(FILE *f, const char *name, const histogram_sum *h) {
+  uint64_t cum = 0;
+  for (size_t b = 0; b < NBUCKETS; b++) {
+    cum += h->b[b];
+    fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name,
+            (double)hist_bounds[b] / 1e9, (unsigned long long)cum);
+  }
+  cum += h->b[NBUCKETS];
+  fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9f\n%s_count %llu\n",
+          name, (unsigned long long)cum, name, (double)h->sum_ns / 1e9, name,
+          (unsigned long long)h->count);
+}
+
 char *engine_metrics(engine *e, size_t *len) {
   char *buf = NULL;
   size_t n = 0;
@@ -1551,8 +1577,8 @@ char *engine_metrics(engine *e, size_t *len) {
   if (!f) return NULL;
 
   /* Sum the per-thread figures under the thread list's lock. */
-  uint64_t counters[EC_COUNT] = {0}, hist[NBUCKETS + 1] = {0}, hsum = 0,
-           hcount = 0, shist[NBUCKETS + 1] = {0}, ssum = 0, scount = 0;
+  uint64_t counters[EC_COUNT] = {0};
+  histogram_sum hist = {{0}, 0, 0}, shist = {{0}, 0, 0};
   int64_t conns[2] = {0, 0};
   int failing = 0;
   size_t ns = atomic_load_explicit(&e->nseries, memory_order_acquire);
@@ -1562,12 +1588,8 @@ char *engine_metrics(engine *e, size_t *len) {
     engine_thread *t = e->threads[i];
     if (!t) continue;
     for (int c = 0; c < EC_COUNT; c++) counters[c] += get(&t->counters[c]);
-    for (size_t b = 0; b <= NBUCKETS; b++) hist[b] += get(&t->hist[b]);
-    hsum += get(&t->hist_sum_ns);
-    hcount += get(&t->hist_count);
-    for (size_t b = 0; b <= NBUCKETS; b++) shist[b] += get(&t->shist[b]);
-    ssum += get(&t->shist_sum_ns);
-    scount += get(&t->shist_count);
+    histogram_add(&hist, &t->hist);
+    histogram_add(&shist, &t->shist);
     failing |= atomic_load_explicit(&t->store_failing, memory_order_relaxed);
     for (int p = 0; p < 2; p++)
       conns[p] += atomic_load_explicit(&t->conns[p], memory_order_relaxed);
@@ -1624,19 +1646,7 @@ char *engine_metrics(engine *e, size_t *len) {
 
   help(f, "sluice_decision_duration_seconds", "histogram",
        "Time spent deciding (store lookups and algorithms), per request.");
-  uint64_t cum = 0;
-  for (size_t b = 0; b < NBUCKETS; b++) {
-    cum += hist[b];
-    fprintf(f, "sluice_decision_duration_seconds_bucket{le=\"%g\"} %llu\n",
-            (double)hist_bounds[b] / 1e9, (unsigned long long)cum);
-  }
-  cum += hist[NBUCKETS];
-  fprintf(f,
-          "sluice_decision_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
-          "sluice_decision_duration_seconds_sum %.9f\n"
-          "sluice_decision_duration_seconds_count %llu\n",
-          (unsigned long long)cum, (double)hsum / 1e9,
-          (unsigned long long)hcount);
+  print_histogram(f, "sluice_decision_duration_seconds", &hist);
 
   if (e->o.remote) {
     help(f, "sluice_redis_calls_total", "counter",
@@ -1663,19 +1673,7 @@ char *engine_metrics(engine *e, size_t *len) {
     help(f, "sluice_redis_call_duration_seconds", "histogram",
          "Fleet mode: from sending a script to its reply (batching "
          "included).");
-    cum = 0;
-    for (size_t b = 0; b < NBUCKETS; b++) {
-      cum += shist[b];
-      fprintf(f, "sluice_redis_call_duration_seconds_bucket{le=\"%g\"} %llu\n",
-              (double)hist_bounds[b] / 1e9, (unsigned long long)cum);
-    }
-    cum += shist[NBUCKETS];
-    fprintf(f,
-            "sluice_redis_call_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
-            "sluice_redis_call_duration_seconds_sum %.9f\n"
-            "sluice_redis_call_duration_seconds_count %llu\n",
-            (unsigned long long)cum, (double)ssum / 1e9,
-            (unsigned long long)scount);
+    print_histogram(f, "sluice_redis_call_duration_seconds", &shist);
   }
 
   help(f, "sluice_requests_total", "counter", "Requests by protocol.");
