@@ -185,8 +185,8 @@ int rc_config_parse(const char *url, rc_config *c, char *err, size_t len) {
 
 /* ---- discovery (blocking, at start) ---- */
 
-static redisContext *sync_connect(const rc_config *c, const rc_addr *a,
-                                  char *err, size_t len) {
+redisContext *rc_connect_sync(const rc_config *c, const rc_addr *a,
+                              char *err, size_t len) {
   struct timeval tv = {c->timeout_ms / 1000, (c->timeout_ms % 1000) * 1000};
   redisContext *r = redisConnectWithTimeout(a->host, a->port, tv);
   if (!r || r->err) {
@@ -202,6 +202,16 @@ static redisContext *sync_connect(const rc_config *c, const rc_addr *a,
                      : redisCommand(r, "AUTH %s", c->password);
   } else {
     rep = redisCommand(r, "PING");
+  }
+  if (rep && rep->type != REDIS_REPLY_ERROR && c->db && !c->cluster) {
+    freeReplyObject(rep);
+    rep = redisCommand(r, "SELECT %d", c->db);
+  }
+  if (rep && rep->type != REDIS_REPLY_ERROR) {
+    size_t sl;
+    const char *script = rs_script(&sl);
+    freeReplyObject(rep);
+    rep = redisCommand(r, "SCRIPT LOAD %b", script, sl);
   }
   if (!rep || rep->type == REDIS_REPLY_ERROR) {
     snprintf(err, len, "%s:%d: %s", a->host, a->port,
@@ -228,25 +238,16 @@ int rc_discover(const rc_config *c, rc_topology *t, char *err, size_t len) {
   t->nnodes = 0;
   for (int i = 0; i < c->nseeds; i++)
     topo_node(t, c->seeds[i].host, c->seeds[i].port);
-  size_t sl;
-  const char *script = rs_script(&sl);
   for (int i = 0; i < c->nseeds; i++) {
-    redisContext *r = sync_connect(c, &c->seeds[i], err, len);
-    if (!r) continue;
+    redisContext *r = rc_connect_sync(c, &c->seeds[i], err, len);
+    if (!r) {
+      if (!c->cluster) return -1;
+      continue;
+    }
     if (!c->cluster) {
-      redisReply *rep = c->db ? redisCommand(r, "SELECT %d", c->db) : NULL;
-      int bad = c->db && (!rep || rep->type == REDIS_REPLY_ERROR);
-      if (bad) snprintf(err, len, "SELECT %d: %s", c->db, rep ? rep->str : r->errstr);
-      if (rep) freeReplyObject(rep);
-      if (!bad) {
-        rep = redisCommand(r, "SCRIPT LOAD %b", script, sl);
-        bad = !rep || rep->type != REDIS_REPLY_STRING;
-        if (bad) snprintf(err, len, "SCRIPT LOAD: %s", rep ? rep->str : r->errstr);
-        if (rep) freeReplyObject(rep);
-      }
       redisFree(r);
-      if (!bad) memset(t->slot_node, 0, sizeof t->slot_node);
-      return bad ? -1 : 0;
+      memset(t->slot_node, 0, sizeof t->slot_node);
+      return 0;
     }
     redisReply *rep = redisCommand(r, "CLUSTER SLOTS");
     if (!rep || rep->type != REDIS_REPLY_ARRAY) {
@@ -276,13 +277,11 @@ int rc_discover(const rc_config *c, rc_topology *t, char *err, size_t len) {
     /* Load the script on every master now (NOSCRIPT would do it later). */
     int ok = 1;
     for (int n = 0; n < t->nnodes; n++) {
-      redisContext *m = sync_connect(c, &t->nodes[n], err, len);
+      redisContext *m = rc_connect_sync(c, &t->nodes[n], err, len);
       if (!m) {
         ok = 0;
         continue;
       }
-      rep = redisCommand(m, "SCRIPT LOAD %b", script, sl);
-      if (rep) freeReplyObject(rep);
       redisFree(m);
     }
     return ok ? 0 : -1;

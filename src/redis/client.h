@@ -72,6 +72,14 @@ typedef struct rc_topology {
  */
 int rc_discover(const rc_config *c, rc_topology *t, char *err, size_t len);
 
+/*
+ * A blocking connection (discovery, the sync thread): connects with the
+ * timeout, authenticates, selects the database (not in a cluster) and loads
+ * the script. NULL with "HOST:PORT: why" in err.
+ */
+redisContext *rc_connect_sync(const rc_config *c, const rc_addr *a,
+                              char *err, size_t len);
+
 typedef struct rc_client rc_client;
 
 /* Called once per command: r is the reply (freed after the call), or NULL

@@ -53,43 +53,13 @@ static int64_t mono_ms(void) {
 static redisContext *node_ctx(rs_sync *s, int n) {
   if (s->ctx[n]) return s->ctx[n];
   if (mono_ms() < s->down_until[n]) return NULL;
-  const rc_addr *a = &s->topo.nodes[n];
-  struct timeval tv = {s->cfg.timeout_ms / 1000,
-                       (s->cfg.timeout_ms % 1000) * 1000};
-  redisContext *c = redisConnectWithTimeout(a->host, a->port, tv);
-  redisReply *r = NULL;
-  if (c && !c->err) {
-    redisSetTimeout(c, tv);
-    if (s->cfg.password[0])
-      r = s->cfg.user[0]
-              ? redisCommand(c, "AUTH %s %s", s->cfg.user, s->cfg.password)
-              : redisCommand(c, "AUTH %s", s->cfg.password);
-    else
-      r = redisCommand(c, "PING");
-    if (r && r->type != REDIS_REPLY_ERROR && s->cfg.db && !s->cfg.cluster) {
-      freeReplyObject(r);
-      r = redisCommand(c, "SELECT %d", s->cfg.db);
-    }
-    if (r && r->type != REDIS_REPLY_ERROR) {
-      size_t sl;
-      const char *src = rs_script(&sl);
-      freeReplyObject(r);
-      r = redisCommand(c, "SCRIPT LOAD %b", src, sl);
-    }
-  }
-  if (!c || c->err || !r || r->type == REDIS_REPLY_ERROR) {
-    srv_log("warn", "sync: redis %s:%d: %s; retrying in %d ms", a->host,
-            a->port,
-            r && r->type == REDIS_REPLY_ERROR ? r->str
-            : c                               ? c->errstr
-                                              : "out of memory",
-            s->cfg.breaker_ms);
-    if (r) freeReplyObject(r);
-    if (c) redisFree(c);
+  char err[256];
+  redisContext *c = rc_connect_sync(&s->cfg, &s->topo.nodes[n], err, sizeof err);
+  if (!c) {
+    srv_log("warn", "sync: redis %s; retrying in %d ms", err, s->cfg.breaker_ms);
     s->down_until[n] = mono_ms() + s->cfg.breaker_ms;
     return NULL;
   }
-  freeReplyObject(r);
   s->ctx[n] = c;
   return c;
 }
