@@ -9,12 +9,17 @@
 #   anchor  EVALSHA of bench/server/tokenbucket.lua (SCRIPT LOAD first)
 #           straight at Redis, -P 1 and -P 16: the way rate limiters on
 #           Redis usually work
-#   exact   sluice serve --store redis://... (one EVALSHA per decision,
-#           pipelined per worker thread at the end of each event-loop pass,
-#           or up to --batch-window US later): SL.THROTTLE key:__rand_int__
-#           token_bucket:1000/h 1 at its RESP port; --threads 1 and 2 at
-#           --batch-window 0 (-c 50 and -c 200 at -P 1, -c 50 at -P 16), and
-#           --batch-window 200 at the first thread count (-P 1)
+#   exact   sluice serve --store redis://... (a worker thread's decisions
+#           of one event-loop pass share EVALSHAs of up to --batch-max
+#           (64) decisions each, all of them in one pipeline, written at
+#           the end of the pass or up to --batch-window US later):
+#           SL.THROTTLE key:__rand_int__ token_bucket:1000/h 1 at its RESP
+#           port; --threads 1 and 2 at --batch-window 0 (-c 50 and -c 200
+#           at -P 1, -c 50 at -P 16), and --batch-window 200 at the first
+#           thread count (-P 1)
+#   exact1  the same with --batch-max 1 (one EVALSHA per decision, still
+#           pipelined), first thread count, -P 1 and -P 16: what batching
+#           several decisions per call brings
 #   approx  sluice serve --store redis://... --sync 100 (decisions local;
 #           every 100 ms a thread pushes the local charges to Redis and
 #           pulls the fleet's remaining back) beside sluice serve --store
@@ -172,6 +177,7 @@ for t in $THREADS; do
     start_sluice x_t${t}_w$w --threads "$t" --store "$STORE" --batch-window "$w" $RT
   done
 done
+start_sluice y_t$T1 --threads "$T1" --store "$STORE" --batch-max 1 $RT
 start_sluice a_t$T1 --threads "$T1" --store "$STORE" --sync "$SYNC" $RT
 start_sluice m_t$T1 --threads "$T1" --store memory
 # The approximate-mode daemon's sync thread: started last, so its newest
@@ -332,6 +338,7 @@ resp_run() {
       x_*) t=${d#x_t}; w=${t#*_w}; t=${t%_w*}
            label="mode=exact+threads=$t+window_us=$w"
            loads="50:1 200:1"; [ "$w" -ne 0 ] || loads="$loads 50:16" ;;
+      y_*) label="mode=exact1+threads=${d#y_t}+window_us=0+batch_max=1"; loads="50:1 50:16" ;;
       a_*) label="mode=approx+threads=${d#a_t}+sync_ms=$SYNC"; loads="50:1 50:16" ;;
       m_*) label="mode=memory+threads=${d#m_t}"; loads="50:1 50:16" ;;
     esac
@@ -554,13 +561,14 @@ cat "$tmp/best.txt" "$tmp/overshoot.txt" | awk '
     c = val("clients"); pl = val("pipeline"); m = val("mode")
     if (m == "anchor") keep("lua" pl, "anchor tokenbucket.lua -c 50 -P " pl)
     else if (m == "exact") keep("ex" c "_" pl, "exact -c " c " -P " pl)
+    else if (m == "exact1") keep("e1_" pl, "exact --batch-max 1 -c 50 -P " pl)
     else if (m == "approx") keep("ap" pl, "approx --sync " val("sync_ms") " -c 50 -P " pl)
     else if (m == "memory") keep("mem" pl, "memory -c 50 -P " pl)
   }
   /^overshoot mode=/ { m = val("mode"); o[m] = val("overshoot"); ob[m] = val("bound"); ol[m] = $0; od[m] = / degraded$/ }
   END {
-    split("lua1 lua16 ex50_1 ex200_1 ex50_16 ap1 mem1 ap16 mem16", names, " ")
-    for (i = 1; i <= 9; i++) if (names[i] in desc) print "#   " desc[names[i]]
+    split("lua1 lua16 ex50_1 ex200_1 ex50_16 e1_1 e1_16 ap1 mem1 ap16 mem16", names, " ")
+    for (i = 1; i <= 11; i++) if (names[i] in desc) print "#   " desc[names[i]]
     split("sync sync_fast exact", om, " ")
     for (i = 1; i <= 3; i++) if (om[i] in ol) print "#   " ol[om[i]]
     print "# verdicts"
@@ -569,6 +577,8 @@ cat "$tmp/best.txt" "$tmp/overshoot.txt" | awk '
     info("ratio_exact_p1_c200", "ex200_1", "lua1")
     info("ratio_exact_p1_c200_vs_anchor_p16", "ex200_1", "lua16")
     info("ratio_exact_p16", "ex50_16", "lua16")
+    info("ratio_exact_batch1_p1", "e1_1", "lua1")
+    info("ratio_exact_batch1_p16", "e1_16", "lua16")
     info("ratio_memory_p1_vs_anchor_p1", "mem1", "lua1")
     verdict("ratio_approx_p1", "ap1", "mem1", ">=", 0.8)
     verdict("ratio_approx_p16", "ap16", "mem16", ">=", 0.8)

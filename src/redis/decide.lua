@@ -8,8 +8,14 @@ docs/store.md ("Exact mode's script") explains the design.
 CALL    EVALSHA sha n KEYS[1..n] ARGV...   (n >= 1: distinct state keys; the
         C side has merged repeated keys, adding their costs)
 ARGV[1]   now: "" or "-1" = Redis TIME; else decimal ns since the epoch
-ARGV[2]   "1" = dry (decide every check, charge nothing);
-          "0" = all-or-nothing (charge only if every non-shadow check allows)
+ARGV[2]   the requests the keys belong to:
+          "0" = one request, all-or-nothing (charge only if every
+                non-shadow check allows);
+          "1" = one request, dry (decide every check, charge nothing);
+          "g" then one byte per request = its number of keys (1..255): a
+                batch of requests over consecutive keys, each decided
+                all-or-nothing in turn (a later one sees what an earlier
+                one charged; repeated keys across requests are fine)
 then, for key u (1..n), three values at ARGV[3u .. 3u+2]:
   algo    sl_algo: "0" token_bucket, "1" leaky_bucket, "2" fixed_window,
           "3" sliding_log, "4" sliding_window, "5" gcra
@@ -20,10 +26,10 @@ then, for key u (1..n), three values at ARGV[3u .. 3u+2]:
             windows (2, 3, 4): LIMIT, PERIOD in ms, 0
           Binary, not decimal: struct.unpack reads all four in one call,
           where tonumber costs about 0.3 us each (a sixth of the script).
-REPLY   { now, allowed, then six per key u:
+REPLY   { now, then per request: allowed, then six per key u:
           allowed, limit, remaining, reset_ns, retry_after_ns, delay_ns }
   now is the script's clock, a decimal string (ns exceed 2^53); allowed is
-  the overall answer. Durations are integers, or decimal strings from
+  the request's overall answer. Durations are integers, or decimal strings from
   2^53 ns on (fixed_window and sliding_log with periods over 104 days, and
   gcra and leaky_bucket for a clock far behind the state). A check that would allow but was not charged because another
   denied reports a peek's figures (allowed 1); a denied one its denial's.
@@ -52,13 +58,32 @@ local call = redis.call
 local floor, ceil = math.floor, math.ceil
 local tonumber = tonumber
 local spack, sunpack = struct.pack, struct.unpack
-local fmt, ssub = string.format, string.sub
+local fmt, ssub, sbyte = string.format, string.sub, string.byte
 local unpack = unpack
 local KEYS, ARGV = KEYS, ARGV
 
 local nk = #KEYS
 if nk == 0 or #ARGV ~= 2 + 3 * nk then
   return redis.error_reply('ERR sluice decide.lua: malformed arguments')
+end
+-- The requests: sizes[d] keys each (nil: one request of all the keys).
+local mode = ARGV[2]
+local dry, sizes = mode == '1', nil
+if mode ~= '0' and mode ~= '1' then
+  if ssub(mode, 1, 1) ~= 'g' or #mode < 2 then
+    return redis.error_reply('ERR sluice decide.lua: malformed arguments')
+  end
+  sizes = {sbyte(mode, 2, -1)}
+  local sum = 0
+  for d = 1, #sizes do
+    if sizes[d] == 0 then
+      return redis.error_reply('ERR sluice decide.lua: malformed arguments')
+    end
+    sum = sum + sizes[d]
+  end
+  if sum ~= nk then
+    return redis.error_reply('ERR sluice decide.lua: malformed arguments')
+  end
 end
 
 -- The clock, as (ms, ns within the ms) and as the decimal string returned.
@@ -491,40 +516,55 @@ local function decide(u, peek, w)
   error('sluice decide.lua: unknown algorithm ' .. tostring(algo))
 end
 
-local dry = ARGV[2] == '1'
-if nk == 1 then -- all-or-nothing over one check: charge it as it is decided
-  local lim, a, r, re, ra, de = decide(1, false, not dry)
-  local all = 1
-  if a == 0 and ARGV[4] ~= '1' then all = 0 end
-  return {now_str, all, a, lim, r, re, ra, de}
-end
-
--- Several checks: decide them all, then charge all or none.
-local out = {now_str, 1}
-local all, pv, pt = 1, {}, {}
-for u = 1, nk do
-  local lim, a, r, re, ra, de, v, t = decide(u, false, false)
-  if a == 0 and ARGV[3 * u + 1] ~= '1' then all = 0 end
-  local j = 6 * u - 3
-  out[j], out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] =
-    a, lim, r, re, ra, de
-  pv[u], pt[u] = v or false, t
-end
-out[2] = all
-if not dry then
-  for u = 1, nk do
-    local v = pv[u]
-    if v then -- allowed, with a cost
-      local j = 6 * u - 3
-      if all == 1 then
-        if ARGV[3 * u] == '3' then slog_write(KEYS[u], v)
-        else call('SET', KEYS[u], v, 'PX', pt[u]) end
-      else -- not charged, because another check denied: a peek's figures
-        local lim, a, r, re, ra, de = decide(u, true, false)
-        out[j], out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] =
-          a, lim, r, re, ra, de
+-- One request over keys s..e, all-or-nothing: its answer goes to out[o],
+-- each key's six values after it. Returns the next free index of out.
+local function request(out, o, s, e)
+  if s == e then -- one check: charge it as it is decided
+    local lim, a, r, re, ra, de = decide(s, false, not dry)
+    local all = 1
+    if a == 0 and ARGV[3 * s + 1] ~= '1' then all = 0 end
+    out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5],
+      out[o + 6] = all, a, lim, r, re, ra, de
+    return o + 7
+  end
+  -- Several checks: decide them all, then charge all or none.
+  local all, pv, pt = 1, {}, {}
+  for u = s, e do
+    local lim, a, r, re, ra, de, v, t = decide(u, false, false)
+    if a == 0 and ARGV[3 * u + 1] ~= '1' then all = 0 end
+    local j = o + 1 + 6 * (u - s)
+    out[j], out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] =
+      a, lim, r, re, ra, de
+    pv[u], pt[u] = v or false, t
+  end
+  out[o] = all
+  if not dry then
+    for u = s, e do
+      local v = pv[u]
+      if v then -- allowed, with a cost
+        if all == 1 then
+          if ARGV[3 * u] == '3' then slog_write(KEYS[u], v)
+          else call('SET', KEYS[u], v, 'PX', pt[u]) end
+        else -- not charged, because another check denied: a peek's figures
+          local j = o + 1 + 6 * (u - s)
+          local lim, a, r, re, ra, de = decide(u, true, false)
+          out[j], out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] =
+            a, lim, r, re, ra, de
+        end
       end
     end
+  end
+  return o + 1 + 6 * (e - s + 1)
+end
+
+local out = {now_str}
+if not sizes then
+  request(out, 2, 1, nk)
+else
+  local o, s = 2, 1
+  for d = 1, #sizes do
+    o = request(out, o, s, s + sizes[d] - 1)
+    s = s + sizes[d]
   end
 end
 return out

@@ -139,16 +139,28 @@ static void put_nums(char *buf, int64_t a, int64_t b, int64_t c, int64_t d) {
       buf[8 * i + k] = (char)(((uint64_t)v[i] >> (8 * k)) & 0xff);
 }
 
-/* Words of the command: EVALSHA sha nkeys, keys, now, dry, 3 per key. */
-#define ARGS_MAX (3 + RS_CHECKS_MAX + 2 + 3 * RS_CHECKS_MAX)
+/* Appends the RESP bulk string of b[0..n) at p; returns the end. */
+static char *put_bulk(char *p, const void *b, size_t n) {
+  *p++ = '$';
+  p += put_i64(p, (int64_t)n);
+  *p++ = '\r';
+  *p++ = '\n';
+  if (n) memcpy(p, b, n);
+  p += n;
+  *p++ = '\r';
+  *p++ = '\n';
+  return p;
+}
 
-int rs_format(const rs_check *checks, size_t n, int dry, int64_t now_ns,
-              rs_call *call, char **cmd, size_t *len) {
-  if (cmd) *cmd = NULL;
-  if (len) *len = 0;
-  if (!checks || !call || !cmd || !len || n == 0 || n > RS_CHECKS_MAX)
+/* Bytes put_bulk writes for n bytes, at most. */
+#define BULK_MAX(n) ((n) + 24)
+
+int rs_prepare(const rs_check *checks, size_t n, rs_call *call, char **words,
+               size_t *keys_len, size_t *len) {
+  if (words) *words = NULL;
+  if (!checks || !call || !words || !keys_len || !len || n == 0 ||
+      n > RS_CHECKS_MAX)
     return SL_EINVAL;
-  if (now_ns < -1 || now_ns >= SL_TIME_MAX_NS) return SL_EINVAL;
 
   /* Merge repeated keys as sl_take_all merges them: one state, costs added,
      shadow only if every part is. */
@@ -180,46 +192,105 @@ int rs_format(const rs_check *checks, size_t n, int dry, int64_t now_ns,
     cost[u] += c->cost;
     call->map[i] = (uint8_t)u;
   }
-  for (size_t u = 0; u < nu; u++)
+  size_t total = 0;
+  for (size_t u = 0; u < nu; u++) {
     if (checks[uniq[u]].key_len > RS_KEY_MAX) return SL_EKEY;
+    total += BULK_MAX(checks[uniq[u]].key_len) + 2 * BULK_MAX(1) + BULK_MAX(32);
+  }
   call->n = n;
   call->nu = nu;
+  call->at = 1;
+  call->elements = 2 + 6 * nu;
 
-  static const char *const algo_word[SL_ALGO_COUNT] = {"0", "1", "2",
-                                                       "3", "4", "5"};
-  const char *argv[ARGS_MAX];
-  size_t argl[ARGS_MAX];
-  char nkeys[24], now[24], nums[RS_CHECKS_MAX][32];
-  size_t a = 0;
-#define WORD(s, l) (argv[a] = (s), argl[a++] = (l))
-  WORD("EVALSHA", 7);
-  WORD(rs_script_sha(), 40);
-  WORD(nkeys, put_i64(nkeys, (int64_t)nu));
+  char *buf = malloc(total), *p = buf;
+  if (!buf) return SL_ENOMEM;
   for (size_t u = 0; u < nu; u++)
-    WORD(checks[uniq[u]].key ? checks[uniq[u]].key : "",
-         checks[uniq[u]].key_len);
-  if (now_ns < 0)
-    WORD("", 0);
-  else
-    WORD(now, put_i64(now, now_ns));
-  WORD(dry ? "1" : "0", 1);
+    p = put_bulk(p, checks[uniq[u]].key, checks[uniq[u]].key_len);
+  *keys_len = (size_t)(p - buf);
   for (size_t u = 0; u < nu; u++) {
-    const algo_policy *p = &pol[u];
-    WORD(algo_word[p->pub.algo], 1);
-    WORD(shadow[u] ? "1" : "0", 1);
-    if (is_bucket(p->pub.algo)) /* cap < 2^52 (rs_policy_check) */
-      put_nums(nums[u], cost[u], (int64_t)p->cap, p->Lg, p->Wg);
+    const algo_policy *q = &pol[u];
+    char algo = (char)('0' + q->pub.algo), sh = shadow[u] ? '1' : '0', nums[32];
+    if (is_bucket(q->pub.algo)) /* cap < 2^52 (rs_policy_check) */
+      put_nums(nums, cost[u], (int64_t)q->cap, q->Lg, q->Wg);
     else /* a whole number of ms (sl_policy_validate) */
-      put_nums(nums[u], cost[u], p->L, p->W / 1000000, 0);
-    WORD(nums[u], 32);
+      put_nums(nums, cost[u], q->L, q->W / 1000000, 0);
+    p = put_bulk(p, &algo, 1);
+    p = put_bulk(p, &sh, 1);
+    p = put_bulk(p, nums, 32);
   }
-#undef WORD
-  char *out = NULL;
-  int r = redisFormatCommandArgv(&out, (int)a, argv, argl);
-  if (r < 0 || !out) return SL_ENOMEM;
-  *cmd = out;
-  *len = (size_t)r;
+  *words = buf;
+  *len = (size_t)(p - buf);
   return 0;
+}
+
+int rs_format_batch(const rs_request *reqs, size_t n, int dry, int64_t now_ns,
+                    char **cmd, size_t *len) {
+  if (cmd) *cmd = NULL;
+  if (len) *len = 0;
+  if (!reqs || !cmd || !len || n == 0 || n > RS_BATCH_MAX || (dry && n > 1))
+    return SL_EINVAL;
+  if (now_ns < -1 || now_ns >= SL_TIME_MAX_NS) return SL_EINVAL;
+  size_t nk = 0, total = 0;
+  for (size_t i = 0; i < n; i++) {
+    const rs_call *c = reqs[i].call;
+    if (!c || !reqs[i].words || c->nu == 0 || c->nu > RS_CHECKS_MAX ||
+        reqs[i].keys_len > reqs[i].len)
+      return SL_EINVAL;
+    nk += c->nu;
+    total += reqs[i].len;
+  }
+  total += 5 * 24 + 7 + 40 + BULK_MAX(1 + RS_BATCH_MAX);
+  char *buf = malloc(total), *p = buf;
+  if (!buf) return SL_ENOMEM;
+  /* EVALSHA sha nkeys, the keys, now, the requests, 3 values per key */
+  *p++ = '*';
+  p += put_i64(p, (int64_t)(3 + nk + 2 + 3 * nk));
+  *p++ = '\r';
+  *p++ = '\n';
+  p = put_bulk(p, "EVALSHA", 7);
+  p = put_bulk(p, rs_script_sha(), 40);
+  char num[24];
+  p = put_bulk(p, num, put_i64(num, (int64_t)nk));
+  for (size_t i = 0; i < n; i++) {
+    memcpy(p, reqs[i].words, reqs[i].keys_len);
+    p += reqs[i].keys_len;
+  }
+  p = put_bulk(p, num, now_ns < 0 ? 0 : put_i64(num, now_ns));
+  if (n == 1) {
+    p = put_bulk(p, dry ? "1" : "0", 1);
+  } else {
+    char mode[1 + RS_BATCH_MAX];
+    mode[0] = 'g';
+    for (size_t i = 0; i < n; i++) mode[1 + i] = (char)reqs[i].call->nu;
+    p = put_bulk(p, mode, 1 + n);
+  }
+  size_t at = 1;
+  for (size_t i = 0; i < n; i++) {
+    memcpy(p, reqs[i].words + reqs[i].keys_len,
+           reqs[i].len - reqs[i].keys_len);
+    p += reqs[i].len - reqs[i].keys_len;
+    reqs[i].call->at = at;
+    reqs[i].call->elements = 1 + n + 6 * nk;
+    at += 1 + 6 * reqs[i].call->nu;
+  }
+  *cmd = buf;
+  *len = (size_t)(p - buf);
+  return 0;
+}
+
+int rs_format(const rs_check *checks, size_t n, int dry, int64_t now_ns,
+              rs_call *call, char **cmd, size_t *len) {
+  if (cmd) *cmd = NULL;
+  if (len) *len = 0;
+  if (now_ns < -1 || now_ns >= SL_TIME_MAX_NS) return SL_EINVAL;
+  char *words;
+  rs_request req = {call, NULL, 0, 0};
+  int rc = rs_prepare(checks, n, call, &words, &req.keys_len, &req.len);
+  if (rc) return rc;
+  req.words = words;
+  rc = rs_format_batch(&req, 1, dry, now_ns, cmd, len);
+  free(words);
+  return rc;
 }
 
 /* ---- the reply ---- */
@@ -260,17 +331,20 @@ int rs_parse(const rs_call *call, const redisReply *r, sl_decision *out,
     return SL_EINVAL;
   for (size_t i = 0; i < call->n; i++)
     if (call->map[i] >= call->nu) return SL_EINVAL;
-  if (r->type != REDIS_REPLY_ARRAY || !r->element ||
-      r->elements != 2 + 6 * call->nu)
+  /* A call made before rs_format set them (tests): a call of its own. */
+  size_t at = call->elements ? call->at : 1;
+  size_t elements = call->elements ? call->elements : 2 + 6 * call->nu;
+  if (r->type != REDIS_REPLY_ARRAY || !r->element || r->elements != elements ||
+      at < 1 || at + 6 * call->nu >= elements)
     return SL_EINVAL;
 
   int64_t now, all;
   if (get_num(r->element[0], 1, SL_TIME_MAX_NS - 1, &now) ||
-      get_num(r->element[1], 0, 1, &all))
+      get_num(r->element[at], 0, 1, &all))
     return SL_EINVAL;
   sl_decision dec[RS_CHECKS_MAX];
   for (size_t u = 0; u < call->nu; u++) {
-    redisReply *const *e = r->element + 2 + 6 * u;
+    redisReply *const *e = r->element + at + 1 + 6 * u;
     int64_t ok, limit, rem, reset, retry, delay;
     if (get_num(e[0], 0, 1, &ok) || get_num(e[1], 0, SL_LIMIT_MAX, &limit) ||
         limit == 0 || get_num(e[2], 0, SL_LIMIT_MAX, &rem) ||

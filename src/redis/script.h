@@ -44,11 +44,18 @@ typedef struct rs_check {
   int shadow;
 } rs_check;
 
+/* Requests in one batched call (decide.lua's "g" mode: a byte each). */
+#define RS_BATCH_MAX 255
+
 /* What rs_parse needs to map the script's reply back to the checks. */
 typedef struct rs_call {
   size_t n;                   /* checks as given */
   size_t nu;                  /* distinct keys sent */
   uint8_t map[RS_CHECKS_MAX]; /* check i -> distinct key map[i] */
+  /* Where this request's answer is in the call's reply: its overall
+     allowed at element `at`, six per key after it; the reply has
+     `elements` in all. Set by rs_format / rs_format_batch. */
+  size_t at, elements;
 } rs_call;
 
 /*
@@ -68,7 +75,31 @@ int rs_format(const rs_check *checks, size_t n, int dry, int64_t now_ns,
               rs_call *call, char **cmd, size_t *len);
 
 /*
- * Reads the script's reply: out[i] for each check as given (merged checks
+ * Batching: several requests in one EVALSHA, so that Redis pays its
+ * per-call cost once for all of them (the script decides them in order,
+ * each all-or-nothing).
+ *
+ * rs_prepare merges and checks one request's checks like rs_format (same
+ * errors) and formats its words: *words (malloc'd, *len bytes) holds the
+ * RESP bulk strings of its keys (the first *keys_len bytes), then those of
+ * its per-key values. rs_format_batch joins n (1..RS_BATCH_MAX) prepared
+ * requests into one EVALSHA (*cmd malloc'd) and sets each call's place in
+ * the reply. dry (the check of check-then-commit) only with n = 1.
+ */
+typedef struct rs_request {
+  rs_call *call;
+  const char *words;
+  size_t keys_len, len;
+} rs_request;
+
+int rs_prepare(const rs_check *checks, size_t n, rs_call *call, char **words,
+               size_t *keys_len, size_t *len);
+int rs_format_batch(const rs_request *reqs, size_t n, int dry, int64_t now_ns,
+                    char **cmd, size_t *len);
+
+/*
+ * Reads the script's reply (of one call, or this request's part of a
+ * batch's): out[i] for each check as given (merged checks
  * share their figures), *allowed the overall answer, exactly as
  * sl_take_all reports them; *now_ns the clock the script used.
  * Returns 0, or SL_EINVAL when r is not a well-formed reply of this call

@@ -16,9 +16,12 @@
  * accumulates (the excess is not carried as a debt in Redis; each local
  * limiter refills on its own): docs/fleet.md has the measured figures.
  *
- * It uses hiredis's blocking API on its own connections: this thread does
- * nothing else, and a dead Redis only delays the next round (each call has
- * the --redis-timeout). Local decisions never wait for it.
+ * Keys go RS_BATCH_MAX to a script call (one node, one slot), all of a
+ * round in one pipeline per node. It uses hiredis's blocking API on its own
+ * connections: this thread does nothing else, and a dead Redis only delays
+ * the next round (each read waits at most the longer of --redis-timeout
+ * and the interval). Local decisions never wait for it. A call that fails
+ * loses its keys' charges (counted: sluice_sync_lost_cost_total).
  */
 #include "sync.h"
 
@@ -70,86 +73,146 @@ static void node_drop(rs_sync *s, int n) {
   s->down_until[n] = mono_ms() + s->cfg.breaker_ms;
 }
 
+/* A key of a pass: where it goes, sorted by (node, slot). */
+typedef struct sync_key {
+  size_t i; /* index in the round */
+  int node, slot;
+} sync_key;
+
+static int by_node_slot(const void *a, const void *b) {
+  const sync_key *x = a, *y = b;
+  if (x->node != y->node) return x->node < y->node ? -1 : 1;
+  if (x->slot != y->slot) return x->slot < y->slot ? -1 : 1;
+  return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* Learns from "MOVED slot host:port" where a slot went (next round). */
+static void learn_moved(rs_sync *s, const char *msg) {
+  char host[256];
+  int slot, port;
+  if (sscanf(msg, "MOVED %d %255[^:]:%d", &slot, host, &port) != 3 ||
+      slot < 0 || slot >= 16384)
+    return;
+  int k = 0;
+  while (k < s->topo.nnodes && (s->topo.nodes[k].port != port ||
+                                strcmp(s->topo.nodes[k].host, host)))
+    k++;
+  if (k == s->topo.nnodes && k < 64) {
+    snprintf(s->topo.nodes[k].host, sizeof s->topo.nodes[k].host, "%s", host);
+    s->topo.nodes[k].port = port;
+    s->topo.nnodes++;
+  }
+  if (k < s->topo.nnodes) s->topo.slot_node[slot] = (uint8_t)k;
+}
+
+/* A batch of a pass: keys ks[first .. first+n) of one node and slot. */
+typedef struct sync_batch {
+  size_t first, n;
+  int sent;
+} sync_batch;
+
 /*
  * One pipelined pass: charges cost[i] (> 0) to key i, fills remaining[i]
  * (what the fleet has left after it; -1 when unknown) and, for a charge
  * denied in full, left[i] (what the key could still take; 0 otherwise).
+ * Keys of one node (one slot in a cluster) go RS_BATCH_MAX to a call.
  */
 static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
                  int64_t *remaining, int64_t *left) {
   /* On the heap: a round can hold every key of an interval (100k+). */
-  int *node = malloc(n * sizeof *node), *sent = malloc(n * sizeof *sent);
+  sync_key *ks = malloc(n * sizeof *ks);
   rs_call *call = malloc(n * sizeof *call);
-  if (!node || !sent || !call) {
-    for (size_t i = 0; i < n; i++) remaining[i] = -1, left[i] = 0;
-    free(node), free(sent), free(call);
+  sync_batch *bs = malloc(n * sizeof *bs);
+  size_t nk = 0, nb = 0;
+  for (size_t i = 0; i < n; i++) remaining[i] = -1, left[i] = 0;
+  if (!ks || !call || !bs) {
+    free(ks), free(call), free(bs);
     return;
   }
   for (size_t i = 0; i < n; i++) {
-    sent[i] = 0;
-    left[i] = 0;
     if (cost[i] <= 0) continue;
     size_t klen;
     const char *key = engine_delta_key(d[i], &klen);
     int slot = s->cfg.cluster ? (int)rc_key_slot(key, klen) : 0;
     int nd = s->topo.slot_node[slot] < s->topo.nnodes ? s->topo.slot_node[slot] : 0;
-    redisContext *c = node_ctx(s, nd);
-    if (!c) continue;
-    rs_check chk = {engine_delta_policy(d[i]), key, klen, cost[i], 0};
-    char *cmd;
-    size_t len;
-    if (rs_format(&chk, 1, 0, -1, &call[i], &cmd, &len)) continue;
-    if (redisAppendFormattedCommand(c, cmd, len) == REDIS_OK) {
-      node[i] = nd;
-      sent[i] = 1;
-    }
-    free(cmd);
+    ks[nk++] = (sync_key){i, nd, slot};
   }
-  for (size_t i = 0; i < n; i++) {
-    if (!sent[i] || !s->ctx[node[i]]) {
-      if (cost[i] > 0) remaining[i] = -1;
+  qsort(ks, nk, sizeof *ks, by_node_slot);
+  for (size_t k = 0; k < nk;) {
+    size_t m = 1;
+    while (k + m < nk && m < RS_BATCH_MAX && ks[k + m].node == ks[k].node &&
+           ks[k + m].slot == ks[k].slot)
+      m++;
+    sync_batch *b = &bs[nb++];
+    *b = (sync_batch){k, m, 0};
+    k += m;
+    redisContext *c = node_ctx(s, ks[b->first].node);
+    if (!c) continue;
+    rs_request req[RS_BATCH_MAX];
+    char *words[RS_BATCH_MAX];
+    size_t ok = 0;
+    for (size_t x = 0; x < m; x++) {
+      size_t i = ks[b->first + x].i;
+      rs_check chk = {engine_delta_policy(d[i]), NULL, 0, cost[i], 0};
+      chk.key = engine_delta_key(d[i], &chk.key_len);
+      req[ok].call = &call[i];
+      if (rs_prepare(&chk, 1, &call[i], &words[ok], &req[ok].keys_len,
+                     &req[ok].len))
+        break;
+      req[ok].words = words[ok];
+      ok++;
+    }
+    char *cmd = NULL;
+    size_t len;
+    if (ok == m && !rs_format_batch(req, m, 0, -1, &cmd, &len) &&
+        redisAppendFormattedCommand(c, cmd, len) == REDIS_OK)
+      b->sent = 1;
+    free(cmd);
+    for (size_t x = 0; x < ok; x++) free(words[x]);
+  }
+  for (size_t k = 0; k < nb; k++) {
+    sync_batch *b = &bs[k];
+    int nd = ks[b->first].node;
+    int64_t lost = 0;
+    for (size_t x = 0; x < b->n; x++) lost += cost[ks[b->first + x].i];
+    if (!b->sent || !s->ctx[nd]) {
+      engine_sync_count(s->e, ENG_SYNC_LOST, (uint64_t)lost);
       continue;
     }
+    engine_sync_count(s->e, ENG_SYNC_CALLS, 1);
     redisReply *r = NULL;
-    if (redisGetReply(s->ctx[node[i]], (void **)&r) != REDIS_OK || !r) {
-      srv_log("warn", "sync: redis %s:%d: %s", s->topo.nodes[node[i]].host,
-              s->topo.nodes[node[i]].port, s->ctx[node[i]]->errstr);
-      node_drop(s, node[i]);
-      remaining[i] = -1;
+    if (redisGetReply(s->ctx[nd], (void **)&r) != REDIS_OK || !r) {
+      srv_log("warn", "sync: redis %s:%d: %s", s->topo.nodes[nd].host,
+              s->topo.nodes[nd].port, s->ctx[nd]->errstr);
+      node_drop(s, nd);
+      engine_sync_count(s->e, ENG_SYNC_ERRORS, 1);
+      engine_sync_count(s->e, ENG_SYNC_LOST, (uint64_t)lost);
       continue;
     }
-    sl_decision dec;
-    int allowed;
-    int64_t rnow;
-    if (r->type == REDIS_REPLY_ERROR || rs_parse(&call[i], r, &dec, &allowed, &rnow)) {
-      if (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "MOVED ", 6)) {
-        /* The slot moved: learn where; this key waits for the next round. */
-        char host[256];
-        int slot, port;
-        if (sscanf(r->str, "MOVED %d %255[^:]:%d", &slot, host, &port) == 3 &&
-            slot >= 0 && slot < 16384) {
-          int k = 0;
-          while (k < s->topo.nnodes && (s->topo.nodes[k].port != port ||
-                                        strcmp(s->topo.nodes[k].host, host)))
-            k++;
-          if (k == s->topo.nnodes && k < 64) {
-            snprintf(s->topo.nodes[k].host, sizeof s->topo.nodes[k].host, "%s", host);
-            s->topo.nodes[k].port = port;
-            s->topo.nnodes++;
-          }
-          if (k < s->topo.nnodes) s->topo.slot_node[slot] = (uint8_t)k;
-        }
+    int bad = r->type == REDIS_REPLY_ERROR;
+    if (bad && !strncmp(r->str, "MOVED ", 6)) learn_moved(s, r->str);
+    for (size_t x = 0; x < b->n && !bad; x++) {
+      size_t i = ks[b->first + x].i;
+      sl_decision dec;
+      int allowed;
+      int64_t rnow;
+      if (rs_parse(&call[i], r, &dec, &allowed, &rnow)) {
+        bad = 1;
+      } else {
+        remaining[i] = dec.remaining;
+        if (!dec.allowed) left[i] = dec.remaining;
       }
-      remaining[i] = -1;
-    } else {
-      remaining[i] = dec.remaining;
-      if (!dec.allowed) left[i] = dec.remaining;
+    }
+    if (bad) {
+      engine_sync_count(s->e, ENG_SYNC_ERRORS, 1);
+      engine_sync_count(s->e, ENG_SYNC_LOST, (uint64_t)lost);
+      for (size_t x = 0; x < b->n; x++) remaining[ks[b->first + x].i] = -1;
     }
     freeReplyObject(r);
   }
-  free(node);
-  free(sent);
+  free(ks);
   free(call);
+  free(bs);
 }
 
 static void round_(rs_sync *s) {
@@ -157,6 +220,7 @@ static void round_(rs_sync *s) {
   size_t n = 0;
   for (eng_delta *d = list; d; d = engine_delta_next(d)) n++;
   if (!n) return;
+  engine_sync_count(s->e, ENG_SYNC_ROUNDS, 1);
   eng_delta **d = malloc(n * sizeof *d);
   int64_t *cost = malloc(n * sizeof *cost), *rem = malloc(n * sizeof *rem),
           *left = malloc(n * sizeof *left);
@@ -227,6 +291,9 @@ rs_sync *rs_sync_start(engine *e, const rc_config *c, const rc_topology *t,
     s->topo.nnodes = 1;
   }
   s->interval_ms = interval_ms;
+  /* A round pushes a whole interval's keys: its calls may wait up to an
+     interval (or the timeout, if longer) before the round gives up. */
+  if (s->cfg.timeout_ms < interval_ms) s->cfg.timeout_ms = interval_ms;
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->cond, NULL);
   if (pthread_create(&s->tid, NULL, sync_main, s)) {

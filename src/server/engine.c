@@ -146,6 +146,9 @@ struct engine_thread {
   _Atomic int store_failing; /* the last Redis call failed */
   eng_send_fn send;
   void *io;
+  struct job_group **batch; /* fleet mode: requests for the next batched
+                               script call (engine_thread_flush) */
+  size_t nbatch, batch_cap;
   pthread_mutex_t dlock; /* approximate mode: the charges since the sync */
   struct delta_table *dt;
   _Atomic(counter *) chunks[MAX_SERIES / SERIES_CHUNK];
@@ -176,6 +179,7 @@ struct engine {
 
   _Atomic uint64_t reloads_ok, reloads_failed;
   _Atomic int64_t last_reload_s;
+  _Atomic uint64_t sync_stats[ENG_SYNC_COUNT]; /* approximate mode */
 };
 
 static int64_t mono_ns(void) {
@@ -557,6 +561,7 @@ void engine_thread_free(engine_thread *t) {
     free(t->dt->b);
     free(t->dt);
   }
+  free(t->batch); /* empty: the worker flushed before stopping */
   pthread_mutex_destroy(&t->dlock);
   free(t);
 }
@@ -739,6 +744,8 @@ typedef struct job_group {
   struct eng_job *j;
   int slot;
   rs_call call;
+  char *words; /* rs_prepare's, while queued for a batch */
+  size_t keys_len, words_len;
 } job_group;
 
 /* One request waiting for Redis. */
@@ -877,9 +884,34 @@ static void job_finish(eng_job *j) {
 
 static void job_reply(void *ud, const redisReply *r, const char *err);
 
+/* Queues a one-group request for the thread's next batched call. */
+static int job_queue(eng_job *j) {
+  engine_thread *t = j->t;
+  job_group *grp = &j->groups[0];
+  rs_check rc[ENG_MAX_STATUSES];
+  for (size_t c = 0; c < j->nc; c++) rc[c] = j->c[c].rc;
+  if (t->nbatch == t->batch_cap) {
+    size_t cap = t->batch_cap ? 2 * t->batch_cap : 64;
+    job_group **b = realloc(t->batch, cap * sizeof *b);
+    if (!b) return SL_ENOMEM;
+    t->batch = b;
+    t->batch_cap = cap;
+  }
+  int rc_ = rs_prepare(rc, j->nc, &grp->call, &grp->words, &grp->keys_len,
+                       &grp->words_len);
+  if (rc_) return rc_;
+  t->batch[t->nbatch++] = grp;
+  j->phase = PH_ATOMIC;
+  j->all = 1;
+  j->waiting = 1;
+  return 0;
+}
+
 /* Sends one call per group for the phase; 0, or an SL_E* from rs_format. */
 static int job_send(eng_job *j, int phase) {
   engine_thread *t = j->t;
+  if (phase == PH_ATOMIC && j->ngroups == 1 && t->e->o.batch_max > 1)
+    return job_queue(j);
   char *cmds[ENG_MAX_STATUSES];
   size_t lens[ENG_MAX_STATUSES];
   for (size_t g = 0; g < j->ngroups; g++) {
@@ -926,10 +958,11 @@ static int job_step(eng_job *j) {
   return 0;
 }
 
-static void job_reply(void *ud, const redisReply *r, const char *err) {
-  job_group *grp = ud;
+/* A group's answer (r NULL: its call failed); returns 1 when it failed. */
+static int group_reply(job_group *grp, const redisReply *r) {
   eng_job *j = grp->j;
   engine_thread *t = j->t;
+  int failed = 0;
   j->waiting--;
   observe(&t->shist, mono_ns() - j->sent);
   sl_decision dec[ENG_MAX_STATUSES];
@@ -937,9 +970,7 @@ static void job_reply(void *ud, const redisReply *r, const char *err) {
   int64_t rnow;
   if (!r || r->type == REDIS_REPLY_ERROR ||
       rs_parse(&grp->call, r, dec, &allowed, &rnow)) {
-    (void)err;
-    j->failed = 1;
-    engine_count(t, EC_STORE_ERRORS, 1);
+    j->failed = failed = 1;
   } else {
     atomic_store_explicit(&t->store_failing, 0, memory_order_relaxed);
     size_t g = (size_t)(grp - j->groups), k = 0;
@@ -947,11 +978,98 @@ static void job_reply(void *ud, const redisReply *r, const char *err) {
       if (j->c[c].group == g) j->dec[c] = dec[k++];
     j->all &= allowed;
   }
-  if (j->waiting || job_step(j)) return;
+  if (j->waiting || job_step(j)) return failed;
   job_finish(j);
   /* Before unpinning: the caller reads out's rules, which live in j->g. */
   j->done(j->ud, 0, j->out);
   job_free(j);
+  return failed;
+}
+
+static void job_reply(void *ud, const redisReply *r, const char *err) {
+  (void)err;
+  job_group *grp = ud;
+  engine_thread *t = grp->j->t;
+  if (group_reply(grp, r)) engine_count(t, EC_STORE_ERRORS, 1);
+}
+
+/* One batched call: its requests, in the order of the script's reply. */
+typedef struct eng_batch {
+  engine_thread *t;
+  size_t n;
+  job_group *g[];
+} eng_batch;
+
+static void batch_reply(void *ud, const redisReply *r, const char *err) {
+  (void)err;
+  eng_batch *b = ud;
+  int failed = 0;
+  for (size_t i = 0; i < b->n; i++) failed |= group_reply(b->g[i], r);
+  if (failed) engine_count(b->t, EC_STORE_ERRORS, 1);
+  free(b);
+}
+
+/* The call for q[0..n) (one slot): sent, or each request answered as a
+   failed call (breaker open, out of memory). */
+static void batch_send(engine_thread *t, job_group **q, size_t n) {
+  rs_request reqs[RS_BATCH_MAX];
+  for (size_t i = 0; i < n; i++)
+    reqs[i] = (rs_request){&q[i]->call, q[i]->words, q[i]->keys_len,
+                           q[i]->words_len};
+  char *cmd = NULL;
+  size_t len = 0;
+  eng_batch *b = malloc(sizeof *b + n * sizeof *b->g);
+  int rc = b ? rs_format_batch(reqs, n, 0, -1, &cmd, &len) : SL_ENOMEM;
+  int64_t now = mono_ns();
+  for (size_t i = 0; i < n; i++) {
+    free(q[i]->words);
+    q[i]->words = NULL;
+    q[i]->j->sent = now;
+  }
+  engine_count(t, EC_STORE_CALLS, 1);
+  if (rc == 0) {
+    b->t = t;
+    b->n = n;
+    memcpy(b->g, q, n * sizeof *q);
+    if (t->send(t->io, q[0]->slot, cmd, len, batch_reply, b) == 0) return;
+    engine_count(t, EC_STORE_REFUSED, 1);
+  } else {
+    free(cmd);
+    engine_count(t, EC_STORE_ERRORS, 1);
+  }
+  free(b);
+  for (size_t i = 0; i < n; i++) group_reply(q[i], NULL);
+}
+
+/* Sorts queued requests by slot, arrival order within one. */
+static int by_slot(const void *a, const void *b) {
+  const job_group *x = *(job_group *const *)a, *y = *(job_group *const *)b;
+  if (x->slot != y->slot) return x->slot < y->slot ? -1 : 1;
+  return x->j->t0 < y->j->t0 ? -1 : x->j->t0 > y->j->t0;
+}
+
+/* Sends the n queued requests. */
+static void flush_queue(engine_thread *t, size_t n) {
+  /* Detached first: an answer given here (a refused call) may start the
+     connection's next request, which queues anew. */
+  job_group **q = t->batch;
+  t->batch = NULL;
+  t->nbatch = t->batch_cap = 0;
+  if (t->e->o.cluster) qsort(q, n, sizeof *q, by_slot);
+  size_t max = (size_t)t->e->o.batch_max;
+  if (max > RS_BATCH_MAX) max = RS_BATCH_MAX;
+  for (size_t i = 0; i < n;) {
+    size_t k = 1;
+    while (i + k < n && k < max && q[i + k]->slot == q[i]->slot) k++;
+    batch_send(t, q + i, k);
+    i += k;
+  }
+  free(q);
+}
+
+void engine_thread_flush(engine_thread *t) {
+  size_t n;
+  while ((n = t->nbatch)) flush_queue(t, n);
 }
 
 /*
@@ -1152,6 +1270,11 @@ static void note_charge(engine_thread *t, sl_limiter *lim, const char *id_a,
   if (!t->dt) t->dt = calloc(1, sizeof *t->dt);
   if (!t->dt || delta_put(t->dt, d) < 0) free(d);
   pthread_mutex_unlock(&t->dlock);
+}
+
+void engine_sync_count(engine *e, int what, uint64_t n) {
+  if (what >= 0 && what < ENG_SYNC_COUNT)
+    atomic_fetch_add_explicit(&e->sync_stats[what], n, memory_order_relaxed);
 }
 
 eng_delta *engine_sync_take(engine *e) {
@@ -1674,6 +1797,23 @@ char *engine_metrics(engine *e, size_t *len) {
          "Fleet mode: from sending a script to its reply (batching "
          "included).");
     print_histogram(f, "sluice_redis_call_duration_seconds", &shist);
+  }
+  if (e->o.sync) {
+    static const char *const name[ENG_SYNC_COUNT] = {
+        "sluice_sync_rounds_total", "sluice_sync_calls_total",
+        "sluice_sync_errors_total", "sluice_sync_lost_cost_total"};
+    static const char *const what[ENG_SYNC_COUNT] = {
+        "Approximate mode: sync rounds that had local charges to push.",
+        "Approximate mode: script calls the sync thread sent to Redis.",
+        "Approximate mode: sync calls that failed (timeout, connection "
+        "lost, error reply).",
+        "Approximate mode: cost charged locally and never pushed to Redis "
+        "(its call failed)."};
+    for (int i = 0; i < ENG_SYNC_COUNT; i++) {
+      help(f, name[i], "counter", what[i]);
+      fprintf(f, "%s %llu\n", name[i],
+              (unsigned long long)atomic_load(&e->sync_stats[i]));
+    }
   }
 
   help(f, "sluice_requests_total", "counter", "Requests by protocol.");

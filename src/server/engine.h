@@ -50,6 +50,10 @@ typedef struct engine_opts {
   int on_store_error;    /* for limits that set none; DEFAULT = allow */
   double local_fraction; /* for local without a fraction; 0 = 0.5 */
   int breaker_ms;        /* deny's Retry-After while Redis is out */
+  /* Requests per script call (--batch-max): a thread's requests of one
+     event-loop pass (one slot) share calls of up to this many; 0 or 1 =
+     a call each. */
+  int batch_max;
   /* Approximate mode (--sync): decisions stay local (remote = 0); every
      local charge is recorded for engine_sync_take. */
   int sync;
@@ -95,6 +99,10 @@ typedef void (*eng_reply_fn)(void *ud, const redisReply *r, const char *err);
 typedef int (*eng_send_fn)(void *io, int slot, char *cmd, size_t len,
                            eng_reply_fn cb, void *ud);
 void engine_thread_set_remote(engine_thread *t, eng_send_fn send, void *io);
+/* Fleet mode: sends the requests this thread queued for batched script
+   calls (engine_opts.batch_max). Call after each event-loop pass, before
+   the remote writes its pipeline. */
+void engine_thread_flush(engine_thread *t);
 
 /* ---- requests ---- */
 
@@ -205,6 +213,16 @@ eng_delta *engine_delta_next(const eng_delta *d);
  */
 void engine_sync_apply(engine *e, eng_delta *list, const int64_t *remaining,
                        int64_t now);
+
+/* What the sync thread did, for /metrics (sluice_sync_*). */
+enum {
+  ENG_SYNC_ROUNDS,  /* rounds with charges to push */
+  ENG_SYNC_CALLS,   /* script calls sent */
+  ENG_SYNC_ERRORS,  /* calls that failed (timeout, connection, error) */
+  ENG_SYNC_LOST,    /* charged cost never pushed: its call failed */
+  ENG_SYNC_COUNT
+};
+void engine_sync_count(engine *e, int what, uint64_t n);
 
 /* ---- metrics ---- */
 

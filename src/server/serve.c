@@ -62,6 +62,9 @@ void srv_log(const char *level, const char *fmt, ...) {
           msg);
 }
 
+/* --batch-max's default: requests per script call (make bench-fleet). */
+#define BATCH_MAX_DEFAULT 64
+
 static void serve_usage(FILE *f) {
   fprintf(f,
           "usage: sluice serve [OPTIONS]\n"
@@ -106,6 +109,10 @@ static void serve_usage(FILE *f) {
           "  --batch-window US      wait up to this long to pipeline more\n"
           "                         decisions together (default 0: send at the\n"
           "                         end of each event-loop pass)\n"
+          "  --batch-max N          requests decided by one script call: a\n"
+          "                         thread's requests of one event-loop pass\n"
+          "                         share calls of up to N (1..255, default\n"
+          "                         %d; 1 = a call each)\n"
           "  --breaker-interval MS  a failed Redis is left alone this long\n"
           "                         before a probe (default 1000)\n"
           "  --on-store-error MODE  allow (default), deny, or local[:FRACTION]\n"
@@ -122,7 +129,7 @@ static void serve_usage(FILE *f) {
           "Signals: SIGHUP reloads the config (a changed config file reloads\n"
           "too; an invalid one is reported and the old one kept); SIGTERM and\n"
           "SIGINT stop gracefully. See docs/server.md.\n",
-          SL_KEY_MAX);
+          SL_KEY_MAX, BATCH_MAX_DEFAULT);
 }
 
 /* ---- listeners ---- */
@@ -374,7 +381,10 @@ static void *worker_main(void *arg) {
   for (;;) {
     engine_thread_quiesce(w->et);
     h2o_evloop_run(w->loop, 100);
-    if (w->rc) rc_flush(w->rc); /* this pass's decisions, one pipeline */
+    if (w->rc) { /* this pass's decisions: batched calls, one pipeline */
+      engine_thread_flush(w->et);
+      rc_flush(w->rc);
+    }
     if (atomic_load(&srv->stopping) && !draining) {
       /* Stop accepting; let in-flight work finish. */
       if (w->http_listener) h2o_socket_close(w->http_listener);
@@ -533,6 +543,7 @@ int cmd_serve(int argc, char **argv) {
       {"on-store-error", required_argument, NULL, 17},
       {"clock-skew", required_argument, NULL, 18},
       {"sync", required_argument, NULL, 19},
+      {"batch-max", required_argument, NULL, 20},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   server srv;
@@ -557,6 +568,7 @@ int cmd_serve(int argc, char **argv) {
   rcfg.timeout_ms = 50;
   rcfg.breaker_ms = 1000;
   int remote = 0, store_error = CFG_STORE_ERROR_ALLOW, sync_ms = 0;
+  int batch_max = BATCH_MAX_DEFAULT;
   double local_fraction = CFG_LOCAL_FRACTION_DEFAULT;
   int c;
   int64_t v;
@@ -683,6 +695,11 @@ int cmd_serve(int argc, char **argv) {
       if (parse_size_opt("sync", optarg, 1, 600000, 0, &v)) return 2;
       sync_ms = (int)v;
       break;
+    case 20:
+      if (parse_size_opt("batch-max", optarg, 1, RS_BATCH_MAX, 0, &v))
+        return 2;
+      batch_max = (int)v;
+      break;
     case 'h':
       serve_usage(stdout);
       return 0;
@@ -717,9 +734,14 @@ int cmd_serve(int argc, char **argv) {
   /* (approximate mode syncs through the same script: same policy range) */
   if (!cfg) return 1;
   char err[256];
-  engine_opts eo = {o->max_memory,     srv.remote,     rcfg.cluster,
-                    store_error,       local_fraction, rcfg.breaker_ms,
-                    sync_ms > 0};
+  engine_opts eo = {.max_memory = o->max_memory,
+                    .remote = srv.remote,
+                    .cluster = rcfg.cluster,
+                    .on_store_error = store_error,
+                    .local_fraction = local_fraction,
+                    .breaker_ms = rcfg.breaker_ms,
+                    .batch_max = batch_max,
+                    .sync = sync_ms > 0};
   srv.eng = engine_new(&eo, cfg, err, sizeof err);
   if (!srv.eng) {
     srv_log("error", "%s", err);
@@ -736,9 +758,10 @@ int cmd_serve(int argc, char **argv) {
                       "on_store_error until it answers)", err);
     else
       srv_log("info", "redis: %d node%s, script %s loaded, timeout %d ms, "
-                      "breaker %d ms, batch window %d us", topo.nnodes,
+                      "breaker %d ms, batch window %d us, up to %d "
+                      "requests per call", topo.nnodes,
               topo.nnodes == 1 ? "" : "s", rs_script_sha(), rcfg.timeout_ms,
-              rcfg.breaker_ms, rcfg.batch_us);
+              rcfg.breaker_ms, rcfg.batch_us, batch_max);
   }
 
   /* Every worker gets its own listening sockets (same ports). */

@@ -471,6 +471,127 @@ static void reply_fills_each_check_from_its_key(void **state) {
   freeReplyObject(r);
 }
 
+/* ---- batches: several requests in one EVALSHA ---- */
+
+/* rs_prepare of checks[0..n), expected to succeed. */
+static rs_request prepare_ok(const rs_check *c, size_t n, rs_call *call) {
+  rs_request q = {call, NULL, 0, 0};
+  char *words = NULL;
+  int rc = rs_prepare(c, n, call, &words, &q.keys_len, &q.len);
+  if (rc) fail_msg("rs_prepare: %s", sl_strerror(rc));
+  q.words = words;
+  return q;
+}
+
+static void batch_puts_keys_first_and_one_byte_per_request(void **state) {
+  (void)state;
+  sl_policy a = policy_of("gcra:10/s"), b = policy_of("fixed_window:5/m");
+  /* request 1: x (twice: merged) and y; request 2: x again (its own) */
+  rs_check c1[3] = {chk(&a, "x", 1, 0), chk(&b, "y", 2, 1),
+                    chk(&a, "x", 3, 0)};
+  rs_check c2[1] = {chk(&a, "x", 1, 0)};
+  rs_call k1, k2;
+  rs_request q[2] = {prepare_ok(c1, 3, &k1), prepare_ok(c2, 1, &k2)};
+  char *cmd = NULL;
+  size_t len = 0;
+  assert_int_equal(rs_format_batch(q, 2, 0, T0, &cmd, &len), 0);
+  redisReply *w = words_of(cmd, len);
+  assert_int_equal(w->elements, 3 + 3 + 2 + 9);
+  assert_word(w, 0, "EVALSHA");
+  assert_word(w, 2, "3");
+  assert_word(w, 3, "x");
+  assert_word(w, 4, "y");
+  assert_word(w, 5, "x");
+  assert_word(w, 6, "1767225600000000000");
+  assert_word(w, 7, "g\x02\x01"); /* 2 keys, then 1 */
+  assert_word(w, 8, "5");
+  assert_nums(w, 8 + 2, 4, 1000000000, 1, 100000000); /* x: 1 + 3 */
+  assert_word(w, 11, "2");
+  assert_word(w, 11 + 1, "1");
+  assert_word(w, 14, "5");
+  assert_nums(w, 14 + 2, 1, 1000000000, 1, 100000000);
+  /* the reply: now, then (allowed, 6 per key) per request */
+  assert_int_equal(k1.at, 1);
+  assert_int_equal(k2.at, 1 + 1 + 12);
+  assert_int_equal(k1.elements, 1 + 2 + 18);
+  assert_int_equal(k2.elements, k1.elements);
+  freeReplyObject(w);
+  free(cmd);
+  /* one request alone is rs_format's command, byte for byte */
+  char *one = NULL, *ref = NULL;
+  size_t one_len = 0, ref_len = 0;
+  rs_call k3;
+  assert_int_equal(rs_format_batch(q, 1, 1, -1, &one, &one_len), 0);
+  assert_int_equal(rs_format(c1, 3, 1, -1, &k3, &ref, &ref_len), 0);
+  assert_int_equal(one_len, ref_len);
+  assert_memory_equal(one, ref, ref_len);
+  assert_int_equal(k1.at, 1);
+  assert_int_equal(k1.elements, 2 + 12);
+  free(one);
+  free(ref);
+  free((char *)q[0].words);
+  free((char *)q[1].words);
+}
+
+static void batch_errors_are_einval(void **state) {
+  (void)state;
+  sl_policy a = policy_of("gcra:10/s");
+  rs_check c = chk(&a, "x", 1, 0);
+  rs_call k[RS_BATCH_MAX + 1];
+  rs_request q[RS_BATCH_MAX + 1];
+  for (size_t i = 0; i <= RS_BATCH_MAX; i++) q[i] = prepare_ok(&c, 1, &k[i]);
+  char *cmd = (char *)"untouched";
+  size_t len = 3;
+  assert_int_equal(rs_format_batch(q, 0, 0, -1, &cmd, &len), SL_EINVAL);
+  assert_null(cmd);
+  assert_int_equal(len, 0);
+  assert_int_equal(rs_format_batch(q, 2, 1, -1, &cmd, &len), SL_EINVAL);
+  assert_int_equal(rs_format_batch(q, RS_BATCH_MAX + 1, 0, -1, &cmd, &len),
+                   SL_EINVAL);
+  assert_int_equal(rs_format_batch(NULL, 1, 0, -1, &cmd, &len), SL_EINVAL);
+  assert_int_equal(rs_format_batch(q, 1, 0, -2, &cmd, &len), SL_EINVAL);
+  assert_int_equal(rs_format_batch(q, RS_BATCH_MAX, 0, -1, &cmd, &len), 0);
+  assert_int_equal(k[RS_BATCH_MAX - 1].at, 1 + 7 * (RS_BATCH_MAX - 1));
+  free(cmd);
+  /* rs_prepare refuses what rs_format refuses */
+  rs_check big = chk(&a, "x", 11, 0);
+  char *words = (char *)"untouched";
+  size_t kl, wl;
+  assert_int_equal(rs_prepare(&big, 1, &k[0], &words, &kl, &wl), SL_ECOST);
+  assert_null(words);
+  assert_int_equal(rs_prepare(&c, 0, &k[0], &words, &kl, &wl), SL_EINVAL);
+  for (size_t i = 0; i <= RS_BATCH_MAX; i++) free((char *)q[i].words);
+}
+
+static void batch_reply_is_read_at_each_request(void **state) {
+  (void)state;
+  static const uint8_t map1[2] = {0, 0}, map2[1] = {0};
+  rs_call k1 = call_of(2, 1, map1), k2 = call_of(1, 1, map2);
+  k1.at = 1;
+  k2.at = 8;
+  k1.elements = k2.elements = 15;
+  const char *resp = "*15\r\n" NOW ":1\r\n" KEY6(1, 25, 20, 500, 0, 0)
+      ":0\r\n" KEY6(0, 5, 0, 59000000000, 1000, 7);
+  redisReply *r = reply_of(resp);
+  sl_decision out[2];
+  int allowed = -1;
+  assert_int_equal(rs_parse(&k1, r, out, &allowed, NULL), 0);
+  assert_int_equal(allowed, 1);
+  sl_decision a = {1, 25, 20, 500, 0, 0}, b = {0, 5, 0, 59000000000, 1000, 7};
+  assert_same_decision(&out[0], &a);
+  assert_same_decision(&out[1], &a);
+  assert_int_equal(rs_parse(&k2, r, out, &allowed, NULL), 0);
+  assert_int_equal(allowed, 0);
+  assert_same_decision(&out[0], &b);
+  freeReplyObject(r);
+  /* a place past the reply's end, or a reply of another length */
+  k2.at = 9;
+  assert_int_equal(parse_rc(&k2, resp), SL_EINVAL);
+  k2.at = 8;
+  k2.elements = 21;
+  assert_int_equal(parse_rc(&k2, resp), SL_EINVAL);
+}
+
 static void durations_may_come_as_decimal_strings(void **state) {
   (void)state;
   static const uint8_t map[1] = {0};
@@ -668,6 +789,9 @@ int main(void) {
       cmocka_unit_test(malformed_replies_are_einval),
       cmocka_unit_test(call_that_does_not_fit_the_reply_is_einval),
       cmocka_unit_test(hand_built_trees_never_crash),
+      cmocka_unit_test(batch_puts_keys_first_and_one_byte_per_request),
+      cmocka_unit_test(batch_errors_are_einval),
+      cmocka_unit_test(batch_reply_is_read_at_each_request),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
