@@ -33,6 +33,10 @@
  * instant the script reports, and keys expire for real; a last check sees
  * first requests allowed with the right figures.
  *
+ * Batches: rounds of several requests at one instant go to Redis as one
+ * batched call (decide.lua's "g" mode), decided in order by the engine
+ * (batch_trace).
+ *
  * Prints "parity: ALGO decisions=N mismatches=M" per algorithm and exits 1
  * on any mismatch (the first ones printed in full), 2 on a usage or
  * connection error. Deterministic for a seed (the --time mode aside).
@@ -243,7 +247,8 @@ static long decisions[SL_ALGO_COUNT], mismatches[SL_ALGO_COUNT];
    requests that were ECOST, dry, and denied while a check would allow. */
 static long n_allow[SL_ALGO_COUNT], n_deny[SL_ALGO_COUNT],
     n_ecost[SL_ALGO_COUNT], n_dry[SL_ALGO_COUNT], n_partial[SL_ALGO_COUNT],
-    n_big[SL_ALGO_COUNT]; /* durations of 2^53 ns or more */
+    n_big[SL_ALGO_COUNT], /* durations of 2^53 ns or more */
+    n_batched[SL_ALGO_COUNT]; /* checks decided in batched calls */
 static long ttl_checks, failures;
 static int printed;
 
@@ -712,6 +717,129 @@ static void run_trace(sl_algo algo, int id, int steps) {
   free(tr.hist);
 }
 
+/* ---- batches: several requests in one EVALSHA ---- */
+
+#define MAXB 12 /* requests per batched call */
+
+/*
+ * Rounds of 2..MAXB random requests (dry ones aside) at one instant, sent
+ * as one call (rs_prepare + rs_format_batch, decide.lua's "g" mode), and
+ * decided one after the other by sl_take_all: each request's answer and
+ * every field of its checks must agree, ECOST ones included (left out of
+ * the call, as the daemon leaves them out). The call runs in MULTI with a
+ * PERSIST of the trace's keys (Redis expires on real time, the trace runs
+ * on its own clock).
+ */
+static void batch_trace(sl_algo algo, int id, int rounds) {
+  trace tr;
+  memset(&tr, 0, sizeof tr);
+  tr.algo = algo;
+  tr.np = (int)rnd(1, MAXP);
+  for (int i = 0; i < tr.np; i++) {
+    tr.pol[i] = pick_pol(algo);
+    for (int k = 0; k < NKEYS; k++)
+      snprintf(tr.kname[i][k], sizeof tr.kname[i][k],
+               "parity:%d:%" PRIu64 ":%s:batch%d:p%d:%s", (int)getpid(), rng,
+               sl_algo_name(algo), id, i, knames[k]);
+  }
+  tr.store = new_store();
+  limiters(&tr, tr.store, tr.lim);
+  ring_n = 0;
+  int64_t t = INT64_C(1767225600) * NS_S + rnd(0, 400 * NS_D);
+  tr.tmax = -1;
+  for (int round = 0; round < rounds; round++) {
+    if (round) t = next_time(&tr, t);
+    int k = (int)rnd(2, MAXB), n = 0;
+    treq q[MAXB];
+    rs_call calls[MAXB];
+    rs_request reqs[MAXB];
+    int prc[MAXB], at[MAXB];
+    for (int i = 0; i < k; i++) {
+      q[i] = gen_req(&tr, t);
+      q[i].dry = 0;
+      rs_check rq[MAXC];
+      for (int c = 0; c < q[i].m; c++) {
+        const char *kn = tr.kname[q[i].pi[c]][q[i].ki[c]];
+        rq[c] = (rs_check){&tr.pol[q[i].pi[c]].p, kn, strlen(kn),
+                           q[i].cost[c], q[i].shadow[c]};
+      }
+      char *words = NULL;
+      reqs[n].call = &calls[i];
+      prc[i] = rs_prepare(rq, (size_t)q[i].m, &calls[i], &words,
+                          &reqs[n].keys_len, &reqs[n].len);
+      at[i] = -1;
+      if (prc[i] == 0) {
+        reqs[n].words = words;
+        at[i] = n++;
+      }
+    }
+    redisReply *whole = NULL, *r = NULL;
+    if (n) {
+      char *cmd = NULL;
+      size_t len = 0;
+      if (rs_format_batch(reqs, (size_t)n, 0, t, &cmd, &len) != 0) {
+        fprintf(stderr, "parity: rs_format_batch failed\n");
+        exit(2);
+      }
+      /* In MULTI with the PERSISTs: no key may expire in between. */
+      redisAppendCommand(rc, "MULTI");
+      redisAppendFormattedCommand(rc, cmd, len);
+      int np = 0;
+      for (int p = 0; p < tr.np; p++)
+        for (int kk = 0; kk < NKEYS; kk++, np++)
+          redisAppendCommand(rc, "PERSIST %s", tr.kname[p][kk]);
+      redisAppendCommand(rc, "EXEC");
+      for (int x = 0; x < 2 + np; x++) {
+        redisReply *y = NULL;
+        if (redisGetReply(rc, (void **)&y) != REDIS_OK || !y)
+          die_reply("MULTI", y);
+        if (y->type == REDIS_REPLY_ERROR) die_reply("MULTI", y);
+        freeReplyObject(y);
+      }
+      if (redisGetReply(rc, (void **)&whole) != REDIS_OK || !whole ||
+          whole->type != REDIS_REPLY_ARRAY || whole->elements != (size_t)(1 + np))
+        die_reply("EXEC", whole);
+      r = whole->element[0];
+      if (r->type == REDIS_REPLY_ERROR) die_reply("EVALSHA", r);
+      free(cmd);
+      for (int i = 0; i < n; i++) free((char *)reqs[i].words);
+    }
+    for (int i = 0; i < k; i++) {
+      sl_check cc[MAXC];
+      sl_decision cd[MAXC], rd[MAXC];
+      int call_c = 0, call_r = 0;
+      memset(cd, 0, sizeof cd);
+      memset(rd, 0, sizeof rd);
+      c_checks(&q[i], tr.lim, cc);
+      int crc = sl_take_all(cc, (size_t)q[i].m, t, cd, &call_c);
+      int rrc = prc[i];
+      int64_t now = -1;
+      if (at[i] >= 0 && rs_parse(&calls[i], r, rd, &call_r, &now) != 0)
+        rrc = SL_EINVAL;
+      else if (at[i] >= 0 && now != t)
+        fail_msg(&tr, round, "-", "the script's clock %" PRId64
+                 ", expected %" PRId64, now, t);
+      decisions[algo] += q[i].m;
+      n_batched[algo] += q[i].m;
+      if (crc != rrc) {
+        mismatch(&tr, round, &q[i], "batched: return code", crc, call_c, cd,
+                 rrc, call_r, rd);
+      } else if (crc == 0) {
+        int ok = call_c == call_r;
+        for (int c = 0; c < q[i].m; c++) ok &= same(&cd[c], &rd[c]);
+        if (!ok)
+          mismatch(&tr, round, &q[i], "batched: decision", crc, call_c, cd,
+                   rrc, call_r, rd);
+        if (t > tr.tmax) tr.tmax = t;
+      }
+      note(&tr, &q[i], call_c);
+    }
+    if (whole) freeReplyObject(whole);
+  }
+  for (int i = 0; i < tr.np; i++) sl_limiter_free(tr.lim[i]);
+  sl_store_free(tr.store);
+}
+
 /* ---- real expiry ---- */
 
 static long long cmd_int(const char *fmt, const char *key) {
@@ -878,13 +1006,17 @@ int main(int argc, char **argv) {
                                   SL_SLIDING_WINDOW, SL_GCRA};
   for (size_t a = 0; a < 6; a++) {
     for (int id = 0; id < traces; id++) run_trace(order[a], id, steps);
+    /* batched calls: on the test clock only (one instant per call) */
+    for (int id = 0; id < traces && !time_mode; id++)
+      batch_trace(order[a], id, steps / 4 + 1);
     sl_algo al = order[a];
     printf("parity: %s decisions=%ld mismatches=%ld\n", sl_algo_name(al),
            decisions[al], mismatches[al]);
     printf("parity:   (allowed=%ld denied=%ld, requests: ecost=%ld dry=%ld "
-           "denied-by-another=%ld; durations >= 2^53 ns=%ld)\n",
+           "denied-by-another=%ld; durations >= 2^53 ns=%ld; checks in "
+           "batched calls=%ld)\n",
            n_allow[al], n_deny[al], n_ecost[al], n_dry[al], n_partial[al],
-           n_big[al]);
+           n_big[al], n_batched[al]);
     fflush(stdout);
   }
   if (time_mode)
