@@ -519,7 +519,8 @@ fi
 # decisions/s; any --threads, --batch-window) at the anchor's -c 50. Where
 # the CPU went is given per decision too (µs of each component's CPU per
 # decision: redis/sluice/client/softirq), and what one Redis core could
-# decide per second at most at that cost (redis_bound_per_s).
+# decide per second at most at that cost (redis_bound_per_s: decisions per
+# second of Redis CPU, batched calls counted per decision).
 echo "# summary (best of the runs; the CPU split of that run)"
 sed 's/^/#   /' "$tmp/gone.txt"
 cat "$tmp/best.txt" "$tmp/overshoot.txt" | awk '
@@ -553,7 +554,7 @@ cat "$tmp/best.txt" "$tmp/overshoot.txt" | awk '
       if (val("sync_thread_cores") != "") desc[name] = desc[name] " (sync thread " us(val("sync_thread_cores"), r) ")"
       if (val("evalsha_per_read") != "") {
         desc[name] = desc[name] sprintf(" evalsha_per_s=%s evalsha_per_read=%s script_us=%s redis_bound_per_s=%.0f",
-          val("evalsha_per_s"), val("evalsha_per_read"), val("script_us"), (val("redis_cpu_us") > 0 ? 1e6 / val("redis_cpu_us") : 0))
+          val("evalsha_per_s"), val("evalsha_per_read"), val("script_us"), (val("redis_cores") > 0 ? r / val("redis_cores") : 0))
       }
     }
   }
