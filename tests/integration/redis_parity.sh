@@ -7,8 +7,10 @@
 #
 # Starts its own redis-server on a free loopback port (no persistence) and
 # runs tests/tools/parity against it: random traces of all six algorithms
-# through both sl_take_all and the script (src/redis/decide.lua) on the
-# same clock, every field of every decision compared (rounds of several
+# (and fixed sliding_window traces where the script's double estimates of
+# wide quotients are one too high or too low, so that both its fix-ups
+# count) through both sl_take_all and the script (src/redis/decide.lua) on
+# the same clock, every field of every decision compared (rounds of several
 # requests in one batched call too), TTLs and key hygiene checked, for a
 # few seeds; then once on Redis's own clock (TIME), the
 # engine deciding at the instant the script reports. Every failure is

@@ -37,11 +37,17 @@
  * batched call (decide.lua's "g" mode), decided in order by the engine
  * (batch_trace).
  *
+ * Fixed traces (on the test clock, after sliding_window's random ones)
+ * reach the products where the script's double estimate of floor(a*b/c)
+ * is one too high or one too low, so that its exact fix-ups in both
+ * directions are compared with the engine too (wide_traces).
+ *
  * Prints "parity: ALGO decisions=N mismatches=M" per algorithm and exits 1
  * on any mismatch (the first ones printed in full), 2 on a usage or
  * connection error. Deterministic for a seed (the --time mode aside).
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,6 +244,14 @@ typedef struct trace {
   int nh;
   int64_t tmax; /* latest time of a committed request */
 } trace;
+
+/* Given requests on one policy, in place of random ones. */
+#define FIXED_MAX 8
+typedef struct fixed_trace {
+  tpol pol;
+  int n;
+  treq req[FIXED_MAX];
+} fixed_trace;
 
 static const char *const knames[NKEYS] = {"a", "b", "c"};
 
@@ -529,13 +543,15 @@ static redisReply *send_req(const char *cmd, size_t len, int nu,
   return r;
 }
 
-static void run_trace(sl_algo algo, int id, int steps) {
+/* Runs a trace of steps random requests, or fx's requests on fx's policy. */
+static void run_trace(sl_algo algo, int id, int steps, const fixed_trace *fx) {
   trace tr;
   memset(&tr, 0, sizeof tr);
   tr.algo = algo;
-  tr.np = (int)rnd(1, MAXP);
+  tr.np = fx ? 1 : (int)rnd(1, MAXP);
+  if (fx) steps = fx->n;
   for (int i = 0; i < tr.np; i++) {
-    tr.pol[i] = pick_pol(algo);
+    tr.pol[i] = fx ? fx->pol : pick_pol(algo);
     for (int k = 0; k < NKEYS; k++) {
       snprintf(tr.kname[i][k], sizeof tr.kname[i][k],
                "parity:%d:%" PRIu64 ":%s:%d:p%d:%s", (int)getpid(), rng,
@@ -550,17 +566,19 @@ static void run_trace(sl_algo algo, int id, int steps) {
   ring_n = 0;
 
   int64_t W = tr.pol[0].p.period_ns;
-  int64_t t;
-  switch (rnd(0, 5)) {
-    case 0: t = rnd(0, 3 * NS_MS); break; /* a clock shorter than 7 digits */
-    case 1: t = clamp_t(SL_TIME_MAX_NS - 1 - rnd(1, 30) * W); break;
-    default: t = INT64_C(1767225600) * NS_S + rnd(0, 400 * NS_D); break;
+  int64_t t = 0; /* fx's requests carry their own times */
+  if (!fx) {
+    switch (rnd(0, 5)) {
+      case 0: t = rnd(0, 3 * NS_MS); break; /* a clock shorter than 7 digits */
+      case 1: t = clamp_t(SL_TIME_MAX_NS - 1 - rnd(1, 30) * W); break;
+      default: t = INT64_C(1767225600) * NS_S + rnd(0, 400 * NS_D); break;
+    }
   }
   tr.tmax = -1;
 
   for (int step = 0; step < steps; step++) {
-    if (step) t = next_time(&tr, t);
-    treq q = gen_req(&tr, t);
+    if (step && !fx) t = next_time(&tr, t);
+    treq q = fx ? fx->req[step] : gen_req(&tr, t);
     int map[MAXC], upi[MAXC], uki[MAXC], ushadow[MAXC];
     int64_t ucost[MAXC];
     int nu = merge(&tr, &q, map, upi, uki, ucost, ushadow);
@@ -574,7 +592,7 @@ static void run_trace(sl_algo algo, int id, int steps) {
     rs_call call;
     char *cmd = NULL;
     size_t len = 0;
-    int rrc = rs_format(rq, (size_t)q.m, q.dry, time_mode ? -1 : t, &call,
+    int rrc = rs_format(rq, (size_t)q.m, q.dry, time_mode ? -1 : q.t, &call,
                         &cmd, &len);
     sl_decision cd[MAXC], rd[MAXC];
     int call_c = 0, call_r = 0, crc;
@@ -612,9 +630,9 @@ static void run_trace(sl_algo algo, int id, int steps) {
           fail_msg(&tr, step, "-", "the script's clock %" PRId64
                    " is far from this machine's %" PRId64, now, here);
         q.t = t = now;
-      } else if (now != t) {
+      } else if (now != q.t) {
         fail_msg(&tr, step, "-", "the script's clock %" PRId64
-                 ", expected %" PRId64, now, t);
+                 ", expected %" PRId64, now, q.t);
       }
       /* The engine at the same instant. */
       if (q.dry) {
@@ -840,6 +858,142 @@ static void batch_trace(sl_algo algo, int id, int rounds) {
   sl_store_free(tr.store);
 }
 
+/* ---- sliding_window's wide products ---- */
+
+/*
+ * The script's sliding_window needs q = floor(a*b/c) with a*b up to 2^84
+ * (muldiv in decide.lua): a double estimate, then exact comparisons of a*b
+ * with q*c that step q down while it is too high and up while it is too
+ * low. The estimate is off only where a*b/c lies within about 2^-52 of
+ * itself from an integer, which random traces practically never reach;
+ * these traces go there through the public path. Each row is one trace
+ * on sliding_window:4294967295/31d (L, W in ns), key "a", S a window start:
+ *   at S - 1     prev charged: the count of the window before S;
+ *   at S + e     a peek: remaining = L - K, K = prev - floor(prev*e/W);
+ *                two requests denied in the window, room = L - cost < K:
+ *                retry = W - e - floor(room*W/prev);
+ *                c1 charged: the current count;
+ *                two denied into the next window, x = L - cost < c1:
+ *                retry = 2W - e - floor(x*W/c1).
+ * prev*e/W is estimated too high in the first row, too low in the second;
+ * room*W/prev and x*W/c1 too high for [0], too low for [1]. So each row
+ * makes the script mismatch the engine without the downward loop, and
+ * without the upward one. wide_traces checks that the estimates are off
+ * that way (as decide.lua computes them), and that the engine reaches
+ * those quotients.
+ */
+static const struct {
+  int64_t prev, e, room[2], c1, x[2];
+} wide[] = {
+    /* e = 7.97 days: prev*e/W = 565554408.99999993, estimated 565554409 */
+    {2200000000, 688536785938909, {997980320, 920625508}, 1817107980,
+     {985982249, 1405939540}},
+    /* e = 14.2 days: prev*e/W = 1008050923 exactly, estimated 1008050922 */
+    {2200000000, 1227256178256000, {1153105521, 227252993}, 1885685174,
+     {1619489429, 1825948350}},
+};
+#define NWIDE (sizeof wide / sizeof wide[0])
+#define NWREQ 7
+static int n_wide[2]; /* estimates reached too high, too low */
+
+/* floor(a*b/c), and how the script's estimate must miss it. */
+typedef struct wide_q {
+  int64_t a, b, c;
+  int want; /* +1: estimated too high, -1: too low */
+} wide_q;
+
+/* The script's double estimate of floor(a*b/c) (decide.lua's muldiv
+   before its fix-ups) minus the exact quotient; 0 where the product is
+   below 2^53 (muldiv divides it exactly, with no fix-up). */
+static int64_t est_off(int64_t a, int64_t b, int64_t c) {
+  double p = (double)a * (double)b;
+  if (p < 9007199254740992.0) return 0;
+  return (int64_t)floor(p / (double)c) - (int64_t)((__int128)a * b / c);
+}
+
+static void wide_fail(size_t r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void wide_fail(size_t r, const char *fmt, ...) {
+  failures++;
+  mismatches[SL_SLIDING_WINDOW]++;
+  fprintf(stderr, "FAIL sliding_window wide row %zu: ", r);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n");
+}
+
+static void wide_traces(void) {
+  const int64_t L = SL_LIMIT_MAX, W = 31 * NS_D;
+  const int64_t S = (INT64_C(1767225600) * NS_S / W + 1) * W;
+  for (size_t r = 0; r < NWIDE; r++) {
+    const int64_t prev = wide[r].prev, e = wide[r].e, c1 = wide[r].c1;
+    fixed_trace fx;
+    memset(&fx, 0, sizeof fx);
+    if (make_pol(&fx.pol, SL_SLIDING_WINDOW, L, 0, W) != 0) {
+      fprintf(stderr, "parity: sliding_window:%" PRId64 "/31d refused\n", L);
+      exit(2);
+    }
+    const int64_t cost[NWREQ] = {prev, 0, L - wide[r].room[0],
+                                 L - wide[r].room[1], c1, L - wide[r].x[0],
+                                 L - wide[r].x[1]};
+    fx.n = NWREQ;
+    for (int i = 0; i < NWREQ; i++) {
+      fx.req[i].m = 1;
+      fx.req[i].cost[0] = cost[i];
+      fx.req[i].t = i ? S + e : S - 1;
+    }
+
+    /* The quotients, and how the script's estimates miss them. */
+    const wide_q qs[5] = {{prev, e, W, r ? -1 : 1},
+                          {wide[r].room[0], W, prev, 1},
+                          {wide[r].room[1], W, prev, -1},
+                          {wide[r].x[0], W, c1, 1},
+                          {wide[r].x[1], W, c1, -1}};
+    for (int j = 0; j < 5; j++) {
+      int64_t off = est_off(qs[j].a, qs[j].b, qs[j].c);
+      if (off * qs[j].want > 0)
+        n_wide[qs[j].want < 0]++;
+      else
+        wide_fail(r, "floor(%" PRId64 "*%" PRId64 "/%" PRId64
+                  ") is estimated %+" PRId64 " off, not too %s",
+                  qs[j].a, qs[j].b, qs[j].c, off,
+                  qs[j].want > 0 ? "high" : "low");
+    }
+
+    /* The engine's figures that carry them. */
+    sl_store *s = new_store();
+    sl_limiter *lim;
+    if (sl_limiter_new(s, &fx.pol.p, &lim) != 0) exit(2);
+    sl_decision d[NWREQ];
+    int all;
+    for (int i = 0; i < NWREQ; i++) {
+      sl_check c = {lim, "a", 1, cost[i], 0};
+      if (sl_take_all(&c, 1, fx.req[i].t, &d[i], &all) != 0) exit(2);
+    }
+    sl_limiter_free(lim);
+    sl_store_free(s);
+    const int64_t K = prev - (int64_t)((__int128)prev * e / W);
+    int64_t retry[NWREQ] = {0};
+    for (int j = 0; j < 2; j++) {
+      retry[2 + j] = W - e - (int64_t)((__int128)wide[r].room[j] * W / prev);
+      retry[5 + j] = 2 * W - e - (int64_t)((__int128)wide[r].x[j] * W / c1);
+    }
+    for (int i = 0; i < NWREQ; i++) {
+      int allow = i <= 1 || i == 4;
+      if (d[i].allowed != allow || d[i].retry_after_ns != retry[i] ||
+          (i == 1 && d[i].remaining != L - K))
+        wide_fail(r, "request %d: the engine answers allowed=%d "
+                  "remaining=%" PRId64 " retry=%" PRId64 ", not the "
+                  "figures this trace was built for", i, d[i].allowed,
+                  d[i].remaining, d[i].retry_after_ns);
+    }
+
+    run_trace(SL_SLIDING_WINDOW, 100 + (int)r, 0, &fx);
+  }
+}
+
 /* ---- real expiry ---- */
 
 static long long cmd_int(const char *fmt, const char *key) {
@@ -1005,11 +1159,12 @@ int main(int argc, char **argv) {
                                   SL_FIXED_WINDOW, SL_SLIDING_LOG,
                                   SL_SLIDING_WINDOW, SL_GCRA};
   for (size_t a = 0; a < 6; a++) {
-    for (int id = 0; id < traces; id++) run_trace(order[a], id, steps);
+    for (int id = 0; id < traces; id++) run_trace(order[a], id, steps, NULL);
     /* batched calls: on the test clock only (one instant per call) */
     for (int id = 0; id < traces && !time_mode; id++)
       batch_trace(order[a], id, steps / 4 + 1);
     sl_algo al = order[a];
+    if (al == SL_SLIDING_WINDOW && !time_mode) wide_traces();
     printf("parity: %s decisions=%ld mismatches=%ld\n", sl_algo_name(al),
            decisions[al], mismatches[al]);
     printf("parity:   (allowed=%ld denied=%ld, requests: ecost=%ld dry=%ld "
@@ -1017,6 +1172,10 @@ int main(int argc, char **argv) {
            "batched calls=%ld)\n",
            n_allow[al], n_deny[al], n_ecost[al], n_dry[al], n_partial[al],
            n_big[al], n_batched[al]);
+    if (al == SL_SLIDING_WINDOW && !time_mode)
+      printf("parity:   (%d fixed traces where the script's double estimate "
+             "of a product's quotient is off: %d too high, %d too low)\n",
+             (int)NWIDE, n_wide[0], n_wide[1]);
     fflush(stdout);
   }
   if (time_mode)
