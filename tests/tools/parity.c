@@ -544,26 +544,40 @@ static redisReply *send_req(const char *cmd, size_t len, int nu,
 }
 
 /* Runs a trace of steps random requests, or fx's requests on fx's policy. */
-static void run_trace(sl_algo algo, int id, int steps, const fixed_trace *fx) {
-  trace tr;
-  memset(&tr, 0, sizeof tr);
-  tr.algo = algo;
-  tr.np = fx ? 1 : (int)rnd(1, MAXP);
-  if (fx) steps = fx->n;
-  for (int i = 0; i < tr.np; i++) {
-    tr.pol[i] = fx ? fx->pol : pick_pol(algo);
+/* A new trace: its policies (fixed's, else one to MAXP random ones), key
+   names unique to this run ("KIND ID"), a fresh store and limiters. */
+static void trace_open(trace *tr, sl_algo algo, const char *kind, int id,
+                       const tpol *fixed) {
+  memset(tr, 0, sizeof *tr);
+  tr->algo = algo;
+  tr->np = fixed ? 1 : (int)rnd(1, MAXP);
+  for (int i = 0; i < tr->np; i++) {
+    tr->pol[i] = fixed ? *fixed : pick_pol(algo);
     for (int k = 0; k < NKEYS; k++) {
-      snprintf(tr.kname[i][k], sizeof tr.kname[i][k],
-               "parity:%d:%" PRIu64 ":%s:%d:p%d:%s", (int)getpid(), rng,
-               sl_algo_name(algo), id, i, knames[k]);
-      tr.kfresh[i][k] = 1;
+      snprintf(tr->kname[i][k], sizeof tr->kname[i][k],
+               "parity:%d:%" PRIu64 ":%s:%s%d:p%d:%s", (int)getpid(), rng,
+               sl_algo_name(algo), kind, id, i, knames[k]);
+      tr->kfresh[i][k] = 1;
     }
   }
-  tr.store = new_store();
-  limiters(&tr, tr.store, tr.lim);
+  tr->store = new_store();
+  limiters(tr, tr->store, tr->lim);
+  tr->tmax = -1;
+  ring_n = 0;
+}
+
+static void trace_close(trace *tr) {
+  for (int i = 0; i < tr->np; i++) sl_limiter_free(tr->lim[i]);
+  sl_store_free(tr->store);
+  free(tr->hist);
+}
+
+static void run_trace(sl_algo algo, int id, int steps, const fixed_trace *fx) {
+  trace tr;
+  trace_open(&tr, algo, "", id, fx ? &fx->pol : NULL);
+  if (fx) steps = fx->n;
   tr.hist = calloc((size_t)steps, sizeof *tr.hist);
   if (!tr.hist) exit(2);
-  ring_n = 0;
 
   int64_t W = tr.pol[0].p.period_ns;
   int64_t t = 0; /* fx's requests carry their own times */
@@ -574,7 +588,6 @@ static void run_trace(sl_algo algo, int id, int steps, const fixed_trace *fx) {
       default: t = INT64_C(1767225600) * NS_S + rnd(0, 400 * NS_D); break;
     }
   }
-  tr.tmax = -1;
 
   for (int step = 0; step < steps; step++) {
     if (step && !fx) t = next_time(&tr, t);
@@ -730,9 +743,7 @@ static void run_trace(sl_algo algo, int id, int steps, const fixed_trace *fx) {
     free(cmd);
     if (time_mode && pct(30)) usleep((useconds_t)rnd(0, 3000));
   }
-  for (int i = 0; i < tr.np; i++) sl_limiter_free(tr.lim[i]);
-  sl_store_free(tr.store);
-  free(tr.hist);
+  trace_close(&tr);
 }
 
 /* ---- batches: several requests in one EVALSHA ---- */
@@ -750,21 +761,8 @@ static void run_trace(sl_algo algo, int id, int steps, const fixed_trace *fx) {
  */
 static void batch_trace(sl_algo algo, int id, int rounds) {
   trace tr;
-  memset(&tr, 0, sizeof tr);
-  tr.algo = algo;
-  tr.np = (int)rnd(1, MAXP);
-  for (int i = 0; i < tr.np; i++) {
-    tr.pol[i] = pick_pol(algo);
-    for (int k = 0; k < NKEYS; k++)
-      snprintf(tr.kname[i][k], sizeof tr.kname[i][k],
-               "parity:%d:%" PRIu64 ":%s:batch%d:p%d:%s", (int)getpid(), rng,
-               sl_algo_name(algo), id, i, knames[k]);
-  }
-  tr.store = new_store();
-  limiters(&tr, tr.store, tr.lim);
-  ring_n = 0;
+  trace_open(&tr, algo, "batch", id, NULL);
   int64_t t = INT64_C(1767225600) * NS_S + rnd(0, 400 * NS_D);
-  tr.tmax = -1;
   for (int round = 0; round < rounds; round++) {
     if (round) t = next_time(&tr, t);
     int k = (int)rnd(2, MAXB), n = 0;
@@ -854,8 +852,7 @@ static void batch_trace(sl_algo algo, int id, int rounds) {
     }
     if (whole) freeReplyObject(whole);
   }
-  for (int i = 0; i < tr.np; i++) sl_limiter_free(tr.lim[i]);
-  sl_store_free(tr.store);
+  trace_close(&tr);
 }
 
 /* ---- sliding_window's wide products ---- */
