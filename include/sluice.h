@@ -237,6 +237,20 @@ const sl_policy *sl_limiter_policy(const sl_limiter *lim);
 int sl_limiter_take(sl_limiter *lim, const void *key, size_t key_len,
                     int64_t cost, int64_t now_ns, sl_decision *out);
 
+/*
+ * A forced charge: charges `cost` (0 <= cost <= burst/limit) whether or not
+ * it fits, so that the key can go below empty, into a debt that it pays
+ * back (by refill, or as its window moves on) before it allows again; a
+ * debt stops at what the state can count (docs/semantics.md, "Forced
+ * charges"). *level receives the signed remaining after it, in whole units:
+ * negative = owed; cost 0 reads it and changes nothing. This is how
+ * approximate fleet mode (sluice serve --sync) carries what the fleet
+ * admitted beyond the limit into each daemon's local limiter.
+ * Returns 0, or the errors of sl_limiter_take.
+ */
+int sl_limiter_force(sl_limiter *lim, const void *key, size_t key_len,
+                     int64_t cost, int64_t now_ns, int64_t *level);
+
 /* One request of a batch. */
 typedef struct sl_request {
   const void *key;

@@ -69,6 +69,16 @@ int sl_limiter_take(sl_limiter *lim, const void *key, size_t key_len,
   return store_take(lim->store, &r, cost, now_ns, out);
 }
 
+int sl_limiter_force(sl_limiter *lim, const void *key, size_t key_len,
+                     int64_t cost, int64_t now_ns, int64_t *level) {
+  if (!level) return SL_EINVAL;
+  int rc = check_request(lim, key, key_len, cost, now_ns);
+  if (rc) return rc;
+  store_ref r;
+  store_ref_init(lim->store, &r, &lim->p, lim->id, key, key_len);
+  return store_force(lim->store, &r, cost, now_ns, level);
+}
+
 #define BATCH_AHEAD 16
 
 int sl_limiter_take_batch(sl_limiter *lim, const sl_request *reqs, size_t n,

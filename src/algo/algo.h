@@ -59,6 +59,18 @@ typedef struct algo_ops {
    * (full quota); the store drops the key from then on.
    */
   int64_t (*fresh_at)(const algo_policy *p, const algo_state *st);
+  /*
+   * A forced charge (approximate mode's sync: sl_limiter_force): charges
+   * *cost at t whether or not it fits, so that the state can fall below
+   * empty: a debt, paid back (by refill, or by the window moving on) before
+   * the key allows again. The debt stops at what the state can hold
+   * (algo_fill_max for the buckets, a count of UINT32_MAX for the windows);
+   * *cost becomes what was charged. *level receives the signed remaining
+   * after it, in whole units (floor; negative = owed). Returns 1 when the
+   * state changes (into *next; sliding_log: call slog_commit with *cost).
+   */
+  int (*force)(const algo_policy *p, const algo_state *st, int64_t t,
+               int64_t *cost, int64_t *level, algo_state *next);
 } algo_ops;
 
 extern const algo_ops algo_token_bucket, algo_leaky_bucket, algo_fixed_window,
@@ -97,6 +109,23 @@ static inline int64_t div_ceil(i128 a, int64_t b) {
   return q + ((i128)q * b != a);
 }
 
+/* floor(a / b) for any sign of a, b > 0 (a signed level). */
+static inline int64_t div_floor_signed(i128 a, int64_t b) {
+  return a >= 0 ? div_floor(a, b) : -div_ceil(-a, b);
+}
+
+/*
+ * The most a bucket can be filled, in ticks: its debt (gcra's, leaky's) or
+ * cap - tokens (token_bucket's) after forced charges. A full bucket at
+ * least, and beyond that whatever keeps every figure of decide.lua below
+ * 2^53 (where doubles are exact): cap + 2*Lg + fill_max <= 2^53. The same
+ * limit here and in the script, so that both carry the same debt.
+ */
+static inline i128 algo_fill_max(const algo_policy *p) {
+  i128 room = ((i128)1 << 53) - 2 * (i128)p->Lg - p->cap;
+  return room > p->cap ? room : p->cap;
+}
+
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
@@ -124,6 +153,10 @@ static inline void tat_store(const algo_policy *p, i128 ticks,
   st->a = ns;
   st->b = (int64_t)((i128)ns * p->Lg - ticks);
 }
+
+/* The forced charge of gcra and leaky_bucket (one TAT: gcra.c). */
+int algo_tat_force(const algo_policy *p, const algo_state *st, int64_t t,
+                   int64_t *cost, int64_t *level, algo_state *next);
 
 /* ---- sliding_log's growing state (sliding_log.c) ---- */
 

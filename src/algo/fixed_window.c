@@ -6,6 +6,8 @@
  * at the end of one window, LIMIT at the start of the next); the sliding
  * algorithms exist to prevent exactly that. A time that falls in a window
  * before the stored one is treated as the start of the stored window.
+ * A forced charge (fw_force) can count past LIMIT (up to UINT32_MAX): the
+ * window then denies until it ends. A peek is always allowed.
  */
 #include "algo.h"
 
@@ -20,19 +22,33 @@ static int fw_decide(const algo_policy *p, const algo_state *st, int64_t t,
   int64_t to_end = start + p->W - t;
 
   decision_init(d, p);
-  if (count + cost <= p->L) {
+  if (count + cost <= p->L || cost == 0) {
     d->allowed = 1;
-    d->remaining = p->L - count - cost;
+    d->remaining = max64(p->L - count - cost, 0);
     d->reset_ns = count + cost > 0 ? to_end : 0;
     if (cost == 0) return 0;
     next->a = start;
     next->b = count + cost;
     return 1;
   }
-  d->remaining = p->L - count;
+  d->remaining = max64(p->L - count, 0);
   d->reset_ns = to_end;
   d->retry_after_ns = to_end; /* a new window always has room: cost <= L */
   return 0;
+}
+
+static int fw_force(const algo_policy *p, const algo_state *st, int64_t t,
+                    int64_t *cost, int64_t *level, algo_state *next) {
+  int64_t start = t - t % p->W;
+  if (st && st->a > start) start = st->a;
+  int64_t count = (st && st->a == start) ? st->b : 0;
+  int64_t c = min64(*cost, (int64_t)UINT32_MAX - count);
+  *cost = c;
+  *level = p->L - count - c;
+  if (c <= 0) return 0;
+  next->a = start;
+  next->b = count + c;
+  return 1;
 }
 
 static int64_t fw_fresh_at(const algo_policy *p, const algo_state *st) {
@@ -40,4 +56,4 @@ static int64_t fw_fresh_at(const algo_policy *p, const algo_state *st) {
 }
 
 const algo_ops algo_fixed_window = {SL_FIXED_WINDOW, "fixed_window",
-                                    fw_decide, fw_fresh_at};
+                                    fw_decide, fw_fresh_at, fw_force};

@@ -6,7 +6,8 @@
  * new - t <= B*T, and then TAT = new. TAT - t is the bucket's debt, so the
  * decisions equal token_bucket's; the state is one timestamp instead of a
  * (tokens, last) pair. An earlier t than a previous request only sees that
- * debt as larger: stricter, never extra quota.
+ * debt as larger: stricter, never extra quota. A forced charge
+ * (algo_tat_force) can take the debt beyond cap, up to algo_fill_max.
  */
 #include "algo.h"
 
@@ -34,9 +35,24 @@ static int gcra_decide(const algo_policy *p, const algo_state *st, int64_t t,
   return 0;
 }
 
+int algo_tat_force(const algo_policy *p, const algo_state *st, int64_t t,
+                   int64_t *cost, int64_t *level, algo_state *next) {
+  i128 now = (i128)t * p->Lg;
+  i128 tat = st ? tat_load(p, st) : now;
+  if (tat < now) tat = now;
+  i128 debt = tat - now, most = algo_fill_max(p);
+  i128 after = debt + (i128)*cost * p->Wg;
+  if (after > most) after = debt > most ? debt : most;
+  *level = div_floor_signed(p->cap - after, p->Wg);
+  if (*cost == 0) return 0;
+  tat_store(p, now + after, next);
+  return 1;
+}
+
 static int64_t gcra_fresh_at(const algo_policy *p, const algo_state *st) {
   (void)p;
   return st->a; /* TAT rounded up: from then on the debt is zero */
 }
 
-const algo_ops algo_gcra = {SL_GCRA, "gcra", gcra_decide, gcra_fresh_at};
+const algo_ops algo_gcra = {SL_GCRA, "gcra", gcra_decide, gcra_fresh_at,
+                            algo_tat_force};

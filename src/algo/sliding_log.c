@@ -10,7 +10,8 @@
  * The store owns the log block (it allocates and frees, within its memory
  * cap); this file only reads it in decide() and fills it in slog_commit().
  * The ring is kept in time order; a time before the newest entry is treated
- * as the newest entry's time.
+ * as the newest entry's time. A forced charge (slog_force) can log past
+ * LIMIT, up to a live sum of UINT32_MAX; a peek is always allowed.
  */
 #include <string.h>
 
@@ -65,9 +66,9 @@ static int slog_decide(const algo_policy *p, const algo_state *st, int64_t t,
   int has_live = log && first < log->count;
 
   decision_init(d, p);
-  if (live + cost <= p->L) {
+  if (live + cost <= p->L || cost == 0) {
     d->allowed = 1;
-    d->remaining = p->L - live - cost;
+    d->remaining = max64(p->L - live - cost, 0);
     if (cost > 0)
       d->reset_ns = p->W; /* the entry logged now is the newest */
     else if (has_live)
@@ -75,7 +76,7 @@ static int slog_decide(const algo_policy *p, const algo_state *st, int64_t t,
     return cost > 0;
   }
   /* Denied: wait until enough of the oldest entries have left the window. */
-  d->remaining = p->L - live;
+  d->remaining = max64(p->L - live, 0);
   d->reset_ns = slog_newest(log) + p->W - te;
   int64_t need = live + cost - p->L, freed = 0;
   for (uint32_t i = first; i < log->count; i++) {
@@ -86,6 +87,20 @@ static int slog_decide(const algo_policy *p, const algo_state *st, int64_t t,
     }
   }
   return 0;
+}
+
+static int slog_force(const algo_policy *p, const algo_state *st, int64_t t,
+                      int64_t *cost, int64_t *level, algo_state *next) {
+  (void)next;
+  const slog *log = slog_of(st);
+  int64_t live = 0;
+  uint32_t first;
+  if (log && log->count)
+    live = log->sum - slog_expired(p, log, max64(t, slog_newest(log)), &first);
+  int64_t c = min64(*cost, (int64_t)UINT32_MAX - live);
+  *cost = c;
+  *level = p->L - live - c;
+  return c > 0;
 }
 
 uint32_t slog_needed(const algo_policy *p, const slog *log, int64_t t) {
@@ -142,4 +157,4 @@ static int64_t slog_fresh_at(const algo_policy *p, const algo_state *st) {
 }
 
 const algo_ops algo_sliding_log = {SL_SLIDING_LOG, "sliding_log", slog_decide,
-                                   slog_fresh_at};
+                                   slog_fresh_at, slog_force};

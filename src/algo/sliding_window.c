@@ -11,6 +11,7 @@
  *
  * State: a = start of the stored window, b = prev << 32 | curr (each at most
  * LIMIT < 2^32). A time before the stored window is treated as its start.
+ * A forced charge (sw_force) can count curr past LIMIT, up to UINT32_MAX.
  */
 #include "algo.h"
 
@@ -98,6 +99,19 @@ static int sw_decide(const algo_policy *p, const algo_state *st, int64_t t,
   return 0;
 }
 
+static int sw_force(const algo_policy *p, const algo_state *st, int64_t t,
+                    int64_t *cost, int64_t *level, algo_state *next) {
+  sw_view v = sw_at(p, st, t);
+  int64_t c = min64(*cost, (int64_t)UINT32_MAX - v.curr);
+  *cost = c;
+  *level = div_floor_signed((i128)p->L * p->W - sw_scaled(p, &v, v.curr + c),
+                            p->W);
+  if (c <= 0) return 0;
+  next->a = v.start;
+  next->b = (int64_t)((uint64_t)v.prev << 32 | (uint64_t)(v.curr + c));
+  return 1;
+}
+
 static int64_t sw_fresh_at(const algo_policy *p, const algo_state *st) {
   int64_t prev = (int64_t)((uint64_t)st->b >> 32);
   int64_t curr = (int64_t)((uint64_t)st->b & 0xffffffffu);
@@ -107,4 +121,4 @@ static int64_t sw_fresh_at(const algo_policy *p, const algo_state *st) {
 }
 
 const algo_ops algo_sliding_window = {SL_SLIDING_WINDOW, "sliding_window",
-                                      sw_decide, sw_fresh_at};
+                                      sw_decide, sw_fresh_at, sw_force};

@@ -5,7 +5,9 @@
  * continuous refill of LIMIT per PERIOD adds exactly Lg ticks per ns. The
  * bucket starts full (B tokens) and is capped at B. Allowed iff
  * tokens >= cost, then tokens -= cost. A time before `last` is treated as
- * `last`: no negative refill, no extra quota.
+ * `last`: no negative refill, no extra quota. A forced charge (tb_force)
+ * can take tokens below zero, down to cap - algo_fill_max: a debt that the
+ * refill pays back before the next request fits.
  */
 #include "algo.h"
 
@@ -32,10 +34,24 @@ static int tb_decide(const algo_policy *p, const algo_state *st, int64_t t,
     next->b = (int64_t)tok;
     return 1;
   }
-  d->remaining = div_floor(tok, p->Wg);
+  d->remaining = tok > 0 ? div_floor(tok, p->Wg) : 0;
   d->reset_ns = div_ceil(p->cap - tok, p->Lg);
   d->retry_after_ns = div_ceil(want - tok, p->Lg);
   return 0;
+}
+
+static int tb_force(const algo_policy *p, const algo_state *st, int64_t t,
+                    int64_t *cost, int64_t *level, algo_state *next) {
+  int64_t te = st ? max64(t, st->a) : t;
+  i128 tok = st ? tokens_at(p, st, te) : p->cap;
+  i128 least = p->cap - algo_fill_max(p);
+  i128 after = tok - (i128)*cost * p->Wg;
+  if (after < least) after = tok < least ? tok : least;
+  *level = div_floor_signed(after, p->Wg);
+  if (*cost == 0) return 0;
+  next->a = te;
+  next->b = (int64_t)after;
+  return 1;
 }
 
 static int64_t tb_fresh_at(const algo_policy *p, const algo_state *st) {
@@ -43,4 +59,4 @@ static int64_t tb_fresh_at(const algo_policy *p, const algo_state *st) {
 }
 
 const algo_ops algo_token_bucket = {SL_TOKEN_BUCKET, "token_bucket",
-                                    tb_decide, tb_fresh_at};
+                                    tb_decide, tb_fresh_at, tb_force};

@@ -646,6 +646,10 @@ static int log_charge(sl_store *s, shard *sh, const store_ref *r, long i,
 
 /* ---- decisions ---- */
 
+static int settle(sl_store *s, shard *sh, const store_ref *r, long i,
+                  int64_t now, int change, int64_t cost,
+                  const algo_state *next, store_undo *undo);
+
 int store_decide_locked(sl_store *s, const store_ref *r, int64_t cost,
                         int64_t now, int charge, sl_decision *d,
                         store_undo *undo) {
@@ -658,7 +662,19 @@ int store_decide_locked(sl_store *s, const store_ref *r, int64_t cost,
   algo_state next = {0, 0};
   int change =
       p->ops->decide(p, i >= 0 ? &sh->slots[i].st : NULL, now, cost, d, &next);
-  if (!change || !charge) {
+  return settle(s, sh, r, i, now, change && charge, cost, &next, undo);
+}
+
+/*
+ * After an algorithm has decided on slot i (-1: none): when `change`,
+ * writes its new state (next; sliding_log: logs cost), recording in undo
+ * how to take it back; else drops a slot that is back to fresh.
+ */
+static int settle(sl_store *s, shard *sh, const store_ref *r, long i,
+                  int64_t now, int change, int64_t cost,
+                  const algo_state *next, store_undo *undo) {
+  const algo_policy *p = r->p;
+  if (!change) {
     if (i >= 0 && p->ops->fresh_at(p, &sh->slots[i].st) <= now - s->grace) {
       erase(s, sh, (size_t)i);
       sh->expirations++;
@@ -678,13 +694,27 @@ int store_decide_locked(sl_store *s, const store_ref *r, int64_t cost,
       undo->kind = UNDO_RESTORE;
       undo->old = sh->slots[i].st;
     }
-    sh->slots[i].st = next;
+    sh->slots[i].st = *next;
     return 0;
   }
-  i = insert(s, sh, r, now, &next);
+  i = insert(s, sh, r, now, next);
   if (i < 0) return (int)i;
   if (undo) undo->kind = UNDO_REMOVE;
   return 0;
+}
+
+int store_force(sl_store *s, const store_ref *r, int64_t cost, int64_t now,
+                int64_t *level) {
+  store_prefetch(s, r);
+  store_lock(s, r->shard);
+  shard *sh = &s->shards[r->shard];
+  long i = find(sh, r);
+  algo_state next = {0, 0};
+  int change = r->p->ops->force(r->p, i >= 0 ? &sh->slots[i].st : NULL, now,
+                                &cost, level, &next);
+  int rc = settle(s, sh, r, i, now, change, cost, &next, NULL);
+  store_unlock(s, r->shard);
+  return rc;
 }
 
 void store_undo_locked(sl_store *s, const store_ref *r,

@@ -65,6 +65,11 @@ void store_undo_locked(sl_store *s, const store_ref *r,
 int store_take(sl_store *s, const store_ref *r, int64_t cost, int64_t now,
                sl_decision *d);
 
+/* A forced charge (algo_ops.force) between lock and unlock: *level gets
+   the signed remaining after it. Returns 0 or SL_ENOMEM (nothing charged). */
+int store_force(sl_store *s, const store_ref *r, int64_t cost, int64_t now,
+                int64_t *level);
+
 /* Drops r's state. Returns 1 if it existed, 0 if not. */
 int store_remove(sl_store *s, const store_ref *r);
 
