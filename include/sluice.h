@@ -238,8 +238,8 @@ int sl_limiter_take(sl_limiter *lim, const void *key, size_t key_len,
                     int64_t cost, int64_t now_ns, sl_decision *out);
 
 /*
- * A forced charge: charges `cost` (0 <= cost <= burst/limit) whether or not
- * it fits, so that the key can go below empty, into a debt that it pays
+ * A forced charge: charges `cost` (>= 0, above the burst/limit too) whether
+ * or not it fits, so that the key can go below empty, into a debt that it pays
  * back (by refill, or as its window moves on) before it allows again; a
  * debt stops at what the state can count (docs/semantics.md, "Forced
  * charges"). *level receives the signed remaining after it, in whole units:

@@ -71,8 +71,9 @@ int sl_limiter_take(sl_limiter *lim, const void *key, size_t key_len,
 
 int sl_limiter_force(sl_limiter *lim, const void *key, size_t key_len,
                      int64_t cost, int64_t now_ns, int64_t *level) {
-  if (!level) return SL_EINVAL;
-  int rc = check_request(lim, key, key_len, cost, now_ns);
+  if (!level || !lim) return SL_EINVAL;
+  /* Any cost: what does not fit is the debt (stopped by the algorithm). */
+  int rc = check_request(lim, key, key_len, cost > lim->p.B ? 0 : cost, now_ns);
   if (rc) return rc;
   store_ref r;
   store_ref_init(lim->store, &r, &lim->p, lim->id, key, key_len);

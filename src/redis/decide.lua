@@ -15,7 +15,13 @@ ARGV[2]   the requests the keys belong to:
           "g" then one byte per request = its number of keys (1..255): a
                 batch of requests over consecutive keys, each decided
                 all-or-nothing in turn (a later one sees what an earlier
-                one charged; repeated keys across requests are fine)
+                one charged; repeated keys across requests are fine);
+          "f" then one byte per request: the same, but every key is
+                charged by force (approximate mode's sync; sl_limiter_force):
+                whether or not it fits, into a debt below empty that stops
+                at what the state counts (fill_max below; a window's count
+                at 2^32 - 1). Each key's reply is allowed 1, limit, its
+                signed level (remaining after it, negative = owed), 0, 0, 0
 then, for key u (1..n), three values at ARGV[3u .. 3u+2]:
   algo    sl_algo: "0" token_bucket, "1" leaky_bucket, "2" fixed_window,
           "3" sliding_log, "4" sliding_window, "5" gcra
@@ -69,8 +75,9 @@ end
 -- The requests: sizes[d] keys each (nil: one request of all the keys).
 local mode = ARGV[2]
 local dry, sizes = mode == '1', nil
+local force = ssub(mode, 1, 1) == 'f'
 if mode ~= '0' and mode ~= '1' then
-  if ssub(mode, 1, 1) ~= 'g' or #mode < 2 then
+  if (ssub(mode, 1, 1) ~= 'g' and not force) or #mode < 2 then
     return redis.error_reply('ERR sluice decide.lua: malformed arguments')
   end
   sizes = {sbyte(mode, 2, -1)}
@@ -125,6 +132,15 @@ for u = 1, nk do
 end
 local dur, token_bucket, gcra_leaky, fixed_window, sliding_window
 local B24, wide_sign, muldiv, META, ENT, sliding_log, slog_write
+local U32 = 4294967295
+
+-- The most a bucket can be filled by forced charges, in ticks (cap - tokens,
+-- or the debt): every figure below then stays under 2^53 (algo_fill_max).
+local function fill_max(cap, Lg)
+  local room = 9007199254740992 - 2 * Lg - cap
+  if room > cap then return room end
+  return cap
+end
 
 -- The duration ms*1e6 + ns (|ns| < 2^52, the total >= 0) as an exact
 -- integer, or as a decimal string at 2^53 ns and beyond.
@@ -142,7 +158,9 @@ end
 --[[ Each algorithm: (key, cost, constants..., w) -> allowed, remaining,
 reset, retry_after, delay [, value, ttl]. An allowed request with cost > 0
 changes the state: with w it is written now, else the new state is returned
-(value, ttl in ms) for the caller to write once every check has passed. ]]
+(value, ttl in ms) for the caller to write once every check has passed.
+In "f" mode (force) every charge is written now and the values are
+1, the signed level, 0, 0, 0. ]]
 
 -- token_bucket: tokens in ticks, refilled by Lg per ns, capped at cap.
 if u0 then
@@ -155,7 +173,7 @@ if u0 then
         -- elapsed ns: exact whenever it is at most cap/Lg (< 2^52); beyond
         -- that the bucket is full anyway
         local e = (now_ms - l_ms) * 1e6 + (now_sub - l_sub)
-        if e <= floor(cap / Lg) then
+        if e <= floor((cap - l_tok) / Lg) then
           tok = l_tok + e * Lg
           if tok > cap then tok = cap end
         end
@@ -164,6 +182,20 @@ if u0 then
       end
     end
     local want = cost * Wg
+    if force then -- down to cap - fill_max (tb_force)
+      local least = cap - fill_max(cap, Lg)
+      if want > tok - least then
+        if tok > least then tok = least end
+      else
+        tok = tok - want
+      end
+      if cost > 0 then
+        local reset = ceil((cap - tok) / Lg)
+        call('SET', key, spack('<i8i4i8', te_ms, te_sub, tok), 'PX',
+             (te_ms - now_ms) + ceil((te_sub - now_sub + reset) / 1e6))
+      end
+      return 1, floor(tok / Wg), 0, 0, 0
+    end
     if tok >= want then
       tok = tok - want
       local reset = ceil((cap - tok) / Lg)
@@ -176,7 +208,9 @@ if u0 then
       end
       return 1, floor(tok / Wg), reset, 0, 0, v, ttl
     end
-    return 0, floor(tok / Wg), ceil((cap - tok) / Lg), ceil((want - tok) / Lg), 0
+    local rem = 0 -- tokens below zero: a forced charge's debt
+    if tok > 0 then rem = floor(tok / Wg) end
+    return 0, rem, ceil((cap - tok) / Lg), ceil((want - tok) / Lg), 0
   end
 end
 
@@ -190,10 +224,16 @@ if u1 or u5 then
       local a_ms, a_sub, b = sunpack('<i8i4i8', raw)
       if a_ms > now_ms or (a_ms == now_ms and a_sub > now_sub) then
         local dms, dsub = a_ms - now_ms, a_sub - now_sub
-        local d = dms * 1e6 + dsub -- exact up to cap/Lg + 1 (< 2^52)
-        if d > floor(cap / Lg) + 1 then
-          -- Only a clock far behind the state gets here: the debt exceeds
-          -- cap, and d may exceed 2^53 ns: ceil(debt/Lg) = d exactly.
+        local d = dms * 1e6 + dsub -- exact up to fill_max/Lg + 1 (< 2^53)
+        local most = cap
+        if force then most = fill_max(cap, Lg) end
+        if d > floor(most / Lg) + 1 then
+          -- The debt exceeds cap (a forced charge's, or a clock far behind
+          -- the state: then d may exceed 2^53 ns): ceil(debt/Lg) = d.
+          if force then -- beyond fill_max: unchanged (the level inexact
+            -- only for a clock 2^53 ticks behind)
+            return 1, floor((cap - (d * Lg - b)) / Wg), 0, 0, 0
+          end
           local big = dur(dms, dsub)
           if cost == 0 then
             if leaky then return 1, 0, big, 0, big end
@@ -205,6 +245,20 @@ if u1 or u5 then
       end
     end
     local after = debt + cost * Wg
+    if force then -- up to fill_max (algo_tat_force)
+      local most = fill_max(cap, Lg)
+      if cost * Wg > most - debt then
+        if debt > most then after = debt else after = most end
+      end
+      if cost > 0 then
+        local k = ceil(after / Lg)
+        local s = now_sub + k
+        local sm = s % 1e6
+        call('SET', key, spack('<i8i4i8', now_ms + (s - sm) / 1e6, sm,
+             k * Lg - after), 'PX', ceil(k / 1e6))
+      end
+      return 1, floor((cap - after) / Wg), 0, 0, 0
+    end
     if after <= cap or cost == 0 then -- a peek is always allowed
       local rem = 0
       if after < cap then rem = floor((cap - after) / Wg) end
@@ -242,9 +296,19 @@ if u2 then
       end
       if s_start == start then count = s_count end
     end
+    if force then -- up to a count of 2^32 - 1 (fw_force)
+      local c = cost
+      if c > U32 - count then c = U32 - count end
+      if c > 0 then
+        call('SET', key, spack('<i8I4', start, count + c), 'PX',
+             start + Wms - now_ms)
+      end
+      return 1, L - count - c, 0, 0, 0
+    end
     local to_end = dur(start + Wms - t_ms, -t_sub)
-    if count + cost <= L then
+    if count + cost <= L or cost == 0 then -- a peek is always allowed
       if cost == 0 then
+        if count > L then return 1, 0, to_end, 0, 0 end -- in debt
         if count > 0 then return 1, L - count, to_end, 0, 0 end
         return 1, L, 0, 0, 0
       end
@@ -256,6 +320,7 @@ if u2 then
       end
       return 1, L - count - cost, to_end, 0, 0, v, ttl
     end
+    if count > L then return 0, 0, to_end, to_end, 0 end
     return 0, L - count, to_end, to_end, 0
   end
 end
@@ -338,6 +403,15 @@ if u4 then
     local e = (t_ms - start) * 1e6 + t_sub
     local K = 0
     if prev > 0 then K = prev - muldiv(prev, e, W) end
+    if force then -- curr up to 2^32 - 1 (sw_force)
+      local c = cost
+      if c > U32 - curr then c = U32 - curr end
+      if c > 0 then
+        call('SET', key, spack('<i8I4I4', start, prev, curr + c), 'PX',
+             start + 2 * Wms - now_ms)
+      end
+      return 1, L - curr - c - K, 0, 0, 0
+    end
     local room = L - curr - cost
     if room >= K or cost == 0 then -- a peek is always allowed
       local rem = room - K
@@ -421,12 +495,18 @@ if u3 then
         end
       end
     end
-    if live + cost <= L then
+    if force then -- a live sum up to 2^32 - 1 (slog_force)
+      if cost > U32 - live then cost = U32 - live end
+      if cost == 0 then return 1, L - live, 0, 0, 0 end
+    end
+    if live + cost <= L or cost == 0 or force then -- peeks: always allowed
       if cost == 0 then
+        local rem = L - live
+        if rem < 0 then rem = 0 end -- in debt
         if first < count then
-          return 1, L - live, dur(n_ms + Wms - te_ms, n_sub - te_sub), 0, 0
+          return 1, rem, dur(n_ms + Wms - te_ms, n_sub - te_sub), 0, 0
         end
-        return 1, L - live, 0, 0, 0
+        return 1, rem, 0, 0, 0
       end
       -- The new log: expired entries dropped, cost added at te.
       local nhead, ncount = head + first, count - first
@@ -452,6 +532,7 @@ if u3 then
       local ttl = (te_ms - now_ms) + Wms
       if te_sub > now_sub then ttl = ttl + 1 end
       local wr = {first, count, head, idx, ent, meta, ttl}
+      if force then return 1, L - live - cost, 0, 0, 0, wr, 0, true end
       if w then
         return 1, L - live - cost, dur(Wms, 0), 0, 0, wr, 0, true
       end
@@ -460,10 +541,12 @@ if u3 then
     -- Denied: wait until enough of the oldest live entries have left.
     local need, freed = live + cost - L, 0
     local reset = dur(n_ms + Wms - te_ms, n_sub - te_sub)
+    local rem = L - live
+    if rem < 0 then rem = 0 end -- in debt
     while true do
       freed = freed + cur_c
       if freed >= need then
-        return 0, L - live, reset, dur(cur_ms + Wms - te_ms, cur_sub - te_sub), 0
+        return 0, rem, reset, dur(cur_ms + Wms - te_ms, cur_sub - te_sub), 0
       end
       first = first + 1
       advance()
@@ -519,6 +602,16 @@ end
 -- One request over keys s..e, all-or-nothing: its answer goes to out[o],
 -- each key's six values after it. Returns the next free index of out.
 local function request(out, o, s, e)
+  if force then -- every key charged by force, now
+    out[o] = 1
+    for u = s, e do
+      local j = o + 1 + 6 * (u - s)
+      local lim, a, r = decide(u, false, true)
+      out[j], out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] =
+        a, lim, r, 0, 0, 0
+    end
+    return o + 1 + 6 * (e - s + 1)
+  end
   if s == e then -- one check: charge it as it is decided
     local lim, a, r, re, ra, de = decide(s, false, not dry)
     local all = 1

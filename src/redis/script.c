@@ -155,8 +155,9 @@ static char *put_bulk(char *p, const void *b, size_t n) {
 /* Bytes put_bulk writes for n bytes, at most. */
 #define BULK_MAX(n) ((n) + 24)
 
-int rs_prepare(const rs_check *checks, size_t n, rs_call *call, char **words,
-               size_t *keys_len, size_t *len) {
+/* rs_prepare and rs_prepare_force: force admits costs above the largest. */
+static int prepare(const rs_check *checks, size_t n, rs_call *call,
+                   char **words, size_t *keys_len, size_t *len, int force) {
   if (words) *words = NULL;
   if (!checks || !call || !words || !keys_len || !len || n == 0 ||
       n > RS_CHECKS_MAX)
@@ -188,7 +189,8 @@ int rs_prepare(const rs_check *checks, size_t n, rs_call *call, char **words,
       return SL_EINVAL; /* one state key cannot hold two policies */
     }
     shadow[u] &= c->shadow != 0;
-    if (c->cost > pol[u].B - cost[u]) return SL_ECOST;
+    if (c->cost > pol[u].B - cost[u] && !force) return SL_ECOST;
+    if (c->cost > INT64_MAX / 4 - cost[u]) return SL_ECOST;
     cost[u] += c->cost;
     call->map[i] = (uint8_t)u;
   }
@@ -223,11 +225,22 @@ int rs_prepare(const rs_check *checks, size_t n, rs_call *call, char **words,
   return 0;
 }
 
-int rs_format_batch(const rs_request *reqs, size_t n, int dry, int64_t now_ns,
+int rs_prepare(const rs_check *checks, size_t n, rs_call *call, char **words,
+               size_t *keys_len, size_t *len) {
+  return prepare(checks, n, call, words, keys_len, len, 0);
+}
+
+int rs_prepare_force(const rs_check *checks, size_t n, rs_call *call,
+                     char **words, size_t *keys_len, size_t *len) {
+  return prepare(checks, n, call, words, keys_len, len, 1);
+}
+
+int rs_format_batch(const rs_request *reqs, size_t n, int mode, int64_t now_ns,
                     char **cmd, size_t *len) {
   if (cmd) *cmd = NULL;
   if (len) *len = 0;
-  if (!reqs || !cmd || !len || n == 0 || n > RS_BATCH_MAX || (dry && n > 1))
+  if (!reqs || !cmd || !len || n == 0 || n > RS_BATCH_MAX ||
+      (mode == RS_DRY && n > 1) || mode < RS_DECIDE || mode > RS_FORCE)
     return SL_EINVAL;
   if (now_ns < -1 || now_ns >= SL_TIME_MAX_NS) return SL_EINVAL;
   size_t nk = 0, total = 0;
@@ -256,13 +269,13 @@ int rs_format_batch(const rs_request *reqs, size_t n, int dry, int64_t now_ns,
     p += reqs[i].keys_len;
   }
   p = put_bulk(p, num, now_ns < 0 ? 0 : put_i64(num, now_ns));
-  if (n == 1) {
-    p = put_bulk(p, dry ? "1" : "0", 1);
+  if (n == 1 && mode != RS_FORCE) {
+    p = put_bulk(p, mode == RS_DRY ? "1" : "0", 1);
   } else {
-    char mode[1 + RS_BATCH_MAX];
-    mode[0] = 'g';
-    for (size_t i = 0; i < n; i++) mode[1 + i] = (char)reqs[i].call->nu;
-    p = put_bulk(p, mode, 1 + n);
+    char sizes[1 + RS_BATCH_MAX];
+    sizes[0] = mode == RS_FORCE ? 'f' : 'g';
+    for (size_t i = 0; i < n; i++) sizes[1 + i] = (char)reqs[i].call->nu;
+    p = put_bulk(p, sizes, 1 + n);
   }
   size_t at = 1;
   for (size_t i = 0; i < n; i++) {
@@ -271,6 +284,7 @@ int rs_format_batch(const rs_request *reqs, size_t n, int dry, int64_t now_ns,
     p += reqs[i].len - reqs[i].keys_len;
     reqs[i].call->at = at;
     reqs[i].call->elements = 1 + n + 6 * nk;
+    reqs[i].call->force = mode == RS_FORCE;
     at += 1 + 6 * reqs[i].call->nu;
   }
   *cmd = buf;
@@ -278,17 +292,18 @@ int rs_format_batch(const rs_request *reqs, size_t n, int dry, int64_t now_ns,
   return 0;
 }
 
-int rs_format(const rs_check *checks, size_t n, int dry, int64_t now_ns,
+int rs_format(const rs_check *checks, size_t n, int mode, int64_t now_ns,
               rs_call *call, char **cmd, size_t *len) {
   if (cmd) *cmd = NULL;
   if (len) *len = 0;
   if (now_ns < -1 || now_ns >= SL_TIME_MAX_NS) return SL_EINVAL;
   char *words;
   rs_request req = {call, NULL, 0, 0};
-  int rc = rs_prepare(checks, n, call, &words, &req.keys_len, &req.len);
+  int rc = prepare(checks, n, call, &words, &req.keys_len, &req.len,
+                   mode == RS_FORCE);
   if (rc) return rc;
   req.words = words;
-  rc = rs_format_batch(&req, 1, dry, now_ns, cmd, len);
+  rc = rs_format_batch(&req, 1, mode, now_ns, cmd, len);
   free(words);
   return rc;
 }
@@ -345,9 +360,14 @@ int rs_parse(const rs_call *call, const redisReply *r, sl_decision *out,
   sl_decision dec[RS_CHECKS_MAX];
   for (size_t u = 0; u < call->nu; u++) {
     redisReply *const *e = r->element + at + 1 + 6 * u;
-    int64_t ok, limit, rem, reset, retry, delay;
+    int64_t ok, limit, rem = 0, reset, retry, delay;
+    /* A forced charge's level: signed, at least -2^53 (algo_fill_max). */
+    int level_ok = call->force && e[2] && e[2]->type == REDIS_REPLY_INTEGER &&
+                   e[2]->integer >= -(INT64_C(1) << 53) &&
+                   e[2]->integer <= SL_LIMIT_MAX;
+    if (level_ok) rem = e[2]->integer;
     if (get_num(e[0], 0, 1, &ok) || get_num(e[1], 0, SL_LIMIT_MAX, &limit) ||
-        limit == 0 || get_num(e[2], 0, SL_LIMIT_MAX, &rem) ||
+        limit == 0 || (!level_ok && get_num(e[2], 0, SL_LIMIT_MAX, &rem)) ||
         get_num(e[3], 1, INT64_MAX, &reset) ||
         get_num(e[4], 1, INT64_MAX, &retry) ||
         get_num(e[5], 1, INT64_MAX, &delay))

@@ -56,22 +56,33 @@ typedef struct rs_call {
      allowed at element `at`, six per key after it; the reply has
      `elements` in all. Set by rs_format / rs_format_batch. */
   size_t at, elements;
+  /* Charged by force (RS_FORCE): remaining is the signed level. */
+  int force;
 } rs_call;
+
+/* What a call does with its requests (rs_format, rs_format_batch). */
+enum {
+  RS_DECIDE = 0, /* each request all-or-nothing, charged when allowed */
+  RS_DRY = 1,    /* decide, charge nothing (one request only) */
+  RS_FORCE = 2   /* charge every key by force (sl_limiter_force): the
+                    reply's remaining is the signed level after it */
+};
 
 /*
  * Formats one EVALSHA of the script for checks[0..n) as a RESP command
  * (malloc'd into *cmd, *len bytes). Checks on the same key name are one
  * state, merged as sl_take_all merges them: their costs add up, and the
  * merged check is shadow only if all its parts are.
- *   dry = 0: all-or-nothing: every check is decided; only if every
+ *   mode RS_DECIDE: all-or-nothing: every check is decided; only if every
  *            non-shadow one allows is each allowing check charged.
- *   dry = 1: decide every check, charge nothing (check-then-commit's check).
+ *   mode RS_DRY: decide every check, charge nothing (check-then-commit's).
+ *   mode RS_FORCE: charge every check by force (approximate mode's sync).
  * now_ns >= 0 replaces Redis TIME (tests); -1 uses TIME.
  * Returns 0, SL_EINVAL (n == 0 or > RS_CHECKS_MAX, NULL arguments, negative
  * cost), SL_ECOST (a merged cost above what the policy can ever allow),
  * SL_EPOLICY (rs_policy_check fails), SL_EKEY, SL_ENOMEM.
  */
-int rs_format(const rs_check *checks, size_t n, int dry, int64_t now_ns,
+int rs_format(const rs_check *checks, size_t n, int mode, int64_t now_ns,
               rs_call *call, char **cmd, size_t *len);
 
 /*
@@ -84,7 +95,9 @@ int rs_format(const rs_check *checks, size_t n, int dry, int64_t now_ns,
  * RESP bulk strings of its keys (the first *keys_len bytes), then those of
  * its per-key values. rs_format_batch joins n (1..RS_BATCH_MAX) prepared
  * requests into one EVALSHA (*cmd malloc'd) and sets each call's place in
- * the reply. dry (the check of check-then-commit) only with n = 1.
+ * the reply. RS_DRY (the check of check-then-commit) only with n = 1.
+ * rs_prepare_force prepares a request for RS_FORCE: the same, but a cost
+ * may exceed the largest (a forced charge takes any cost).
  */
 typedef struct rs_request {
   rs_call *call;
@@ -94,7 +107,9 @@ typedef struct rs_request {
 
 int rs_prepare(const rs_check *checks, size_t n, rs_call *call, char **words,
                size_t *keys_len, size_t *len);
-int rs_format_batch(const rs_request *reqs, size_t n, int dry, int64_t now_ns,
+int rs_prepare_force(const rs_check *checks, size_t n, rs_call *call,
+                     char **words, size_t *keys_len, size_t *len);
+int rs_format_batch(const rs_request *reqs, size_t n, int mode, int64_t now_ns,
                     char **cmd, size_t *len);
 
 /*

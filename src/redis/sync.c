@@ -3,18 +3,19 @@
  *
  * Every interval: the engine hands over what each (limiter, key) charged
  * locally since the last round (engine_sync_take); each is charged to the
- * key's state in Redis by the exact-mode script (so the fleet's state is
- * the same as exact mode's, only late); the script's reply says what the
- * fleet has left, and a local limiter that has more left is charged the
- * difference (engine_sync_apply). A charge the fleet's state cannot take in
- * full is charged as far as it goes (a second call for what remains).
+ * key's state in Redis by force, by the exact-mode script ("f" mode: the
+ * state goes below empty when the fleet admitted more than the limit, a
+ * debt). The script's reply is the fleet's signed level, and a local
+ * limiter above it is charged the difference by force (engine_sync_apply):
+ * after each round every daemon owes what the fleet owes, and pays it back
+ * before it allows again.
  *
  * The bound this gives: between two rounds each daemon decides alone, so
  * the fleet can let through, beyond the limit, what the other daemons
  * admit in one interval: (N - 1) x (burst + the refill of one interval)
- * per interval, for N daemons. Under sustained overload on every daemon it
- * accumulates (the excess is not carried as a debt in Redis; each local
- * limiter refills on its own): docs/fleet.md has the measured figures.
+ * for N daemons. Because that excess is then owed by every daemon, it
+ * does not accumulate: over any span the fleet admits at most one
+ * limiter's allowance plus that bound (docs/fleet.md has the figures).
  *
  * Keys go RS_BATCH_MAX to a script call (one node, one slot), all of a
  * round in one pipeline per node. It uses hiredis's blocking API on its own
@@ -112,19 +113,19 @@ typedef struct sync_batch {
 } sync_batch;
 
 /*
- * One pipelined pass: charges cost[i] (> 0) to key i, fills remaining[i]
- * (what the fleet has left after it; -1 when unknown) and, for a charge
- * denied in full, left[i] (what the key could still take; 0 otherwise).
- * Keys of one node (one slot in a cluster) go RS_BATCH_MAX to a call.
+ * One pipelined pass: charges cost[i] (> 0) to key i by force and fills
+ * level[i] (the fleet's signed level after it; ENG_LEVEL_UNKNOWN when the
+ * call failed). Keys of one node (one slot in a cluster) go RS_BATCH_MAX
+ * to a call.
  */
 static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
-                 int64_t *remaining, int64_t *left) {
+                 int64_t *level) {
   /* On the heap: a round can hold every key of an interval (100k+). */
   sync_key *ks = malloc(n * sizeof *ks);
   rs_call *call = malloc(n * sizeof *call);
   sync_batch *bs = malloc(n * sizeof *bs);
   size_t nk = 0, nb = 0;
-  for (size_t i = 0; i < n; i++) remaining[i] = -1, left[i] = 0;
+  for (size_t i = 0; i < n; i++) level[i] = ENG_LEVEL_UNKNOWN;
   if (!ks || !call || !bs) {
     free(ks), free(call), free(bs);
     return;
@@ -156,15 +157,15 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
       rs_check chk = {engine_delta_policy(d[i]), NULL, 0, cost[i], 0};
       chk.key = engine_delta_key(d[i], &chk.key_len);
       req[ok].call = &call[i];
-      if (rs_prepare(&chk, 1, &call[i], &words[ok], &req[ok].keys_len,
-                     &req[ok].len))
+      if (rs_prepare_force(&chk, 1, &call[i], &words[ok], &req[ok].keys_len,
+                           &req[ok].len))
         break;
       req[ok].words = words[ok];
       ok++;
     }
     char *cmd = NULL;
     size_t len;
-    if (ok == m && !rs_format_batch(req, m, 0, -1, &cmd, &len) &&
+    if (ok == m && !rs_format_batch(req, m, RS_FORCE, -1, &cmd, &len) &&
         redisAppendFormattedCommand(c, cmd, len) == REDIS_OK)
       b->sent = 1;
     free(cmd);
@@ -196,17 +197,16 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
       sl_decision dec;
       int allowed;
       int64_t rnow;
-      if (rs_parse(&call[i], r, &dec, &allowed, &rnow)) {
+      if (rs_parse(&call[i], r, &dec, &allowed, &rnow))
         bad = 1;
-      } else {
-        remaining[i] = dec.remaining;
-        if (!dec.allowed) left[i] = dec.remaining;
-      }
+      else
+        level[i] = dec.remaining;
     }
     if (bad) {
       engine_sync_count(s->e, ENG_SYNC_ERRORS, 1);
       engine_sync_count(s->e, ENG_SYNC_LOST, (uint64_t)lost);
-      for (size_t x = 0; x < b->n; x++) remaining[ks[b->first + x].i] = -1;
+      for (size_t x = 0; x < b->n; x++)
+        level[ks[b->first + x].i] = ENG_LEVEL_UNKNOWN;
     }
     freeReplyObject(r);
   }
@@ -222,43 +222,22 @@ static void round_(rs_sync *s) {
   if (!n) return;
   engine_sync_count(s->e, ENG_SYNC_ROUNDS, 1);
   eng_delta **d = malloc(n * sizeof *d);
-  int64_t *cost = malloc(n * sizeof *cost), *rem = malloc(n * sizeof *rem),
-          *left = malloc(n * sizeof *left);
-  if (!d || !cost || !rem || !left) {
-    free(d), free(cost), free(rem), free(left);
+  int64_t *cost = malloc(n * sizeof *cost), *level = malloc(n * sizeof *level);
+  if (!d || !cost || !level) {
+    free(d), free(cost), free(level);
     engine_sync_apply(s->e, list, NULL, 0);
     return;
   }
   size_t i = 0;
   for (eng_delta *x = list; x; x = engine_delta_next(x), i++) {
-    const sl_policy *p = engine_delta_policy(x);
-    int64_t B = p->burst ? p->burst : p->limit;
     d[i] = x;
-    cost[i] = engine_delta_cost(x) < B ? engine_delta_cost(x) : B;
+    cost[i] = engine_delta_cost(x);
   }
-  pass(s, d, n, cost, rem, left);
-  /* Charges that did not fit whole: as much as still fits. */
-  int again = 0;
-  for (i = 0; i < n; i++) {
-    cost[i] = left[i];
-    again |= left[i] > 0;
-  }
-  if (again) {
-    int64_t *rem2 = malloc(n * sizeof *rem2), *left2 = malloc(n * sizeof *left2);
-    if (rem2 && left2) {
-      for (i = 0; i < n; i++) rem2[i] = rem[i];
-      pass(s, d, n, cost, rem2, left2);
-      for (i = 0; i < n; i++)
-        if (cost[i] > 0) rem[i] = rem2[i];
-    }
-    free(rem2);
-    free(left2);
-  }
-  engine_sync_apply(s->e, list, rem, srv_now_ns());
+  pass(s, d, n, cost, level);
+  engine_sync_apply(s->e, list, level, srv_now_ns());
   free(d);
   free(cost);
-  free(rem);
-  free(left);
+  free(level);
 }
 
 static void *sync_main(void *arg) {

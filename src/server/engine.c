@@ -919,8 +919,8 @@ static int job_send(eng_job *j, int phase) {
     size_t n = 0;
     for (size_t c = 0; c < j->nc; c++)
       if (j->c[c].group == g) rc[n++] = j->c[c].rc;
-    int rc_ = rs_format(rc, n, phase == PH_CHECK, -1, &j->groups[g].call,
-                        &cmds[g], &lens[g]);
+    int rc_ = rs_format(rc, n, phase == PH_CHECK ? RS_DRY : RS_DECIDE, -1,
+                        &j->groups[g].call, &cmds[g], &lens[g]);
     if (rc_) {
       while (g-- > 0) free(cmds[g]);
       return rc_;
@@ -1019,7 +1019,7 @@ static void batch_send(engine_thread *t, job_group **q, size_t n) {
   char *cmd = NULL;
   size_t len = 0;
   eng_batch *b = malloc(sizeof *b + n * sizeof *b->g);
-  int rc = b ? rs_format_batch(reqs, n, 0, -1, &cmd, &len) : SL_ENOMEM;
+  int rc = b ? rs_format_batch(reqs, n, RS_DECIDE, -1, &cmd, &len) : SL_ENOMEM;
   int64_t now = mono_ns();
   for (size_t i = 0; i < n; i++) {
     free(q[i]->words);
@@ -1326,19 +1326,41 @@ static int limiter_alive(engine *e, const sl_limiter *lim) {
   return 0;
 }
 
-void engine_sync_apply(engine *e, eng_delta *list, const int64_t *remaining,
+/* What the threads have charged to d's (limiter, key) since the round
+   took it: not in the fleet's level yet (under reload_lock). */
+static int64_t pending_cost(engine *e, const eng_delta *d) {
+  int64_t sum = 0;
+  pthread_mutex_lock(&e->threads_lock);
+  for (unsigned i = 0; i < ENG_MAX_THREADS; i++) {
+    engine_thread *t = e->threads[i];
+    if (!t) continue;
+    pthread_mutex_lock(&t->dlock);
+    if (t->dt && t->dt->nb)
+      for (eng_delta *x = t->dt->b[d->h & (t->dt->nb - 1)]; x; x = x->next)
+        if (x->lim == d->lim && x->key_len == d->key_len &&
+            !memcmp(x->key, d->key, d->key_len))
+          sum += x->cost;
+    pthread_mutex_unlock(&t->dlock);
+  }
+  pthread_mutex_unlock(&e->threads_lock);
+  return sum;
+}
+
+void engine_sync_apply(engine *e, eng_delta *list, const int64_t *level,
                        int64_t now) {
   pthread_mutex_lock(&e->reload_lock);
   size_t i = 0;
   for (eng_delta *d = list; d; d = d->next, i++) {
-    if (!remaining || remaining[i] < 0 || !limiter_alive(e, d->lim)) continue;
-    /* The fleet has used more than this daemon saw: charge the rest here,
-       so that this daemon's remaining is the fleet's. */
-    sl_decision peek;
-    if (sl_limiter_take(d->lim, d->key, d->key_len, 0, now, &peek)) continue;
-    if (peek.remaining > remaining[i])
-      sl_limiter_take(d->lim, d->key, d->key_len,
-                      peek.remaining - remaining[i], now, &peek);
+    if (!level || level[i] == ENG_LEVEL_UNKNOWN || !limiter_alive(e, d->lim))
+      continue;
+    /* The fleet has used more than this daemon saw: charge the rest here
+       by force, debt included, so that this daemon's level is the fleet's
+       less what it has charged since the round began (pushed next round). */
+    int64_t mine;
+    if (sl_limiter_force(d->lim, d->key, d->key_len, 0, now, &mine)) continue;
+    int64_t target = level[i] - pending_cost(e, d);
+    if (mine > target)
+      sl_limiter_force(d->lim, d->key, d->key_len, mine - target, now, &mine);
   }
   pthread_mutex_unlock(&e->reload_lock);
   while (list) {

@@ -207,11 +207,15 @@ const sl_policy *engine_delta_policy(const eng_delta *d);
 int64_t engine_delta_cost(const eng_delta *d);
 eng_delta *engine_delta_next(const eng_delta *d);
 /*
- * After the sync: remaining[i] is what the fleet has left for the list's
- * i-th key (< 0: unknown); a key whose local limiter has more left is
- * charged the difference. Frees the list.
+ * After the sync: level[i] is the fleet's signed level for the list's i-th
+ * key (what it has left, negative = owed; ENG_LEVEL_UNKNOWN: no answer).
+ * A key whose local limiter is above it, less what this daemon has charged
+ * since the round began, is charged the difference by force
+ * (sl_limiter_force): the fleet's debt becomes this daemon's. Frees the
+ * list (level may be NULL).
  */
-void engine_sync_apply(engine *e, eng_delta *list, const int64_t *remaining,
+#define ENG_LEVEL_UNKNOWN INT64_MIN
+void engine_sync_apply(engine *e, eng_delta *list, const int64_t *level,
                        int64_t now);
 
 /* What the sync thread did, for /metrics (sluice_sync_*). */
