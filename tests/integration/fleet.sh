@@ -21,8 +21,9 @@
 #      on the same port: exact again within two breaker intervals;
 #   4. approximate mode (--sync): the fleet admits at least the limit and at
 #      most the limit + the documented bound (the overshoot is printed, for
-#      a burst and for a paced spray), and after two sync intervals every
-#      daemon denies;
+#      a burst and for a paced spray), under sustained overload the fleet
+#      admits no more than one limiter plus that bound (the debt carries),
+#      and after two sync intervals every daemon denies;
 #   5. bad input: --store URLs, --sync without Redis, a policy the script
 #      cannot decide exactly; a Redis not up yet at start.
 #
@@ -483,6 +484,22 @@ approx() {
     100 302 "$pa"
   say "approx: 400 a second: sliding_log:100/h allowed $pa (overshoot" \
     "$((pa - 100)), per daemon $(fl_get pa per "$tmp/sum"))"
+  # Sustained overload of a small burst that refills fast: 600 a second
+  # for 3 s (30 sync intervals). What the daemons admit beyond the limit is
+  # charged to the fleet by force and then owed by every daemon (a debt),
+  # so it does not accumulate: one limiter's allowance over the run (5 +
+  # 50/s) + the bound, 2 x (5 + 50/s x 100 ms) = 20. Without the debt each
+  # daemon refills on its own and the fleet admits about 3 times that.
+  printf 'so\t1800\tresp\tSL.THROTTLE\tsustained-a%s\ttoken_bucket:50/s:burst=5\n' "$at" >"$tmp/jobs"
+  t0=$(now_ms)
+  fl_load --resp "$z_resp" --threads 4 --rate 600 "$tmp/jobs" >"$tmp/sum"
+  one=$((5 + 50 * ($(now_ms) - t0) / 1000))
+  eq "approx: sustained: no request failed" 0 "$(fl_get ALL errors "$tmp/sum")"
+  so=$(fl_get so allowed "$tmp/sum")
+  in_range "approx: token_bucket:50/s:burst=5, 600 a second for 3 s over 3 daemons: allowed (one limiter's $one + bound 20)" \
+    80 $((one + 20)) "$so"
+  say "approx: sustained 600 a second for 3 s: token_bucket:50/s:burst=5" \
+    "allowed $so where one limiter allows $one (per daemon $(fl_get so per "$tmp/sum"))"
   # Two sync intervals and more (three, + 200 ms for a busy machine): the
   # fleet's state has reached everyone. Peeks (cost 0) until then.
   t_end=$(now_ms)
