@@ -592,6 +592,49 @@ static void batch_reply_is_read_at_each_request(void **state) {
   assert_int_equal(parse_rc(&k2, resp), SL_EINVAL);
 }
 
+/* RS_FORCE: "f" and a byte per request, even for one request; costs above
+   the burst pass rs_prepare_force (not rs_prepare); the reply's level is
+   signed for a forced call only. */
+static void force_mode_formats_f_and_reads_signed_levels(void **state) {
+  (void)state;
+  sl_policy a = policy_of("gcra:10/s:burst=5");
+  rs_check over = chk(&a, "x", 12, 0);
+  rs_call k;
+  rs_request q = {&k, NULL, 0, 0};
+  char *words = NULL;
+  assert_int_equal(rs_prepare(&over, 1, &k, &words, &q.keys_len, &q.len),
+                   SL_ECOST);
+  assert_int_equal(
+      rs_prepare_force(&over, 1, &k, &words, &q.keys_len, &q.len), 0);
+  q.words = words;
+  char *cmd = NULL;
+  size_t len = 0;
+  assert_int_equal(rs_format_batch(&q, 1, RS_FORCE, -1, &cmd, &len), 0);
+  redisReply *w = words_of(cmd, len);
+  assert_word(w, 4, "");
+  assert_word(w, 5, "f\x01");
+  assert_nums(w, 5 + 3, 12, 500000000, 1, 100000000);
+  assert_int_equal(k.force, 1);
+  freeReplyObject(w);
+  free(cmd);
+  /* the reply: level -7 (owed), read signed */
+  const char *resp = "*8\r\n" NOW ":1\r\n" ":1\r\n:5\r\n:-7\r\n:0\r\n:0\r\n:0\r\n";
+  redisReply *r = reply_of(resp);
+  sl_decision out;
+  int allowed = 0;
+  assert_int_equal(rs_parse(&k, r, &out, &allowed, NULL), 0);
+  assert_int_equal(out.remaining, -7);
+  /* the same reply to an ordinary call is malformed */
+  assert_int_equal(rs_format_batch(&q, 1, RS_DECIDE, -1, &cmd, &len), 0);
+  free(cmd);
+  assert_int_equal(k.force, 0);
+  assert_int_equal(parse_rc(&k, resp), SL_EINVAL);
+  freeReplyObject(r);
+  /* RS_DRY takes one request; an unknown mode none */
+  assert_int_equal(rs_format_batch(&q, 1, 3, -1, &cmd, &len), SL_EINVAL);
+  free(words);
+}
+
 static void durations_may_come_as_decimal_strings(void **state) {
   (void)state;
   static const uint8_t map[1] = {0};
@@ -792,6 +835,7 @@ int main(void) {
       cmocka_unit_test(batch_puts_keys_first_and_one_byte_per_request),
       cmocka_unit_test(batch_errors_are_einval),
       cmocka_unit_test(batch_reply_is_read_at_each_request),
+      cmocka_unit_test(force_mode_formats_f_and_reads_signed_levels),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
