@@ -149,6 +149,55 @@ static void store_expire_keeps_a_key_in_debt(void **state) {
   sl_store_free(s);
 }
 
+/*
+ * A peek on a key in debt is allowed and reports remaining 0, never the
+ * negative level; a take of 1 is denied with remaining 0. Two forced
+ * charges of the largest cost at T0 (T = 100 ms per unit at 10/s):
+ *   token_bucket burst 15: 15 owed, full after 30 units = 3 s; 1 unit
+ *     fits after 16 units = 1.6 s;
+ *   leaky_bucket burst 5: 10 queued = 1 s (also the peek's delay); 1 fits
+ *     when 6 have drained = 600 ms;
+ *   fixed_window: 20 counted; both wait for the window end, 1 s;
+ *   sliding_log: 20 logged at T0, gone at T0 + 1 s;
+ *   sliding_window: curr = 20, fresh after 2 W; 1 fits when
+ *     20*(W - e)/W + 1 <= 10 in the next window: e = 550 ms, so 1.55 s;
+ *   gcra burst 12: 24 owed = 2.4 s; 1 fits after 25 - 12 = 13 units.
+ */
+static void peek_on_a_debt_is_allowed_with_remaining_zero(void **state) {
+  (void)state;
+  static const struct {
+    const char *spec;
+    int64_t level, reset_ns, retry_ns, delay_ns;
+  } cases[] = {
+      {"token_bucket:10/s:burst=15", -15, SEC(3), MS(1600), 0},
+      {"leaky_bucket:10/s:burst=5", -5, SEC(1), MS(600), SEC(1)},
+      {"fixed_window:10/s", -10, SEC(1), SEC(1), 0},
+      {"sliding_log:10/s", -10, SEC(1), SEC(1), 0},
+      {"sliding_window:10/s", -10, SEC(2), MS(1550), 0},
+      {"gcra:10/s:burst=12", -12, MS(2400), MS(1300), 0},
+  };
+  sl_store *s = store_opts(0, 0);
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    sl_limiter *lim = limiter_of(s, cases[i].spec);
+    int64_t b = largest_cost(lim);
+    force(lim, "k", b, T0);
+    assert_int_equal(force(lim, "k", b, T0), cases[i].level);
+    sl_decision d = take(lim, "k", 0, T0);
+    if (!d.allowed)
+      fail_msg(
+          "%s: a peek with level %lld is denied (remaining %lld, "
+          "retry_after_ns %lld)",
+          cases[i].spec, (long long)cases[i].level, (long long)d.remaining,
+          (long long)d.retry_after_ns);
+    assert_allowed(&d, 0, cases[i].reset_ns);
+    assert_int_equal(d.delay_ns, cases[i].delay_ns);
+    d = take(lim, "k", 1, T0);
+    assert_denied(&d, cases[i].retry_ns, cases[i].reset_ns);
+    sl_limiter_free(lim);
+  }
+  sl_store_free(s);
+}
+
 /* ---- the buckets ---- */
 
 /*
@@ -635,6 +684,7 @@ int main(void) {
       cmocka_unit_test(force_zero_on_fresh_key_reads_full_and_stores_nothing),
       cmocka_unit_test(force_zero_on_a_debt_changes_nothing),
       cmocka_unit_test(store_expire_keeps_a_key_in_debt),
+      cmocka_unit_test(peek_on_a_debt_is_allowed_with_remaining_zero),
       cmocka_unit_test(bucket_debt_is_repaid_at_the_exact_refill_instant),
       cmocka_unit_test(buckets_in_debt_agree_with_a_model),
       cmocka_unit_test(bucket_debt_stops_at_fill_max),
