@@ -24,10 +24,10 @@ static int tb_decide(const algo_policy *p, const algo_state *st, int64_t t,
   i128 want = (i128)cost * p->Wg;
 
   decision_init(d, p);
-  if (tok >= want) {
+  if (tok >= want || cost == 0) { /* a peek is allowed, even in debt */
     tok -= want;
     d->allowed = 1;
-    d->remaining = div_floor(tok, p->Wg);
+    d->remaining = tok > 0 ? div_floor(tok, p->Wg) : 0;
     d->reset_ns = div_ceil(p->cap - tok, p->Lg);
     if (cost == 0) return 0;
     next->a = te;

@@ -196,10 +196,13 @@ if u0 then
       end
       return 1, floor(tok / Wg), 0, 0, 0
     end
-    if tok >= want then
+    if tok >= want or cost == 0 then -- a peek is allowed, even in debt
       tok = tok - want
       local reset = ceil((cap - tok) / Lg)
-      if cost == 0 then return 1, floor(tok / Wg), reset, 0, 0 end
+      if cost == 0 then
+        if tok < 0 then return 1, 0, reset, 0, 0 end
+        return 1, floor(tok / Wg), reset, 0, 0
+      end
       local v = spack('<i8i4i8', te_ms, te_sub, tok)
       local ttl = (te_ms - now_ms) + ceil((te_sub - now_sub + reset) / 1e6)
       if w then

@@ -613,10 +613,14 @@ static int log_charge(sl_store *s, shard *sh, const store_ref *r, long i,
   int grow = need > cap;
   *inserted = 0;
   if (grow || (cap > 16 && need * 4 <= cap)) {
-    /* Grow by doubling, shrink by half, never past LIMIT entries. */
+    /* Grow by doubling, shrink by half, never past LIMIT entries, unless
+       forced charges (a debt: more than LIMIT live) need more: then by
+       half again each time, so that a run of them stays linear. */
     uint64_t ncap = grow ? (cap * 2 > need ? cap * 2 : need) : cap / 2;
+    uint64_t most = need > (uint64_t)p->L ? need + need / 2 : (uint64_t)p->L;
+    if (most > UINT32_MAX) most = UINT32_MAX;
     if (ncap < 4) ncap = 4;
-    if (ncap > (uint64_t)p->L) ncap = (uint64_t)p->L;
+    if (ncap > most) ncap = most;
     if (ncap < need) ncap = need;
     void *mem = grow ? alloc_evicting(s, sh, r, now, slog_bytes((uint32_t)ncap))
                      : budget_alloc(s, slog_bytes((uint32_t)ncap));

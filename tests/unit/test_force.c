@@ -657,8 +657,6 @@ static void force_rejects_bad_arguments_and_charges_nothing(void **state) {
       /* Once on a fresh key, once on a key emptied by a forced charge. */
       int64_t want = charged ? 0 : b;
       if (charged) force(lim, "k", b, T0);
-      assert_int_equal(sl_limiter_force(lim, "k", 1, b + 1, T0, &level),
-                       SL_ECOST);
       assert_int_equal(sl_limiter_force(lim, "k", 1, -1, T0, &level),
                        SL_EINVAL);
       assert_int_equal(sl_limiter_force(lim, "k", 1, 1, T0, NULL), SL_EINVAL);
@@ -679,6 +677,22 @@ static void force_rejects_bad_arguments_and_charges_nothing(void **state) {
   sl_store_free(s);
 }
 
+/* Unlike a take, a forced charge takes any cost: what the sync pushes is
+   what a daemon admitted in an interval, often more than one burst. */
+static void force_takes_costs_above_the_largest(void **state) {
+  (void)state;
+  sl_store *s = store_opts(0, 0);
+  sl_limiter *tb = limiter_of(s, "token_bucket:10/s:burst=5");
+  assert_int_equal(force(tb, "k", 12, T0), 5 - 12);
+  sl_decision d = take(tb, "k", 1, T0);
+  assert_denied(&d, MS(800), SEC(1) + MS(200)); /* 8 tokens at 100 ms */
+  sl_limiter *fw = limiter_of(s, "fixed_window:10/s");
+  assert_int_equal(force(fw, "k", 25, T0), 10 - 25);
+  sl_limiter_free(tb);
+  sl_limiter_free(fw);
+  sl_store_free(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(force_zero_on_fresh_key_reads_full_and_stores_nothing),
@@ -696,6 +710,7 @@ int main(void) {
       cmocka_unit_test(sliding_log_in_debt_agrees_with_a_model),
       cmocka_unit_test(window_debt_stops_at_uint32_max),
       cmocka_unit_test(force_rejects_bad_arguments_and_charges_nothing),
+      cmocka_unit_test(force_takes_costs_above_the_largest),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
