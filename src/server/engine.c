@@ -1326,43 +1326,52 @@ static int limiter_alive(engine *e, const sl_limiter *lim) {
   return 0;
 }
 
-/* What the threads have charged to d's (limiter, key) since the round
-   took it: not in the fleet's level yet (under reload_lock). */
-static int64_t pending_cost(engine *e, const eng_delta *d) {
-  int64_t sum = 0;
+/* Adds to pend[i] what the threads have charged to the list's i-th
+   (limiter, key) since the round took it: not in the fleet's level yet.
+   A thread's table is locked for 256 keys at a time, so that its charges
+   wait at most that long. */
+static void pending_costs(engine *e, eng_delta *list, int64_t *pend) {
   pthread_mutex_lock(&e->threads_lock);
   for (unsigned i = 0; i < ENG_MAX_THREADS; i++) {
     engine_thread *t = e->threads[i];
     if (!t) continue;
-    pthread_mutex_lock(&t->dlock);
-    if (t->dt && t->dt->nb)
-      for (eng_delta *x = t->dt->b[d->h & (t->dt->nb - 1)]; x; x = x->next)
-        if (x->lim == d->lim && x->key_len == d->key_len &&
-            !memcmp(x->key, d->key, d->key_len))
-          sum += x->cost;
-    pthread_mutex_unlock(&t->dlock);
+    eng_delta *d = list;
+    for (size_t k = 0; d;) {
+      pthread_mutex_lock(&t->dlock);
+      delta_table *dt = t->dt;
+      for (size_t m = 0; d && m < 256; d = d->next, k++, m++)
+        if (dt && dt->nb)
+          for (eng_delta *x = dt->b[d->h & (dt->nb - 1)]; x; x = x->next)
+            if (x->lim == d->lim && x->key_len == d->key_len &&
+                !memcmp(x->key, d->key, d->key_len))
+              pend[k] += x->cost;
+      pthread_mutex_unlock(&t->dlock);
+    }
   }
   pthread_mutex_unlock(&e->threads_lock);
-  return sum;
 }
 
 void engine_sync_apply(engine *e, eng_delta *list, const int64_t *level,
                        int64_t now) {
+  size_t n = 0;
+  for (eng_delta *d = list; d; d = d->next) n++;
+  int64_t *pend = level && n ? calloc(n, sizeof *pend) : NULL;
   pthread_mutex_lock(&e->reload_lock);
+  if (pend) pending_costs(e, list, pend);
   size_t i = 0;
-  for (eng_delta *d = list; d; d = d->next, i++) {
-    if (!level || level[i] == ENG_LEVEL_UNKNOWN || !limiter_alive(e, d->lim))
-      continue;
+  for (eng_delta *d = list; d && pend; d = d->next, i++) {
+    if (level[i] == ENG_LEVEL_UNKNOWN || !limiter_alive(e, d->lim)) continue;
     /* The fleet has used more than this daemon saw: charge the rest here
        by force, debt included, so that this daemon's level is the fleet's
        less what it has charged since the round began (pushed next round). */
     int64_t mine;
     if (sl_limiter_force(d->lim, d->key, d->key_len, 0, now, &mine)) continue;
-    int64_t target = level[i] - pending_cost(e, d);
+    int64_t target = level[i] - pend[i];
     if (mine > target)
       sl_limiter_force(d->lim, d->key, d->key_len, mine - target, now, &mine);
   }
   pthread_mutex_unlock(&e->reload_lock);
+  free(pend);
   while (list) {
     eng_delta *next = list->next;
     free(list);
