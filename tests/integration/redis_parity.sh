@@ -11,7 +11,9 @@
 # wide quotients are one too high or too low, so that both its fix-ups
 # count) through both sl_take_all and the script (src/redis/decide.lua) on
 # the same clock, every field of every decision compared (rounds of several
-# requests in one batched call too), TTLs and key hygiene checked, for a
+# requests in one batched call too; forced charges, decide.lua's "f" mode
+# against sl_limiter_force, level for level, with ordinary requests deciding
+# on the debts they leave), TTLs and key hygiene checked, for a
 # few seeds; then once on Redis's own clock (TIME), the
 # engine deciding at the instant the script reports. Every failure is
 # printed as "FAIL: <check>: <why>" with parity's first mismatches; exits 1
@@ -80,13 +82,14 @@ if [ -z "$redis_pid" ]; then
 fi
 
 # run NAME ARGS... — parity ARGS against the server: exit 0 and a
-# "mismatches=0" line for each of the six algorithms.
+# "mismatches=0" line for each of the six algorithms (shown, with the count
+# of forced charges and of the negative levels they left).
 run() {
   _name=$1
   shift
   timeout 120 "$TOOLS/parity" --port "$port" "$@" >"$tmp/out" 2>"$tmp/err"
   _rc=$?
-  grep 'decisions=' "$tmp/out" | sed "s/^/  [$_name] /"
+  grep -e 'decisions=' -e '^parity: forced' "$tmp/out" | sed "s/^/  [$_name] /"
   _ok=$(grep -c 'decisions=[0-9]* mismatches=0$' "$tmp/out")
   if [ "$_rc" -eq 0 ] && [ "$_ok" -eq 6 ]; then
     pass

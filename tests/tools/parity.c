@@ -37,14 +37,38 @@
  * batched call (decide.lua's "g" mode), decided in order by the engine
  * (batch_trace).
  *
+ * Forced charges (force_trace, on the test clock): traces where forced
+ * calls and ordinary requests take turns. A forced call is one to eight
+ * requests of one key each (keys repeat), costs 0 (a reading), below the
+ * burst, at it and up to four times it, mostly past what is left: one
+ * call in decide.lua's "f" mode (rs_prepare_force + rs_format_batch with
+ * RS_FORCE) and sl_limiter_force in the same order; each request's signed
+ * level must be the engine's (its other figures 1, the limit, 0, 0, 0).
+ * Its keys are probed as above: one whose level fell has its time to
+ * fresh as TTL (a peek's reset on the engine after the call), one charged
+ * only past the most its state counts may have, one not charged has
+ * none. The ordinary requests in between (as above: several checks,
+ * shadows, peeks, dry calls replayed with the forced charges) decide on
+ * keys in debt: denials, remaining 0, retry-after and reset across the
+ * debt, leaky_bucket's delay. Times also step back by a ns or two: where
+ * a debt at fill_max, seen from an earlier clock, passes it. Per
+ * algorithm it prints the forced charges compared, how many left a
+ * negative level or were stopped at the most the state counts, the
+ * ordinary checks on a key in debt and the keys seen out of their debt
+ * again; none of debts, checks on them or repayments is a failure.
+ *
  * Fixed traces (on the test clock, after sliding_window's random ones)
  * reach the products where the script's double estimate of floor(a*b/c)
  * is one too high or one too low, so that its exact fix-ups in both
  * directions are compared with the engine too (wide_traces).
  *
- * Prints "parity: ALGO decisions=N mismatches=M" per algorithm and exits 1
- * on any mismatch (the first ones printed in full), 2 on a usage or
- * connection error. Deterministic for a seed (the --time mode aside).
+ * Prints "parity: ALGO decisions=N mismatches=M" per algorithm (forced
+ * charges are decisions too), then "parity: forced charges=N negative
+ * levels=M", and exits 1 on any mismatch (the first ones printed in full,
+ * naming their trace and step; -DPRINT_MAX=N prints more), 2 on a usage or
+ * connection error. Deterministic for a seed (the --time mode aside); key
+ * names carry the pid, so two runs of a seed on one server can share keys
+ * only when a pid is reused (redis_parity.sh starts a fresh server).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -66,7 +90,9 @@
 #define NS_MS INT64_C(1000000)
 #define NS_S INT64_C(1000000000)
 #define NS_D (INT64_C(86400) * NS_S)
-#define PRINT_MAX 5
+#ifndef PRINT_MAX
+#define PRINT_MAX 5 /* mismatches printed in full (-DPRINT_MAX=N for more) */
+#endif
 
 /* ---- randomness (splitmix64: deterministic per seed) ---- */
 
@@ -229,11 +255,14 @@ typedef struct treq {
   int64_t cost[MAXC];
   int shadow[MAXC];
   int dry;
+  int force; /* a forced charge (force_trace): one check, by force */
   int64_t t;
 } treq;
 
 typedef struct trace {
   sl_algo algo;
+  const char *kind; /* "" (run_trace), "batch", "force" */
+  int id;
   int np;
   tpol pol[MAXP];
   char kname[MAXP][NKEYS][96]; /* Redis key names */
@@ -332,8 +361,15 @@ static int dry_expect(trace *tr, const treq *q, sl_decision *out,
   sl_decision d[MAXC];
   int all;
   for (int h = 0; h < tr->nh; h++) {
-    c_checks(&tr->hist[h], lim, cc);
-    sl_take_all(cc, (size_t)tr->hist[h].m, tr->hist[h].t, d, &all);
+    const treq *hq = &tr->hist[h];
+    if (hq->force) {
+      int64_t level;
+      sl_limiter_force(lim[hq->pi[0]], knames[hq->ki[0]], 1, hq->cost[0],
+                       hq->t, &level);
+      continue;
+    }
+    c_checks(hq, lim, cc);
+    sl_take_all(cc, (size_t)hq->m, hq->t, d, &all);
   }
   sl_decision ud[MAXC];
   int ok = 1, rcode = 0;
@@ -358,7 +394,7 @@ static int ring_n;
 
 static void describe(const trace *tr, const treq *q, char *buf, size_t len) {
   size_t o = (size_t)snprintf(buf, len, "t=%" PRId64 "%s:", q->t,
-                              q->dry ? " dry" : "");
+                              q->dry ? " dry" : q->force ? " force" : "");
   for (int i = 0; i < q->m && o < len; i++)
     o += (size_t)snprintf(buf + o, len - o, " [p%d %s cost=%" PRId64 "%s]",
                           q->pi[i], knames[q->ki[i]], q->cost[i],
@@ -384,8 +420,9 @@ static void mismatch(trace *tr, int step, const treq *q, const char *what,
   mismatches[tr->algo]++;
   failures++;
   if (printed++ >= PRINT_MAX) return;
-  fprintf(stderr, "MISMATCH %s (%s), step %d\n", sl_algo_name(tr->algo), what,
-          step);
+  fprintf(stderr, "MISMATCH %s (%s), %s trace %d, step %d\n",
+          sl_algo_name(tr->algo), what, *tr->kind ? tr->kind : "random",
+          tr->id, step);
   for (int i = 0; i < tr->np; i++)
     fprintf(stderr, "    p%d = %s\n", i, tr->pol[i].spec);
   fprintf(stderr, "    before (oldest first):\n");
@@ -412,8 +449,9 @@ static void fail_msg(trace *tr, int step, const char *key, const char *fmt,
   failures++;
   mismatches[tr->algo]++;
   if (printed++ >= PRINT_MAX) return;
-  fprintf(stderr, "FAIL %s step %d key %s: ", sl_algo_name(tr->algo), step,
-          key);
+  fprintf(stderr, "FAIL %s %s trace %d step %d key %s: ",
+          sl_algo_name(tr->algo), *tr->kind ? tr->kind : "random", tr->id,
+          step, key);
   va_list ap;
   va_start(ap, fmt);
   vfprintf(stderr, fmt, ap);
@@ -543,13 +581,14 @@ static redisReply *send_req(const char *cmd, size_t len, int nu,
   return r;
 }
 
-/* Runs a trace of steps random requests, or fx's requests on fx's policy. */
 /* A new trace: its policies (fixed's, else one to MAXP random ones), key
    names unique to this run ("KIND ID"), a fresh store and limiters. */
 static void trace_open(trace *tr, sl_algo algo, const char *kind, int id,
                        const tpol *fixed) {
   memset(tr, 0, sizeof *tr);
   tr->algo = algo;
+  tr->kind = kind;
+  tr->id = id;
   tr->np = fixed ? 1 : (int)rnd(1, MAXP);
   for (int i = 0; i < tr->np; i++) {
     tr->pol[i] = fixed ? *fixed : pick_pol(algo);
@@ -572,6 +611,187 @@ static void trace_close(trace *tr) {
   free(tr->hist);
 }
 
+/* sliding_log's hash after a call: "m" (HGET) and its field count (HLEN):
+   exactly the entries the meta counts, and "m". */
+static void slog_probe(trace *tr, int step, const char *key,
+                       const redisReply *m, const redisReply *hl) {
+  long long cnt = 0;
+  if (m->type == REDIS_REPLY_STRING && m->len >= 12) {
+    const unsigned char *b = (const unsigned char *)m->str + 8;
+    cnt = (long long)b[0] | (long long)b[1] << 8 | (long long)b[2] << 16 |
+          (long long)b[3] << 24;
+    if (hl->integer != cnt + 1)
+      fail_msg(tr, step, key, "sliding_log hash has %lld fields for %lld "
+               "entries", hl->integer, cnt);
+  } else if (hl->integer != 0) {
+    fail_msg(tr, step, key, "sliding_log hash of %lld fields and no meta",
+             hl->integer);
+  }
+}
+
+/*
+ * One request q of trace tr (step `step`), as run_trace sends it: through
+ * rs_format + EVALSHA (in MULTI with the TTL probes) and through
+ * sl_take_all (dry_expect for a dry one), every field compared; the probes
+ * checked; counted; committed to tr->hist (room for it is the caller's).
+ * Returns q's time: Redis's in --time mode.
+ */
+static int64_t decide_step(trace *tr, int step, treq q) {
+  const sl_algo algo = tr->algo;
+  int map[MAXC], upi[MAXC], uki[MAXC], ushadow[MAXC];
+  int64_t ucost[MAXC];
+  int nu = merge(tr, &q, map, upi, uki, ucost, ushadow);
+
+  rs_check rq[MAXC];
+  for (int i = 0; i < q.m; i++) {
+    const char *k = tr->kname[q.pi[i]][q.ki[i]];
+    rq[i] = (rs_check){&tr->pol[q.pi[i]].p, k, strlen(k), q.cost[i],
+                       q.shadow[i]};
+  }
+  rs_call call;
+  char *cmd = NULL;
+  size_t len = 0;
+  int rrc = rs_format(rq, (size_t)q.m, q.dry, time_mode ? -1 : q.t, &call,
+                      &cmd, &len);
+  sl_decision cd[MAXC], rd[MAXC];
+  int call_c = 0, call_r = 0, crc;
+  memset(cd, 0, sizeof cd);
+  memset(rd, 0, sizeof rd);
+  if (rrc == 0 && nu >= 0 && (size_t)nu != call.nu) {
+    mismatch(tr, step, &q, "merged key count", 0, 0, cd, rrc, 0, rd);
+    free(cmd);
+    return q.t;
+  }
+  redisReply *whole = NULL;
+  if (rrc == 0) {
+    char keys[MAXC][96];
+    int slog[MAXC];
+    for (int u = 0; u < nu; u++) {
+      snprintf(keys[u], sizeof keys[u], "%s", tr->kname[upi[u]][uki[u]]);
+      slog[u] = algo == SL_SLIDING_LOG;
+    }
+    const redisReply *r = NULL;
+    whole = send_req(cmd, len, nu, keys, slog, &r);
+    int64_t now = -1;
+    if (r->type == REDIS_REPLY_ERROR) die_reply("EVALSHA", (redisReply *)r);
+    if (rs_parse(&call, r, rd, &call_r, &now) != 0) {
+      mismatch(tr, step, &q, "rs_parse failed", 0, 0, cd, SL_EINVAL, 0, rd);
+      freeReplyObject(whole);
+      free(cmd);
+      return q.t;
+    }
+    if (time_mode) {
+      /* Redis runs on this machine: its TIME is this clock. */
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      int64_t here = (int64_t)ts.tv_sec * NS_S + ts.tv_nsec;
+      if (now < here - 60 * NS_S || now > here + 60 * NS_S)
+        fail_msg(tr, step, "-", "the script's clock %" PRId64
+                 " is far from this machine's %" PRId64, now, here);
+      q.t = now;
+    } else if (now != q.t) {
+      fail_msg(tr, step, "-", "the script's clock %" PRId64
+               ", expected %" PRId64, now, q.t);
+    }
+    /* The engine at the same instant. */
+    if (q.dry) {
+      crc = dry_expect(tr, &q, cd, &call_c);
+    } else {
+      sl_check cc[MAXC];
+      c_checks(&q, tr->lim, cc);
+      crc = sl_take_all(cc, (size_t)q.m, q.t, cd, &call_c);
+    }
+    /* The probes: who got a TTL, what it was; sliding_log's fields. */
+    if (!time_mode && crc == 0) {
+      size_t e = 1;
+      for (int u = 0; u < nu; u++) {
+        const redisReply *pttl = whole->element[e++];
+        const redisReply *pers = whole->element[e++];
+        int charged = !q.dry && call_c && ucost[u] > 0;
+        for (int i = 0; i < q.m; i++)
+          if (map[i] == u && !cd[i].allowed) charged = 0;
+        int64_t reset = 0;
+        for (int i = 0; i < q.m; i++)
+          if (map[i] == u) reset = cd[i].reset_ns;
+        ttl_checks++;
+        if (charged) {
+          tr->kfresh[upi[u]][uki[u]] = 0;
+          long long want = (reset + NS_MS - 1) / NS_MS;
+          if (want < 1) want = 1;
+          if (pers->integer != 1)
+            fail_msg(tr, step, keys[u], "charged, but it had no TTL");
+          else if (q.t >= tr->tmax &&
+                   (pttl->integer > want ||
+                    (want > 5000 && pttl->integer < want - 5000)))
+            fail_msg(tr, step, keys[u], "PTTL %lld, time to fresh %lld ms",
+                     pttl->integer, want);
+        } else if (pers->integer != 0) {
+          fail_msg(tr, step, keys[u], "not charged, yet it had a TTL "
+                   "(%lld ms)", pttl->integer);
+        } else if (tr->kfresh[upi[u]][uki[u]] && pttl->integer != -2) {
+          fail_msg(tr, step, keys[u], "never charged, yet it exists "
+                   "(PTTL %lld)", pttl->integer);
+        }
+        if (slog[u]) {
+          slog_probe(tr, step, keys[u], whole->element[e],
+                     whole->element[e + 1]);
+          e += 2;
+        }
+      }
+    }
+  } else if (q.dry) {
+    crc = dry_expect(tr, &q, cd, &call_c);
+  } else {
+    sl_check cc[MAXC];
+    c_checks(&q, tr->lim, cc);
+    crc = sl_take_all(cc, (size_t)q.m, q.t, cd, &call_c);
+  }
+
+  decisions[algo] += q.m;
+  if (crc == SL_ECOST) n_ecost[algo]++;
+  if (crc == 0) {
+    int some = 0;
+    for (int i = 0; i < q.m; i++) {
+      if (cd[i].allowed) n_allow[algo]++; else n_deny[algo]++;
+      if (cd[i].reset_ns >= INT64_C(1) << 53 ||
+          cd[i].retry_after_ns >= INT64_C(1) << 53)
+        n_big[algo]++;
+      some |= cd[i].allowed && q.cost[i] > 0;
+    }
+    if (q.dry) n_dry[algo]++;
+    else if (!call_c && some) n_partial[algo]++;
+  }
+  if (crc != rrc) {
+    mismatch(tr, step, &q, "return code", crc, call_c, cd, rrc, call_r, rd);
+  } else if (crc == 0) {
+    int ok = call_c == call_r;
+    for (int i = 0; i < q.m; i++) ok &= same(&cd[i], &rd[i]);
+    if (!ok) mismatch(tr, step, &q, "decision", crc, call_c, cd, rrc,
+                      call_r, rd);
+  }
+  if (crc == 0 && !q.dry) {
+    tr->hist[tr->nh++] = q;
+    if (q.t > tr->tmax) tr->tmax = q.t;
+  }
+  note(tr, &q, call_c);
+  if (whole) freeReplyObject(whole);
+  free(cmd);
+  if (time_mode && pct(30)) usleep((useconds_t)rnd(0, 3000));
+  return q.t;
+}
+
+/* A trace's first instant: near 0, within 30 periods of the end of time,
+   or in 2026-2027. */
+static int64_t start_time(const trace *tr) {
+  int64_t W = tr->pol[0].p.period_ns;
+  switch (rnd(0, 5)) {
+    case 0: return rnd(0, 3 * NS_MS); /* a clock shorter than 7 digits */
+    case 1: return clamp_t(SL_TIME_MAX_NS - 1 - rnd(1, 30) * W);
+    default: return INT64_C(1767225600) * NS_S + rnd(0, 400 * NS_D);
+  }
+}
+
+/* Runs a trace of steps random requests, or fx's requests on fx's policy. */
 static void run_trace(sl_algo algo, int id, int steps, const fixed_trace *fx) {
   trace tr;
   trace_open(&tr, algo, "", id, fx ? &fx->pol : NULL);
@@ -579,169 +799,12 @@ static void run_trace(sl_algo algo, int id, int steps, const fixed_trace *fx) {
   tr.hist = calloc((size_t)steps, sizeof *tr.hist);
   if (!tr.hist) exit(2);
 
-  int64_t W = tr.pol[0].p.period_ns;
-  int64_t t = 0; /* fx's requests carry their own times */
-  if (!fx) {
-    switch (rnd(0, 5)) {
-      case 0: t = rnd(0, 3 * NS_MS); break; /* a clock shorter than 7 digits */
-      case 1: t = clamp_t(SL_TIME_MAX_NS - 1 - rnd(1, 30) * W); break;
-      default: t = INT64_C(1767225600) * NS_S + rnd(0, 400 * NS_D); break;
-    }
-  }
+  int64_t t = fx ? 0 : start_time(&tr); /* fx's requests carry their times */
 
   for (int step = 0; step < steps; step++) {
     if (step && !fx) t = next_time(&tr, t);
     treq q = fx ? fx->req[step] : gen_req(&tr, t);
-    int map[MAXC], upi[MAXC], uki[MAXC], ushadow[MAXC];
-    int64_t ucost[MAXC];
-    int nu = merge(&tr, &q, map, upi, uki, ucost, ushadow);
-
-    rs_check rq[MAXC];
-    for (int i = 0; i < q.m; i++) {
-      const char *k = tr.kname[q.pi[i]][q.ki[i]];
-      rq[i] = (rs_check){&tr.pol[q.pi[i]].p, k, strlen(k), q.cost[i],
-                         q.shadow[i]};
-    }
-    rs_call call;
-    char *cmd = NULL;
-    size_t len = 0;
-    int rrc = rs_format(rq, (size_t)q.m, q.dry, time_mode ? -1 : q.t, &call,
-                        &cmd, &len);
-    sl_decision cd[MAXC], rd[MAXC];
-    int call_c = 0, call_r = 0, crc;
-    memset(cd, 0, sizeof cd);
-    memset(rd, 0, sizeof rd);
-    if (rrc == 0 && nu >= 0 && (size_t)nu != call.nu) {
-      mismatch(&tr, step, &q, "merged key count", 0, 0, cd, rrc, 0, rd);
-      free(cmd);
-      continue;
-    }
-    redisReply *whole = NULL;
-    if (rrc == 0) {
-      char keys[MAXC][96];
-      int slog[MAXC];
-      for (int u = 0; u < nu; u++) {
-        snprintf(keys[u], sizeof keys[u], "%s", tr.kname[upi[u]][uki[u]]);
-        slog[u] = algo == SL_SLIDING_LOG;
-      }
-      const redisReply *r = NULL;
-      whole = send_req(cmd, len, nu, keys, slog, &r);
-      int64_t now = -1;
-      if (r->type == REDIS_REPLY_ERROR) die_reply("EVALSHA", (redisReply *)r);
-      if (rs_parse(&call, r, rd, &call_r, &now) != 0) {
-        mismatch(&tr, step, &q, "rs_parse failed", 0, 0, cd, SL_EINVAL, 0, rd);
-        freeReplyObject(whole);
-        free(cmd);
-        continue;
-      }
-      if (time_mode) {
-        /* Redis runs on this machine: its TIME is this clock. */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t here = (int64_t)ts.tv_sec * NS_S + ts.tv_nsec;
-        if (now < here - 60 * NS_S || now > here + 60 * NS_S)
-          fail_msg(&tr, step, "-", "the script's clock %" PRId64
-                   " is far from this machine's %" PRId64, now, here);
-        q.t = t = now;
-      } else if (now != q.t) {
-        fail_msg(&tr, step, "-", "the script's clock %" PRId64
-                 ", expected %" PRId64, now, q.t);
-      }
-      /* The engine at the same instant. */
-      if (q.dry) {
-        crc = dry_expect(&tr, &q, cd, &call_c);
-      } else {
-        sl_check cc[MAXC];
-        c_checks(&q, tr.lim, cc);
-        crc = sl_take_all(cc, (size_t)q.m, q.t, cd, &call_c);
-      }
-      /* The probes: who got a TTL, what it was; sliding_log's fields. */
-      if (!time_mode && crc == 0) {
-        size_t e = 1;
-        for (int u = 0; u < nu; u++) {
-          const redisReply *pttl = whole->element[e++];
-          const redisReply *pers = whole->element[e++];
-          int charged = !q.dry && call_c && ucost[u] > 0;
-          for (int i = 0; i < q.m; i++)
-            if (map[i] == u && !cd[i].allowed) charged = 0;
-          int64_t reset = 0;
-          for (int i = 0; i < q.m; i++)
-            if (map[i] == u) reset = cd[i].reset_ns;
-          ttl_checks++;
-          if (charged) {
-            tr.kfresh[upi[u]][uki[u]] = 0;
-            long long want = (reset + NS_MS - 1) / NS_MS;
-            if (want < 1) want = 1;
-            if (pers->integer != 1)
-              fail_msg(&tr, step, keys[u], "charged, but it had no TTL");
-            else if (q.t >= tr.tmax &&
-                     (pttl->integer > want ||
-                      (want > 5000 && pttl->integer < want - 5000)))
-              fail_msg(&tr, step, keys[u], "PTTL %lld, time to fresh %lld ms",
-                       pttl->integer, want);
-          } else if (pers->integer != 0) {
-            fail_msg(&tr, step, keys[u], "not charged, yet it had a TTL "
-                     "(%lld ms)", pttl->integer);
-          } else if (tr.kfresh[upi[u]][uki[u]] && pttl->integer != -2) {
-            fail_msg(&tr, step, keys[u], "never charged, yet it exists "
-                     "(PTTL %lld)", pttl->integer);
-          }
-          if (slog[u]) {
-            const redisReply *m = whole->element[e++];
-            const redisReply *hl = whole->element[e++];
-            long long cnt = 0;
-            if (m->type == REDIS_REPLY_STRING && m->len >= 12) {
-              const unsigned char *b = (const unsigned char *)m->str + 8;
-              cnt = (long long)b[0] | (long long)b[1] << 8 |
-                    (long long)b[2] << 16 | (long long)b[3] << 24;
-              if (hl->integer != cnt + 1)
-                fail_msg(&tr, step, keys[u], "sliding_log hash has %lld "
-                         "fields for %lld entries", hl->integer, cnt);
-            } else if (hl->integer != 0) {
-              fail_msg(&tr, step, keys[u], "sliding_log hash of %lld fields "
-                       "and no meta", hl->integer);
-            }
-          }
-        }
-      }
-    } else if (q.dry) {
-      crc = dry_expect(&tr, &q, cd, &call_c);
-    } else {
-      sl_check cc[MAXC];
-      c_checks(&q, tr.lim, cc);
-      crc = sl_take_all(cc, (size_t)q.m, q.t, cd, &call_c);
-    }
-
-    decisions[algo] += q.m;
-    if (crc == SL_ECOST) n_ecost[algo]++;
-    if (crc == 0) {
-      int some = 0;
-      for (int i = 0; i < q.m; i++) {
-        if (cd[i].allowed) n_allow[algo]++; else n_deny[algo]++;
-        if (cd[i].reset_ns >= INT64_C(1) << 53 ||
-            cd[i].retry_after_ns >= INT64_C(1) << 53)
-          n_big[algo]++;
-        some |= cd[i].allowed && q.cost[i] > 0;
-      }
-      if (q.dry) n_dry[algo]++;
-      else if (!call_c && some) n_partial[algo]++;
-    }
-    if (crc != rrc) {
-      mismatch(&tr, step, &q, "return code", crc, call_c, cd, rrc, call_r, rd);
-    } else if (crc == 0) {
-      int ok = call_c == call_r;
-      for (int i = 0; i < q.m; i++) ok &= same(&cd[i], &rd[i]);
-      if (!ok) mismatch(&tr, step, &q, "decision", crc, call_c, cd, rrc,
-                        call_r, rd);
-    }
-    if (crc == 0 && !q.dry) {
-      tr.hist[tr.nh++] = q;
-      if (q.t > tr.tmax) tr.tmax = q.t;
-    }
-    note(&tr, &q, call_c);
-    if (whole) freeReplyObject(whole);
-    free(cmd);
-    if (time_mode && pct(30)) usleep((useconds_t)rnd(0, 3000));
+    t = decide_step(&tr, step, q);
   }
   trace_close(&tr);
 }
@@ -851,6 +914,305 @@ static void batch_trace(sl_algo algo, int id, int rounds) {
       note(&tr, &q[i], call_c);
     }
     if (whole) freeReplyObject(whole);
+  }
+  trace_close(&tr);
+}
+
+/* ---- forced charges: debts, and decisions on them ---- */
+
+#define MAXF 8 /* requests in one forced call */
+
+/*
+ * Traces that mix forced calls with ordinary requests. A forced call is
+ * 1..MAXF requests of one key each (keys repeat within a call), at one
+ * instant, with costs of 0 (a reading), below the largest, at it and up to
+ * four times it, so that keys go deep into debt: one EVALSHA in "f" mode
+ * (rs_prepare_force + rs_format_batch(RS_FORCE)), and sl_limiter_force on
+ * the memory store in the same order; every request's signed level must
+ * be the engine's (and the script's other figures 1, the limit, 0, 0, 0).
+ * The call runs in MULTI with the TTL probes of its keys: one whose level
+ * fell must have got its time to fresh as TTL (the reset of a peek on the
+ * engine after the call); one charged only with costs that no longer fit
+ * (a debt at its most: the state may be rewritten as it was) may have;
+ * one not charged must not have. The ordinary requests between the calls
+ * are run_trace's (decide_step), deciding on keys in debt: denials,
+ * remaining 0, retry-after and reset across the debt, leaky_bucket's
+ * delay, peeks, dry calls (their replays charge the forced costs too).
+ */
+
+/* What the forced traces exercised, per algorithm: forced charges
+   compared, those that left a negative level, those stopped at the most
+   the state counts (a level above the one before less the cost), ordinary
+   checks on a key in debt, and keys seen back out of their debt. */
+static long n_forced[SL_ALGO_COUNT], n_negative[SL_ALGO_COUNT],
+    n_stopped[SL_ALGO_COUNT], /* charges that did not fit the state */
+    n_on_debt[SL_ALGO_COUNT], n_repaid[SL_ALGO_COUNT];
+
+/* A forced cost: 0 (reads the level), small, below B, B, up to 4 B. */
+static int64_t rnd_force_cost(const tpol *p) {
+  int64_t B = p->B;
+  int r = (int)rnd(0, 99);
+  if (r < 8) return 0;
+  if (r < 16) return rnd(1, B < 10 ? B : 10);
+  if (r < 28) return rnd(1, B);
+  if (r < 40) return B;
+  if (r < 70) return rnd(B, 2 * B);
+  return rnd(2 * B, 4 * B);
+}
+
+/* The engine's signed level of key ki under policy pi at t (a forced
+   charge of 0 reads it and changes nothing). */
+static int64_t level_of(trace *tr, int pi, int ki, int64_t t) {
+  int64_t level = 0;
+  int rcode = sl_limiter_force(tr->lim[pi], knames[ki], 1, 0, t, &level);
+  if (rcode) {
+    fprintf(stderr, "parity: sl_limiter_force(0) failed: %s\n",
+            sl_err_name(rcode));
+    exit(2);
+  }
+  return level;
+}
+
+/* Whether a forced level of a bucket lies below what a debt of
+   algo_fill_max leaves: a debt past it, which only gcra and leaky_bucket
+   see, with the clock behind a stored TAT (mismatches are tagged so). */
+static int past_fill_max(const tpol *tp, int64_t level) {
+  if (!is_bucket(tp->p.algo)) return 0;
+  int64_t g = gcd64(tp->p.limit, tp->p.period_ns);
+  __int128 Lg = tp->p.limit / g, Wg = tp->p.period_ns / g, cap = tp->B * Wg;
+  __int128 most = ((__int128)1 << 53) - 2 * Lg - cap;
+  if (most < cap) most = cap;
+  __int128 low = cap - most; /* <= 0: floor(low / Wg) */
+  return (__int128)level < (low - (Wg - 1)) / Wg;
+}
+
+/* Prints one forced call whose figures differ (bad[i]: request i's). */
+static void force_mismatch(trace *tr, int step, const char *what,
+                           const treq *q, int k, const int *bad,
+                           const int *crc, const int64_t *lvl,
+                           const int64_t *lim, const int *rrc,
+                           const int *rall, const sl_decision *rd) {
+  if (printed++ >= PRINT_MAX) return;
+  int past = 0, over = 0;
+  for (int i = 0; i < k; i++) {
+    if (!bad[i] || crc[i]) continue;
+    past |= past_fill_max(&tr->pol[q[i].pi[0]], lvl[i]);
+    over |= lvl[i] > lim[i]; /* no level exceeds the limit */
+  }
+  fprintf(stderr, "MISMATCH %s (forced: %s), force trace %d, step %d%s%s\n",
+          sl_algo_name(tr->algo), what, tr->id, step,
+          past ? " [the engine's debt is past fill_max: a clock behind the "
+                 "stored TAT]" : "",
+          over ? " [the engine's level is above the limit: it overflowed]"
+               : "");
+  for (int i = 0; i < tr->np; i++)
+    fprintf(stderr, "    p%d = %s\n", i, tr->pol[i].spec);
+  fprintf(stderr, "    before (oldest first):\n");
+  int first = ring_n > RING ? ring_n - RING : 0;
+  for (int i = first; i < ring_n; i++)
+    fprintf(stderr, "      %s\n", ring[i % RING]);
+  fprintf(stderr, "    forced call at t=%" PRId64 ", %d requests:\n", q[0].t,
+          k);
+  for (int i = 0; i < k; i++)
+    fprintf(stderr,
+            "    %s#%d [p%d %s cost=%" PRId64 "] engine: rc=%d level=%" PRId64
+            " limit=%" PRId64 "; script: rc=%d allowed=%d/%d limit=%" PRId64
+            " remaining=%" PRId64 " reset=%" PRId64 " retry=%" PRId64
+            " delay=%" PRId64 "\n",
+            bad[i] ? "> " : "  ", i, q[i].pi[0], knames[q[i].ki[0]],
+            q[i].cost[0], crc[i], lvl[i], lim[i], rrc[i], rall[i],
+            rd[i].allowed, rd[i].limit, rd[i].remaining, rd[i].reset_ns,
+            rd[i].retry_after_ns, rd[i].delay_ns);
+}
+
+/* One forced call at t (step `step` of tr), compared and probed. */
+static void forced_step(trace *tr, int step, int64_t t) {
+  const sl_algo algo = tr->algo;
+  int k = (int)rnd(1, MAXF), nu = 0;
+  treq q[MAXF];
+  rs_call calls[MAXF];
+  rs_request reqs[MAXF];
+  int upi[MAXF], uki[MAXF], map[MAXF];
+  int64_t ucost[MAXF], before[MAXF], cur[MAXF];
+  for (int i = 0; i < k; i++) {
+    memset(&q[i], 0, sizeof q[i]);
+    q[i].m = 1;
+    q[i].force = 1;
+    q[i].t = t;
+    if (i && pct(40)) { /* the same key again */
+      int j = (int)rnd(0, i - 1);
+      q[i].pi[0] = q[j].pi[0];
+      q[i].ki[0] = q[j].ki[0];
+    } else {
+      q[i].pi[0] = (int)rnd(0, tr->np - 1);
+      q[i].ki[0] = (int)rnd(0, NKEYS - 1);
+    }
+    q[i].cost[0] = rnd_force_cost(&tr->pol[q[i].pi[0]]);
+    int u = 0;
+    while (u < nu && !(upi[u] == q[i].pi[0] && uki[u] == q[i].ki[0])) u++;
+    if (u == nu) {
+      upi[nu] = q[i].pi[0];
+      uki[nu] = q[i].ki[0];
+      ucost[nu] = 0;
+      before[nu] = cur[nu] = level_of(tr, q[i].pi[0], q[i].ki[0], t);
+      nu++;
+    }
+    map[i] = u;
+    ucost[u] += q[i].cost[0];
+    const char *kn = tr->kname[q[i].pi[0]][q[i].ki[0]];
+    rs_check rq = {&tr->pol[q[i].pi[0]].p, kn, strlen(kn), q[i].cost[0], 0};
+    char *words = NULL;
+    int prc = rs_prepare_force(&rq, 1, &calls[i], &words, &reqs[i].keys_len,
+                               &reqs[i].len);
+    if (prc) {
+      fprintf(stderr, "parity: rs_prepare_force(%s, cost %" PRId64
+              ") failed: %s\n", tr->pol[q[i].pi[0]].spec, q[i].cost[0],
+              sl_err_name(prc));
+      exit(2);
+    }
+    reqs[i].call = &calls[i];
+    reqs[i].words = words;
+  }
+  char *cmd = NULL;
+  size_t len = 0;
+  if (rs_format_batch(reqs, (size_t)k, RS_FORCE, t, &cmd, &len) != 0) {
+    fprintf(stderr, "parity: rs_format_batch(RS_FORCE) failed\n");
+    exit(2);
+  }
+  for (int i = 0; i < k; i++) free((char *)reqs[i].words);
+  char keys[MAXF][96];
+  int slog[MAXF];
+  for (int u = 0; u < nu; u++) {
+    snprintf(keys[u], sizeof keys[u], "%s", tr->kname[upi[u]][uki[u]]);
+    slog[u] = algo == SL_SLIDING_LOG;
+  }
+  const redisReply *r = NULL;
+  redisReply *whole = send_req(cmd, len, nu, keys, slog, &r);
+  free(cmd);
+  if (r->type == REDIS_REPLY_ERROR)
+    die_reply("EVALSHA (force)", (redisReply *)r);
+
+  /* The engine, request by request; the script's figures for each. */
+  int crc[MAXF], rrc[MAXF], rall[MAXF], bad[MAXF], nbad = 0;
+  int64_t lvl[MAXF], lim[MAXF];
+  sl_decision rd[MAXF];
+  for (int i = 0; i < k; i++) {
+    lvl[i] = 0;
+    crc[i] = sl_limiter_force(tr->lim[q[i].pi[0]], knames[q[i].ki[0]], 1,
+                              q[i].cost[0], t, &lvl[i]);
+    sl_check peek = {tr->lim[q[i].pi[0]], knames[q[i].ki[0]], 1, 0, 0};
+    sl_decision pd;
+    int pall;
+    memset(&pd, 0, sizeof pd);
+    sl_take_all(&peek, 1, t, &pd, &pall);
+    lim[i] = pd.limit;
+    memset(&rd[i], 0, sizeof rd[i]);
+    rall[i] = 0;
+    int64_t now = -1;
+    rrc[i] = rs_parse(&calls[i], r, &rd[i], &rall[i], &now);
+    if (rrc[i] == 0 && now != t)
+      fail_msg(tr, step, "-", "the script's clock %" PRId64
+               ", expected %" PRId64, now, t);
+    bad[i] = crc[i] != 0 || rrc[i] != 0 || rall[i] != 1 ||
+             rd[i].allowed != 1 || rd[i].limit != lim[i] ||
+             rd[i].remaining != lvl[i] || rd[i].reset_ns != 0 ||
+             rd[i].retry_after_ns != 0 || rd[i].delay_ns != 0;
+    nbad += bad[i];
+    decisions[algo]++;
+    n_forced[algo]++;
+    if (lvl[i] < 0) n_negative[algo]++;
+    if (crc[i] == 0 && lvl[i] != cur[map[i]] - q[i].cost[0])
+      n_stopped[algo]++;
+    cur[map[i]] = lvl[i];
+    tr->hist[tr->nh++] = q[i];
+  }
+  if (nbad) {
+    mismatches[algo] += nbad;
+    failures += nbad;
+    force_mismatch(tr, step, "level", q, k, bad, crc, lvl, lim, rrc, rall,
+                   rd);
+  }
+
+  /* The probes: a key whose level fell got its time to fresh as TTL. */
+  size_t e = 1;
+  for (int u = 0; u < nu; u++) {
+    const redisReply *pttl = whole->element[e++];
+    const redisReply *pers = whole->element[e++];
+    int64_t after = level_of(tr, upi[u], uki[u], t);
+    sl_check peek = {tr->lim[upi[u]], knames[uki[u]], 1, 0, 0};
+    sl_decision pd;
+    int pall;
+    memset(&pd, 0, sizeof pd);
+    sl_take_all(&peek, 1, t, &pd, &pall);
+    int fell = after < before[u];
+    ttl_checks++;
+    if (fell || (ucost[u] > 0 && pers->integer == 1)) {
+      tr->kfresh[upi[u]][uki[u]] = 0;
+      long long want = (pd.reset_ns + NS_MS - 1) / NS_MS;
+      if (want < 1) want = 1;
+      if (pers->integer != 1)
+        fail_msg(tr, step, keys[u], "forced from level %" PRId64 " to %"
+                 PRId64 ", but it had no TTL", before[u], after);
+      else if (t >= tr->tmax &&
+               (pttl->integer > want ||
+                (want > 5000 && pttl->integer < want - 5000)))
+        fail_msg(tr, step, keys[u], "forced to level %" PRId64 ": PTTL "
+                 "%lld, time to fresh %lld ms", after, pttl->integer, want);
+    } else if (ucost[u] == 0 && pers->integer != 0) {
+      fail_msg(tr, step, keys[u], "forced cost 0, yet it had a TTL "
+               "(%lld ms)", pttl->integer);
+    } else if (ucost[u] == 0 && tr->kfresh[upi[u]][uki[u]] &&
+               pttl->integer != -2) {
+      fail_msg(tr, step, keys[u], "never charged, yet it exists (PTTL "
+               "%lld)", pttl->integer);
+    }
+    if (slog[u]) {
+      slog_probe(tr, step, keys[u], whole->element[e], whole->element[e + 1]);
+      e += 2;
+    }
+  }
+  if (t > tr->tmax) tr->tmax = t;
+  for (int i = 0; i < k; i++) {
+    char *slot = ring[ring_n++ % RING];
+    describe(tr, &q[i], slot, sizeof ring[0] - 40);
+    size_t o = strlen(slot);
+    snprintf(slot + o, sizeof ring[0] - o, " -> level %" PRId64, lvl[i]);
+  }
+  freeReplyObject(whole);
+}
+
+/* Forced calls (forced_step) and ordinary requests (decide_step) in turn
+   on one trace, on the test clock (next_time), steps of them. */
+static void force_trace(sl_algo algo, int id, int steps) {
+  trace tr;
+  trace_open(&tr, algo, "force", id, NULL);
+  tr.hist = calloc((size_t)steps * MAXF, sizeof *tr.hist);
+  if (!tr.hist) exit(2);
+  int owed[MAXP][NKEYS];
+  memset(owed, 0, sizeof owed);
+  int64_t t = start_time(&tr);
+  for (int step = 0; step < steps; step++) {
+    /* next_time's steps, and some of a ns or two backwards: to the edge
+       where a debt at fill_max seen from an earlier clock passes it */
+    if (step) t = pct(6) ? clamp_t(t - rnd(1, 2)) : next_time(&tr, t);
+    /* keys seen in debt before, now out of it */
+    for (int p = 0; p < tr.np; p++)
+      for (int kk = 0; kk < NKEYS; kk++)
+        if (owed[p][kk] && level_of(&tr, p, kk, t) >= 0) {
+          owed[p][kk] = 0;
+          n_repaid[algo]++;
+        }
+    if (pct(45)) {
+      forced_step(&tr, step, t);
+    } else {
+      treq q = gen_req(&tr, t);
+      for (int i = 0; i < q.m; i++)
+        if (level_of(&tr, q.pi[i], q.ki[i], t) < 0) n_on_debt[algo]++;
+      decide_step(&tr, step, q);
+    }
+    for (int p = 0; p < tr.np; p++)
+      for (int kk = 0; kk < NKEYS; kk++)
+        if (level_of(&tr, p, kk, t) < 0) owed[p][kk] = 1;
   }
   trace_close(&tr);
 }
@@ -1160,8 +1522,19 @@ int main(int argc, char **argv) {
     /* batched calls: on the test clock only (one instant per call) */
     for (int id = 0; id < traces && !time_mode; id++)
       batch_trace(order[a], id, steps / 4 + 1);
+    /* forced charges: on the test clock only */
+    for (int id = 0; id < traces && !time_mode; id++)
+      force_trace(order[a], id, steps);
     sl_algo al = order[a];
     if (al == SL_SLIDING_WINDOW && !time_mode) wide_traces();
+    /* The forced traces must have reached what they are for. */
+    if (!time_mode && n_forced[al] >= 200 &&
+        (!n_negative[al] || !n_on_debt[al] || !n_repaid[al])) {
+      fprintf(stderr, "FAIL %s: the forced traces made no debt, decided "
+              "on none or saw none paid back\n", sl_algo_name(al));
+      failures++;
+      mismatches[al]++;
+    }
     printf("parity: %s decisions=%ld mismatches=%ld\n", sl_algo_name(al),
            decisions[al], mismatches[al]);
     printf("parity:   (allowed=%ld denied=%ld, requests: ecost=%ld dry=%ld "
@@ -1169,11 +1542,25 @@ int main(int argc, char **argv) {
            "batched calls=%ld)\n",
            n_allow[al], n_deny[al], n_ecost[al], n_dry[al], n_partial[al],
            n_big[al], n_batched[al]);
+    if (!time_mode)
+      printf("parity:   (forced charges=%ld, negative levels=%ld, stopped "
+             "at the most the state counts=%ld; ordinary checks on keys in "
+             "debt=%ld; keys back out of a debt=%ld)\n",
+             n_forced[al], n_negative[al], n_stopped[al], n_on_debt[al],
+             n_repaid[al]);
     if (al == SL_SLIDING_WINDOW && !time_mode)
       printf("parity:   (%d fixed traces where the script's double estimate "
              "of a product's quotient is off: %d too high, %d too low)\n",
              (int)NWIDE, n_wide[0], n_wide[1]);
     fflush(stdout);
+  }
+  if (!time_mode) {
+    long nf = 0, nn = 0;
+    for (int a = 0; a < SL_ALGO_COUNT; a++) {
+      nf += n_forced[a];
+      nn += n_negative[a];
+    }
+    printf("parity: forced charges=%ld negative levels=%ld\n", nf, nn);
   }
   if (time_mode)
     time_smoke();
