@@ -43,7 +43,8 @@ int algo_tat_force(const algo_policy *p, const algo_state *st, int64_t t,
   i128 debt = tat - now, most = algo_fill_max(p);
   i128 after = debt + (i128)*cost * p->Wg;
   if (after > most) after = debt > most ? debt : most;
-  *level = div_floor_signed(p->cap - after, p->Wg);
+  /* A clock behind the TAT sees a debt past the stop: reported at it. */
+  *level = div_floor_signed(p->cap - (after < most ? after : most), p->Wg);
   if (*cost == 0) return 0;
   tat_store(p, now + after, next);
   return 1;

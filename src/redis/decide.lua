@@ -233,9 +233,9 @@ if u1 or u5 then
         if d > floor(most / Lg) + 1 then
           -- The debt exceeds cap (a forced charge's, or a clock far behind
           -- the state: then d may exceed 2^53 ns): ceil(debt/Lg) = d.
-          if force then -- beyond fill_max: unchanged (the level inexact
-            -- only for a clock 2^53 ticks behind)
-            return 1, floor((cap - (d * Lg - b)) / Wg), 0, 0, 0
+          if force then -- beyond fill_max (a clock behind): unchanged,
+            -- the level reported at the stop (algo_tat_force)
+            return 1, floor((cap - most) / Wg), 0, 0, 0
           end
           local big = dur(dms, dsub)
           if cost == 0 then
