@@ -1199,6 +1199,16 @@ static uint64_t delta_hash(const sl_limiter *lim, const void *key, size_t n) {
   return h ^ h >> 31;
 }
 
+/* The table's entry for (lim, key) of hash h, or NULL (t may be NULL). */
+static eng_delta *delta_find(const delta_table *t, const sl_limiter *lim,
+                             const void *key, size_t key_len, uint64_t h) {
+  if (!t || !t->nb) return NULL;
+  for (eng_delta *e = t->b[h & (t->nb - 1)]; e; e = e->next)
+    if (e->lim == lim && e->key_len == key_len && !memcmp(e->key, key, key_len))
+      return e;
+  return NULL;
+}
+
 /* Adds d to the table, or its cost to the entry already there (then frees
    d and returns 1). -1 when the table cannot grow. */
 static int delta_put(delta_table *t, eng_delta *d) {
@@ -1216,14 +1226,13 @@ static int delta_put(delta_table *t, eng_delta *d) {
     t->b = b;
     t->nb = nb;
   }
+  eng_delta *e = delta_find(t, d->lim, d->key, d->key_len, d->h);
+  if (e) {
+    e->cost += d->cost;
+    free(d);
+    return 1;
+  }
   eng_delta **slot = &t->b[d->h & (t->nb - 1)];
-  for (eng_delta *e = *slot; e; e = e->next)
-    if (e->lim == d->lim && e->key_len == d->key_len &&
-        !memcmp(e->key, d->key, d->key_len)) {
-      e->cost += d->cost;
-      free(d);
-      return 1;
-    }
   d->next = *slot;
   *slot = d;
   t->n++;
@@ -1239,17 +1248,10 @@ static void note_charge(engine_thread *t, sl_limiter *lim, const char *id_a,
   if (cost <= 0) return;
   uint64_t h = delta_hash(lim, key, key_len);
   pthread_mutex_lock(&t->dlock);
-  delta_table *dt = t->dt;
-  if (dt && dt->nb) {
-    for (eng_delta *e = dt->b[h & (dt->nb - 1)]; e; e = e->next)
-      if (e->lim == lim && e->key_len == key_len &&
-          !memcmp(e->key, key, key_len)) {
-        e->cost += cost;
-        pthread_mutex_unlock(&t->dlock);
-        return;
-      }
-  }
+  eng_delta *e = delta_find(t->dt, lim, key, key_len, h);
+  if (e) e->cost += cost;
   pthread_mutex_unlock(&t->dlock);
+  if (e) return;
   /* A new key this interval: build its entry outside the lock. */
   char ident[1200];
   snprintf(ident, sizeof ident, "%s%s%s", id_a, id_b ? "|" : "",
@@ -1338,13 +1340,10 @@ static void pending_costs(engine *e, eng_delta *list, int64_t *pend) {
     eng_delta *d = list;
     for (size_t k = 0; d;) {
       pthread_mutex_lock(&t->dlock);
-      delta_table *dt = t->dt;
-      for (size_t m = 0; d && m < 256; d = d->next, k++, m++)
-        if (dt && dt->nb)
-          for (eng_delta *x = dt->b[d->h & (dt->nb - 1)]; x; x = x->next)
-            if (x->lim == d->lim && x->key_len == d->key_len &&
-                !memcmp(x->key, d->key, d->key_len))
-              pend[k] += x->cost;
+      for (size_t m = 0; d && m < 256; d = d->next, k++, m++) {
+        eng_delta *x = delta_find(t->dt, d->lim, d->key, d->key_len, d->h);
+        if (x) pend[k] += x->cost;
+      }
       pthread_mutex_unlock(&t->dlock);
     }
   }
