@@ -712,6 +712,16 @@ static void trace_open(trace *tr, sl_algo algo, const char *kind, int id,
   ring_n = 0;
 }
 
+/* The Redis names of a call's nu merged keys (policy upi[u], key uki[u])
+   and which are sliding_log hashes: send_req's keys and slog. */
+static void call_keys(const trace *tr, int nu, const int *upi, const int *uki,
+                      char keys[][96], int *slog) {
+  for (int u = 0; u < nu; u++) {
+    snprintf(keys[u], 96, "%s", tr->kname[upi[u]][uki[u]]);
+    slog[u] = tr->algo == SL_SLIDING_LOG;
+  }
+}
+
 static void trace_close(trace *tr) {
   for (int i = 0; i < tr->np; i++) sl_limiter_free(tr->lim[i]);
   sl_store_free(tr->store);
@@ -773,10 +783,7 @@ static int64_t decide_step(trace *tr, int step, treq q) {
   if (rrc == 0) {
     char keys[MAXC][96];
     int slog[MAXC];
-    for (int u = 0; u < nu; u++) {
-      snprintf(keys[u], sizeof keys[u], "%s", tr->kname[upi[u]][uki[u]]);
-      slog[u] = algo == SL_SLIDING_LOG;
-    }
+    call_keys(tr, nu, upi, uki, keys, slog);
     const redisReply *r = NULL;
     whole = send_req(cmd, len, nu, keys, slog, &r);
     int64_t now = -1;
@@ -1180,10 +1187,7 @@ static void forced_step(trace *tr, int step, int64_t t) {
   for (int i = 0; i < k; i++) free((char *)reqs[i].words);
   char keys[MAXF][96];
   int slog[MAXF];
-  for (int u = 0; u < nu; u++) {
-    snprintf(keys[u], sizeof keys[u], "%s", tr->kname[upi[u]][uki[u]]);
-    slog[u] = algo == SL_SLIDING_LOG;
-  }
+  call_keys(tr, nu, upi, uki, keys, slog);
   const redisReply *r = NULL;
   redisReply *whole = send_req(cmd, len, nu, keys, slog, &r);
   free(cmd);
