@@ -25,6 +25,7 @@
 #include "engine.h"
 
 #include <pthread.h>
+#include <sodium.h>
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -65,22 +66,43 @@ static inline uint64_t get(counter *c) {
   return atomic_load_explicit(c, memory_order_relaxed);
 }
 
-/* What one thread charged to one (limiter, key) since the last sync. */
+/* What one thread charged to one (limiter, key) since the last sync. It
+   lives in its table's arena, key and Redis name inline. */
 struct eng_delta {
-  struct eng_delta *next;
+  struct eng_delta *next; /* the table's entries, in the order they came */
   sl_limiter *lim;
   sl_policy policy;
   int64_t cost;
   uint64_t h;
-  size_t key_len, rkey_len;
+  uint32_t key_len, rkey_len;
   char *rkey; /* the key's name in Redis */
   uint8_t key[];
 };
 
+/* A slot of a delta table: the entry's hash beside it, so that a probe
+   reads the entry only when the hash matches. */
+typedef struct delta_slot {
+  uint64_t h;
+  eng_delta *d; /* NULL: empty */
+} delta_slot;
+
+/* Memory for a table's entries, freed with the table. */
+typedef struct delta_chunk {
+  struct delta_chunk *next;
+  size_t used, cap;
+  max_align_t mem[];
+} delta_chunk;
+
+/* The charges of one thread (or of a round) per (limiter, key): open
+   addressing with linear probing, at most half full. */
 typedef struct delta_table {
-  eng_delta **b;
-  size_t nb, n;
+  delta_slot *slot;
+  size_t mask, n;
+  eng_delta *head, **tail; /* every entry, in order */
+  delta_chunk *chunks;
 } delta_table;
+
+static void delta_table_free(delta_table *t);
 
 /* A latency histogram over hist_bounds (one thread writes it). */
 typedef struct histogram {
@@ -180,6 +202,8 @@ struct engine {
   _Atomic uint64_t reloads_ok, reloads_failed;
   _Atomic int64_t last_reload_s;
   _Atomic uint64_t sync_stats[ENG_SYNC_COUNT]; /* approximate mode */
+  unsigned char delta_key[crypto_shorthash_KEYBYTES]; /* delta_hash's */
+  struct delta_table *round; /* the sync thread's, take to apply */
 };
 
 static int64_t mono_ns(void) {
@@ -413,6 +437,7 @@ engine *engine_new(const engine_opts *opts, sl_config *cfg, char *err,
     return NULL;
   }
   if (opts) e->o = *opts;
+  randombytes_buf(e->delta_key, sizeof e->delta_key);
   pthread_mutex_init(&e->reload_lock, NULL);
   pthread_mutex_init(&e->threads_lock, NULL);
   pthread_mutex_init(&e->adhoc_lock, NULL);
@@ -462,6 +487,7 @@ void engine_free(engine *e) {
   }
   free(e->series);
   free(e->series_index);
+  delta_table_free(e->round);
   sl_store_free(e->store);
   pthread_mutex_destroy(&e->reload_lock);
   pthread_mutex_destroy(&e->threads_lock);
@@ -552,15 +578,7 @@ void engine_thread_free(engine_thread *t) {
   pthread_mutex_unlock(&e->threads_lock);
   for (size_t c = 0; c < MAX_SERIES / SERIES_CHUNK; c++)
     free(atomic_load(&t->chunks[c]));
-  if (t->dt) {
-    for (size_t b = 0; b < t->dt->nb; b++)
-      for (eng_delta *d = t->dt->b[b], *next; d; d = next) {
-        next = d->next;
-        free(d);
-      }
-    free(t->dt->b);
-    free(t->dt);
-  }
+  delta_table_free(t->dt);
   free(t->batch); /* empty: the worker flushed before stopping */
   pthread_mutex_destroy(&t->dlock);
   free(t);
@@ -1193,85 +1211,157 @@ static int check_remote(engine_thread *t, const eng_request *req,
 
 /* ---- approximate mode: local decisions, synced with Redis ---- */
 
-static uint64_t delta_hash(const sl_limiter *lim, const void *key, size_t n) {
-  uint64_t h = 0xcbf29ce484222325u ^ (uint64_t)(uintptr_t)lim;
-  for (size_t i = 0; i < n; i++) h = (h ^ ((const uint8_t *)key)[i]) * 0x100000001b3u;
-  return h ^ h >> 31;
+/* A keyed hash (SipHash, the engine's random key: keys are the clients'
+   choice), mixed with the limiter. */
+static uint64_t delta_hash(const engine *e, const sl_limiter *lim,
+                           const void *key, size_t n) {
+  uint64_t h;
+  crypto_shorthash((unsigned char *)&h, n ? key : (const void *)"", n,
+                   e->delta_key);
+  h ^= (uint64_t)(uintptr_t)lim * 0x9e3779b97f4a7c15u;
+  return h ^ h >> 29;
+}
+
+static delta_table *delta_table_new(void) {
+  delta_table *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  t->mask = 1023;
+  t->slot = calloc(t->mask + 1, sizeof *t->slot);
+  if (!t->slot) {
+    free(t);
+    return NULL;
+  }
+  t->tail = &t->head;
+  return t;
+}
+
+static void delta_table_free(delta_table *t) {
+  if (!t) return;
+  for (delta_chunk *c = t->chunks, *next; c; c = next) {
+    next = c->next;
+    free(c);
+  }
+  free(t->slot);
+  free(t);
 }
 
 /* The table's entry for (lim, key) of hash h, or NULL (t may be NULL). */
 static eng_delta *delta_find(const delta_table *t, const sl_limiter *lim,
                              const void *key, size_t key_len, uint64_t h) {
-  if (!t || !t->nb) return NULL;
-  for (eng_delta *e = t->b[h & (t->nb - 1)]; e; e = e->next)
-    if (e->lim == lim && e->key_len == key_len && !memcmp(e->key, key, key_len))
-      return e;
-  return NULL;
+  if (!t) return NULL;
+  for (size_t i = h & t->mask;; i = (i + 1) & t->mask) {
+    const delta_slot *s = &t->slot[i];
+    if (!s->d) return NULL;
+    if (s->h == h && s->d->lim == lim && s->d->key_len == key_len &&
+        !memcmp(s->d->key, key, key_len))
+      return s->d;
+  }
 }
 
-/* Adds d to the table, or its cost to the entry already there (then frees
-   d and returns 1). -1 when the table cannot grow. */
-static int delta_put(delta_table *t, eng_delta *d) {
-  if (t->n >= t->nb) {
-    size_t nb = t->nb ? t->nb * 2 : 256;
-    eng_delta **b = calloc(nb, sizeof *b);
-    if (!b) return -1;
-    for (size_t i = 0; i < t->nb; i++)
-      for (eng_delta *e = t->b[i], *next; e; e = next) {
-        next = e->next;
-        e->next = b[e->h & (nb - 1)];
-        b[e->h & (nb - 1)] = e;
-      }
-    free(t->b);
-    t->b = b;
-    t->nb = nb;
+/* Adds entry d (not in the table yet) to the slots and to the list. -1
+   when the slots cannot grow. */
+static int delta_link(delta_table *t, eng_delta *d) {
+  if ((t->n + 1) * 2 > t->mask + 1) {
+    size_t mask = t->mask * 2 + 1;
+    delta_slot *slot = calloc(mask + 1, sizeof *slot);
+    if (!slot) return -1;
+    for (size_t i = 0; i <= t->mask; i++) {
+      if (!t->slot[i].d) continue;
+      size_t j = t->slot[i].h & mask;
+      while (slot[j].d) j = (j + 1) & mask;
+      slot[j] = t->slot[i];
+    }
+    free(t->slot);
+    t->slot = slot;
+    t->mask = mask;
   }
-  eng_delta *e = delta_find(t, d->lim, d->key, d->key_len, d->h);
-  if (e) {
-    e->cost += d->cost;
-    free(d);
-    return 1;
-  }
-  eng_delta **slot = &t->b[d->h & (t->nb - 1)];
-  d->next = *slot;
-  *slot = d;
+  size_t j = d->h & t->mask;
+  while (t->slot[j].d) j = (j + 1) & t->mask;
+  t->slot[j] = (delta_slot){d->h, d};
   t->n++;
+  d->next = NULL;
+  *t->tail = d;
+  t->tail = &d->next;
   return 0;
+}
+
+/* n bytes from the table's arena (64 KiB chunks), or NULL. */
+static void *delta_alloc(delta_table *t, size_t n) {
+  n = (n + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
+  delta_chunk *c = t->chunks;
+  if (!c || c->cap - c->used < n) {
+    size_t cap = n > 65536 ? n : 65536;
+    c = malloc(sizeof *c + cap);
+    if (!c) return NULL;
+    c->used = 0;
+    c->cap = cap;
+    c->next = t->chunks;
+    t->chunks = c;
+  }
+  void *p = (char *)c->mem + c->used;
+  c->used += n;
+  return p;
+}
+
+/* The decimal digits of v at dst; their count. */
+static size_t put_uint(char *dst, size_t v) {
+  char tmp[24];
+  size_t n = 0;
+  do tmp[n++] = (char)('0' + v % 10);
+  while ((v /= 10));
+  for (size_t i = 0; i < n; i++) dst[i] = tmp[n - 1 - i];
+  return n;
 }
 
 /* Records a local charge for the next sync (approximate mode). The
    limiter's name in Redis is rule "|" policy (a rule's) or canon (id_b
-   NULL: an ad-hoc policy's), as in exact mode. */
+   NULL: an ad-hoc policy's), as in exact mode (redis_key). One lock, and
+   for a key new this interval an entry from the thread table's arena. */
 static void note_charge(engine_thread *t, sl_limiter *lim, const char *id_a,
                         const char *id_b, const void *key, size_t key_len,
                         int64_t cost) {
   if (cost <= 0) return;
-  uint64_t h = delta_hash(lim, key, key_len);
+  uint64_t h = delta_hash(t->e, lim, key, key_len);
   pthread_mutex_lock(&t->dlock);
-  eng_delta *e = delta_find(t->dt, lim, key, key_len, h);
-  if (e) e->cost += cost;
+  if (!t->dt) t->dt = delta_table_new();
+  eng_delta *d = delta_find(t->dt, lim, key, key_len, h);
+  if (d) {
+    d->cost += cost;
+  } else if (t->dt) {
+    size_t la = strlen(id_a), lb = id_b ? strlen(id_b) : 0;
+    size_t id_len = la + (id_b ? 1 + lb : 0);
+    /* "sl:{}" kind id_len ":" id key (redis_key, no tag) */
+    size_t rmax = 6 + 20 + 1 + id_len + key_len;
+    d = delta_alloc(t->dt, sizeof *d + key_len + rmax);
+    if (d) {
+      d->lim = lim;
+      d->policy = *sl_limiter_policy(lim);
+      d->cost = cost;
+      d->h = h;
+      d->key_len = (uint32_t)key_len;
+      memcpy(d->key, key, key_len);
+      char *r = d->rkey = (char *)d->key + key_len;
+      size_t n = 0;
+      memcpy(r, "sl:{}", 5);
+      n = 5;
+      r[n++] = id_b ? 'r' : 'a';
+      n += put_uint(r + n, id_len);
+      r[n++] = ':';
+      memcpy(r + n, id_a, la);
+      n += la;
+      if (id_b) {
+        r[n++] = '|';
+        memcpy(r + n, id_b, lb);
+        n += lb;
+      }
+      memcpy(r + n, key, key_len);
+      d->rkey_len = (uint32_t)(n + key_len);
+      if (delta_link(t->dt, d)) d = NULL;
+    }
+  }
   pthread_mutex_unlock(&t->dlock);
-  if (e) return;
-  /* A new key this interval: build its entry outside the lock. */
-  char ident[1200];
-  snprintf(ident, sizeof ident, "%s%s%s", id_a, id_b ? "|" : "",
-           id_b ? id_b : "");
-  char kind = id_b ? 'r' : 'a';
-  size_t max = 32 + strlen(ident) + key_len;
-  eng_delta *d = malloc(sizeof *d + key_len + max);
-  if (!d) return; /* lost for the sync: the fleet can overshoot by it */
-  d->lim = lim;
-  d->policy = *sl_limiter_policy(lim);
-  d->cost = cost;
-  d->h = h;
-  d->key_len = key_len;
-  memcpy(d->key, key, key_len);
-  d->rkey = (char *)d->key + key_len;
-  d->rkey_len = redis_key(d->rkey, "", 0, kind, ident, key, key_len);
-  pthread_mutex_lock(&t->dlock);
-  if (!t->dt) t->dt = calloc(1, sizeof *t->dt);
-  if (!t->dt || delta_put(t->dt, d) < 0) free(d);
-  pthread_mutex_unlock(&t->dlock);
+  /* d NULL: out of memory, the charge is lost for the sync (the fleet can
+     overshoot by it). */
 }
 
 void engine_sync_count(engine *e, int what, uint64_t n) {
@@ -1279,8 +1369,11 @@ void engine_sync_count(engine *e, int what, uint64_t n) {
     atomic_fetch_add_explicit(&e->sync_stats[what], n, memory_order_relaxed);
 }
 
+/* The threads' tables become the round's (e->round): the first whole, the
+   others' entries merged into it (their arenas with it). */
 eng_delta *engine_sync_take(engine *e) {
-  delta_table all = {0};
+  delta_table_free(e->round); /* a round never applied */
+  delta_table *all = NULL;
   pthread_mutex_lock(&e->threads_lock);
   for (unsigned i = 0; i < ENG_MAX_THREADS; i++) {
     engine_thread *t = e->threads[i];
@@ -1290,24 +1383,27 @@ eng_delta *engine_sync_take(engine *e) {
     t->dt = NULL;
     pthread_mutex_unlock(&t->dlock);
     if (!dt) continue;
-    for (size_t b = 0; b < dt->nb; b++)
-      for (eng_delta *d = dt->b[b], *next; d; d = next) {
-        next = d->next;
-        if (delta_put(&all, d) < 0) free(d);
-      }
-    free(dt->b);
-    free(dt);
+    if (!all) {
+      all = dt;
+      continue;
+    }
+    for (eng_delta *d = dt->head, *next; d; d = next) {
+      next = d->next;
+      eng_delta *x = delta_find(all, d->lim, d->key, d->key_len, d->h);
+      if (x)
+        x->cost += d->cost;
+      else if (delta_link(all, d))
+        engine_sync_count(e, ENG_SYNC_LOST, (uint64_t)d->cost);
+    }
+    delta_chunk **c = &all->chunks;
+    while (*c) c = &(*c)->next;
+    *c = dt->chunks;
+    dt->chunks = NULL;
+    delta_table_free(dt);
   }
   pthread_mutex_unlock(&e->threads_lock);
-  eng_delta *list = NULL;
-  for (size_t b = 0; b < all.nb; b++)
-    for (eng_delta *d = all.b[b], *next; d; d = next) {
-      next = d->next;
-      d->next = list;
-      list = d;
-    }
-  free(all.b);
-  return list;
+  e->round = all;
+  return all ? all->head : NULL;
 }
 
 const char *engine_delta_key(const eng_delta *d, size_t *len) {
@@ -1371,11 +1467,8 @@ void engine_sync_apply(engine *e, eng_delta *list, const int64_t *level,
   }
   pthread_mutex_unlock(&e->reload_lock);
   free(pend);
-  while (list) {
-    eng_delta *next = list->next;
-    free(list);
-    list = next;
-  }
+  delta_table_free(e->round); /* list's entries live in its arena */
+  e->round = NULL;
 }
 
 int engine_check_async(engine_thread *t, const eng_request *req, int64_t now,
