@@ -21,8 +21,13 @@
  * round in one pipeline per node. It uses hiredis's blocking API on its own
  * connections: this thread does nothing else, and a dead Redis only delays
  * the next round (each read waits at most the longer of --redis-timeout
- * and the interval). Local decisions never wait for it. A call that fails
- * loses its keys' charges (counted: sluice_sync_lost_cost_total).
+ * and the interval). Local decisions never wait for it. The charges of a
+ * call Redis did not run (no connection, MOVED, NOSCRIPT, ...) are pushed
+ * again with every round for up to 10 s (engine_sync_apply;
+ * sluice_sync_retried_cost_total), then counted lost
+ * (sluice_sync_lost_cost_total). Those of a call sent without a reply are
+ * not: Redis may have run it, or may run it yet (a hung server that
+ * resumes); they are counted in sluice_sync_unconfirmed_cost_total.
  */
 #include "sync.h"
 
@@ -106,6 +111,18 @@ static void learn_moved(rs_sync *s, const char *msg) {
   if (k < s->topo.nnodes) s->topo.slot_node[slot] = (uint8_t)k;
 }
 
+/* Whether an error reply says the command was not run at all (a redirect,
+   a missing script, a node not ready): its charges can go again. */
+static int refused_unrun(const char *err) {
+  static const char *const code[] = {"MOVED ", "ASK ",       "TRYAGAIN",
+                                     "NOSCRIPT", "CLUSTERDOWN", "LOADING",
+                                     "MASTERDOWN", "READONLY",  "BUSY",
+                                     "NOAUTH",   "NOPERM"};
+  for (size_t i = 0; i < sizeof code / sizeof *code; i++)
+    if (!strncmp(err, code[i], strlen(code[i]))) return 1;
+  return 0;
+}
+
 /* A batch of a pass: keys ks[first .. first+n) of one node and slot. */
 typedef struct sync_batch {
   size_t first, n;
@@ -114,9 +131,10 @@ typedef struct sync_batch {
 
 /*
  * One pipelined pass: charges cost[i] (> 0) to key i by force and fills
- * level[i] (the fleet's signed level after it; ENG_LEVEL_UNKNOWN when the
- * call failed). Keys of one node (one slot in a cluster) go RS_BATCH_MAX
- * to a call.
+ * level[i]: the fleet's signed level after it; ENG_LEVEL_UNSENT when Redis
+ * did not run the call (not sent: no connection; or refused unrun: MOVED,
+ * NOSCRIPT, ...); ENG_LEVEL_UNKNOWN when it may have (sent, no reply).
+ * Keys of one node (one slot in a cluster) go RS_BATCH_MAX to a call.
  */
 static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
                  int64_t *level) {
@@ -125,7 +143,7 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
   rs_call *call = malloc(n * sizeof *call);
   sync_batch *bs = malloc(n * sizeof *bs);
   size_t nk = 0, nb = 0;
-  for (size_t i = 0; i < n; i++) level[i] = ENG_LEVEL_UNKNOWN;
+  for (size_t i = 0; i < n; i++) level[i] = ENG_LEVEL_UNSENT;
   if (!ks || !call || !bs) {
     free(ks), free(call), free(bs);
     return;
@@ -174,12 +192,7 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
   for (size_t k = 0; k < nb; k++) {
     sync_batch *b = &bs[k];
     int nd = ks[b->first].node;
-    int64_t lost = 0;
-    for (size_t x = 0; x < b->n; x++) lost += cost[ks[b->first + x].i];
-    if (!b->sent || !s->ctx[nd]) {
-      engine_sync_count(s->e, ENG_SYNC_LOST, (uint64_t)lost);
-      continue;
-    }
+    if (!b->sent || !s->ctx[nd]) continue; /* unsent: pushed again */
     engine_sync_count(s->e, ENG_SYNC_CALLS, 1);
     redisReply *r = NULL;
     if (redisGetReply(s->ctx[nd], (void **)&r) != REDIS_OK || !r) {
@@ -187,10 +200,16 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
               s->topo.nodes[nd].port, s->ctx[nd]->errstr);
       node_drop(s, nd);
       engine_sync_count(s->e, ENG_SYNC_ERRORS, 1);
-      engine_sync_count(s->e, ENG_SYNC_LOST, (uint64_t)lost);
+      /* This call and the node's later ones were written (the pipeline
+         goes out at the first read): Redis may run them yet. */
+      for (size_t k2 = k; k2 < nb && ks[bs[k2].first].node == nd; k2++)
+        for (size_t x = 0; bs[k2].sent && x < bs[k2].n; x++)
+          level[ks[bs[k2].first + x].i] = ENG_LEVEL_UNKNOWN;
       continue;
     }
     int bad = r->type == REDIS_REPLY_ERROR;
+    int64_t bad_level = bad && refused_unrun(r->str) ? ENG_LEVEL_UNSENT
+                                                     : ENG_LEVEL_UNKNOWN;
     if (bad && !strncmp(r->str, "MOVED ", 6)) learn_moved(s, r->str);
     for (size_t x = 0; x < b->n && !bad; x++) {
       size_t i = ks[b->first + x].i;
@@ -204,9 +223,7 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
     }
     if (bad) {
       engine_sync_count(s->e, ENG_SYNC_ERRORS, 1);
-      engine_sync_count(s->e, ENG_SYNC_LOST, (uint64_t)lost);
-      for (size_t x = 0; x < b->n; x++)
-        level[ks[b->first + x].i] = ENG_LEVEL_UNKNOWN;
+      for (size_t x = 0; x < b->n; x++) level[ks[b->first + x].i] = bad_level;
     }
     freeReplyObject(r);
   }

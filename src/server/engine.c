@@ -75,7 +75,8 @@ struct eng_delta {
   int64_t cost;
   uint64_t h;
   uint32_t key_len, rkey_len;
-  char *rkey; /* the key's name in Redis */
+  char *rkey;      /* the key's name in Redis */
+  int64_t failed;  /* carried: when its push first failed (mono ns) */
   uint8_t key[];
 };
 
@@ -204,6 +205,7 @@ struct engine {
   _Atomic uint64_t sync_stats[ENG_SYNC_COUNT]; /* approximate mode */
   unsigned char delta_key[crypto_shorthash_KEYBYTES]; /* delta_hash's */
   struct delta_table *round; /* the sync thread's, take to apply */
+  struct delta_table *carry; /* charges to push again next round */
 };
 
 static int64_t mono_ns(void) {
@@ -488,6 +490,7 @@ void engine_free(engine *e) {
   free(e->series);
   free(e->series_index);
   delta_table_free(e->round);
+  delta_table_free(e->carry);
   sl_store_free(e->store);
   pthread_mutex_destroy(&e->reload_lock);
   pthread_mutex_destroy(&e->threads_lock);
@@ -1211,6 +1214,13 @@ static int check_remote(engine_thread *t, const eng_request *req,
 
 /* ---- approximate mode: local decisions, synced with Redis ---- */
 
+/* A charge whose push failed is pushed again with every round, for up to
+   SYNC_CARRY_NS after the first failure, SYNC_CARRY_MAX keys at most: a
+   Redis that blinks loses nothing, one that stays away costs bounded
+   memory. */
+#define SYNC_CARRY_NS (10 * 1000000000LL)
+#define SYNC_CARRY_MAX 262144
+
 /* A keyed hash (SipHash, the engine's random key: keys are the clients'
    choice), mixed with the limiter. */
 static uint64_t delta_hash(const engine *e, const sl_limiter *lim,
@@ -1338,6 +1348,7 @@ static void note_charge(engine_thread *t, sl_limiter *lim, const char *id_a,
       d->policy = *sl_limiter_policy(lim);
       d->cost = cost;
       d->h = h;
+      d->failed = 0;
       d->key_len = (uint32_t)key_len;
       memcpy(d->key, key, key_len);
       char *r = d->rkey = (char *)d->key + key_len;
@@ -1369,11 +1380,13 @@ void engine_sync_count(engine *e, int what, uint64_t n) {
     atomic_fetch_add_explicit(&e->sync_stats[what], n, memory_order_relaxed);
 }
 
-/* The threads' tables become the round's (e->round): the first whole, the
-   others' entries merged into it (their arenas with it). */
+/* The carried charges and the threads' tables become the round's
+   (e->round): the first whole, the others' entries merged into it (their
+   arenas with it). */
 eng_delta *engine_sync_take(engine *e) {
   delta_table_free(e->round); /* a round never applied */
-  delta_table *all = NULL;
+  delta_table *all = e->carry; /* first: what the last rounds failed to push */
+  e->carry = NULL;
   pthread_mutex_lock(&e->threads_lock);
   for (unsigned i = 0; i < ENG_MAX_THREADS; i++) {
     engine_thread *t = e->threads[i];
@@ -1446,6 +1459,32 @@ static void pending_costs(engine *e, eng_delta *list, int64_t *pend) {
   pthread_mutex_unlock(&e->threads_lock);
 }
 
+/* Keeps d, whose push failed, in e->carry for the next round; its cost is
+   lost instead when it first failed over SYNC_CARRY_NS ago, or when the
+   carry is full (SYNC_CARRY_MAX) or out of memory. */
+static void carry(engine *e, const eng_delta *d, int alive, int64_t mono) {
+  size_t size = sizeof *d + d->key_len + d->rkey_len;
+  int64_t failed = d->failed ? d->failed : mono;
+  eng_delta *c = NULL;
+  if (mono - failed <= SYNC_CARRY_NS &&
+      (!e->carry || e->carry->n < SYNC_CARRY_MAX)) {
+    if (!e->carry) e->carry = delta_table_new();
+    if (e->carry) c = delta_alloc(e->carry, size);
+  }
+  if (c) {
+    memcpy(c, d, size);
+    c->rkey = (char *)c->key + c->key_len;
+    c->failed = failed;
+    if (!alive) c->lim = NULL; /* reloaded away: pushed, never applied */
+    if (!delta_link(e->carry, c)) {
+      /* counted once, at the first failure (the cost it then had) */
+      if (!d->failed) engine_sync_count(e, ENG_SYNC_RETRIED, (uint64_t)d->cost);
+      return;
+    }
+  }
+  engine_sync_count(e, ENG_SYNC_LOST, (uint64_t)d->cost);
+}
+
 void engine_sync_apply(engine *e, eng_delta *list, const int64_t *level,
                        int64_t now) {
   size_t n = 0;
@@ -1453,9 +1492,19 @@ void engine_sync_apply(engine *e, eng_delta *list, const int64_t *level,
   int64_t *pend = level && n ? calloc(n, sizeof *pend) : NULL;
   pthread_mutex_lock(&e->reload_lock);
   if (pend) pending_costs(e, list, pend);
+  int64_t mono = mono_ns();
   size_t i = 0;
-  for (eng_delta *d = list; d && pend; d = d->next, i++) {
-    if (level[i] == ENG_LEVEL_UNKNOWN || !limiter_alive(e, d->lim)) continue;
+  for (eng_delta *d = list; d; d = d->next, i++) {
+    int alive = d->lim && limiter_alive(e, d->lim);
+    if (!level || level[i] == ENG_LEVEL_UNSENT) {
+      carry(e, d, alive, mono);
+      continue;
+    }
+    if (level[i] == ENG_LEVEL_UNKNOWN) {
+      engine_sync_count(e, ENG_SYNC_UNCONFIRMED, (uint64_t)d->cost);
+      continue;
+    }
+    if (!alive || !pend) continue;
     /* The fleet has used more than this daemon saw: charge the rest here
        by force, debt included, so that this daemon's level is the fleet's
        less what it has charged since the round began (pushed next round). */
@@ -1924,14 +1973,19 @@ char *engine_metrics(engine *e, size_t *len) {
   if (e->o.sync) {
     static const char *const name[ENG_SYNC_COUNT] = {
         "sluice_sync_rounds_total", "sluice_sync_calls_total",
-        "sluice_sync_errors_total", "sluice_sync_lost_cost_total"};
+        "sluice_sync_errors_total", "sluice_sync_retried_cost_total",
+        "sluice_sync_unconfirmed_cost_total", "sluice_sync_lost_cost_total"};
     static const char *const what[ENG_SYNC_COUNT] = {
         "Approximate mode: sync rounds that had local charges to push.",
         "Approximate mode: script calls the sync thread sent to Redis.",
         "Approximate mode: sync calls that failed (timeout, connection "
         "lost, error reply).",
+        "Approximate mode: cost whose push Redis did not run (no "
+        "connection, a redirect), pushed again with the next rounds.",
+        "Approximate mode: cost pushed in a call that got no reply (Redis "
+        "may have taken it, or take it later); not pushed again.",
         "Approximate mode: cost charged locally and never pushed to Redis "
-        "(its call failed)."};
+        "(its pushes failed for 10 s, or too many keys were waiting)."};
     for (int i = 0; i < ENG_SYNC_COUNT; i++) {
       help(f, name[i], "counter", what[i]);
       fprintf(f, "%s %llu\n", name[i],

@@ -208,13 +208,17 @@ int64_t engine_delta_cost(const eng_delta *d);
 eng_delta *engine_delta_next(const eng_delta *d);
 /*
  * After the sync: level[i] is the fleet's signed level for the list's i-th
- * key (what it has left, negative = owed; ENG_LEVEL_UNKNOWN: no answer).
+ * key (what it has left, negative = owed).
  * A key whose local limiter is above it, less what this daemon has charged
  * since the round began, is charged the difference by force
- * (sl_limiter_force): the fleet's debt becomes this daemon's. Frees the
- * list (level may be NULL).
+ * (sl_limiter_force): the fleet's debt becomes this daemon's. A key
+ * Redis did not run (ENG_LEVEL_UNSENT; level NULL: all) is pushed again
+ * with the next rounds (engine_sync_take), for up to 10 s; one Redis may
+ * or may not have run (ENG_LEVEL_UNKNOWN) is not (at most once). Frees
+ * the round.
  */
 #define ENG_LEVEL_UNKNOWN INT64_MIN
+#define ENG_LEVEL_UNSENT (INT64_MIN + 1)
 void engine_sync_apply(engine *e, eng_delta *list, const int64_t *level,
                        int64_t now);
 
@@ -223,7 +227,9 @@ enum {
   ENG_SYNC_ROUNDS,  /* rounds with charges to push */
   ENG_SYNC_CALLS,   /* script calls sent */
   ENG_SYNC_ERRORS,  /* calls that failed (timeout, connection, error) */
-  ENG_SYNC_LOST,    /* charged cost never pushed: its call failed */
+  ENG_SYNC_RETRIED, /* cost Redis did not take, pushed again next round */
+  ENG_SYNC_UNCONFIRMED, /* cost sent without a reply (maybe taken) */
+  ENG_SYNC_LOST,    /* cost never pushed: 10 s of failures, or memory */
   ENG_SYNC_COUNT
 };
 void engine_sync_count(engine *e, int what, uint64_t n);

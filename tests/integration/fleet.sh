@@ -530,6 +530,46 @@ approx_drained() {
 in_window 3600 approx
 eq "approx: the fleet's state is in Redis" 1 \
   "$(rcli "$RP" EXISTS "$(rcli "$RP" --scan --pattern '*sliding_log:100/happrox-a*' | cut -d' ' -f1)")"
+
+# Redis hung past --redis-timeout, then left alone by the breaker: the
+# charges of the rounds that could not be sent are pushed again later, the
+# hung call's are not (Redis runs it when it resumes); each charge reaches
+# Redis once.
+sv_use z1
+snap "$tmp/r0"
+rk=approx-r$(now_ms)
+rs_kill main STOP
+for i in $(seq 30); do rcli "$RESP" SL.THROTTLE "$rk" fixed_window:100/h; done |
+  cut -d' ' -f1 | paste -sd' ' - >"$tmp/r.allowed"
+eq "retry: 30 requests on z1 while Redis hangs: allowed locally" \
+  "$(printf '1 %.0s' $(seq 30) | sed 's/ $//')" "$(cat "$tmp/r.allowed")"
+sync_failed() { [ "$(metric sluice_sync_errors_total)" -gt "$(metric sluice_sync_errors_total "$tmp/r0")" ]; }
+if waitfor 50 sync_failed; then pass; else fail "retry: z1's sync call did not fail while Redis hung"; fi
+rs_kill main CONT
+# Pushed: the hung call (Redis runs it as it resumes), then once the
+# breaker lets the sync reconnect, a call with the rest.
+pushed() {
+  [ "$(rcli "$RP" --scan --pattern "*$rk")" != "" ] &&
+    [ $(($(metric sluice_sync_calls_total) - $(metric sluice_sync_calls_total "$tmp/r0"))) -ge 2 ]
+}
+if waitfor 100 pushed; then pass; else fail "retry: z1's charges never reached Redis"; fi
+snap "$tmp/r1"
+# The call that hung is not sent again (Redis runs it when it resumes:
+# unconfirmed); what the next rounds could not send is (retried).
+retried=$(mdelta sluice_sync_retried_cost_total "$tmp/r0" "$tmp/r1")
+unconfirmed=$(mdelta sluice_sync_unconfirmed_cost_total "$tmp/r0" "$tmp/r1")
+in_range "retry: z1 pushed again what Redis did not take (retried $retried)" 1 30 "$retried"
+eq "retry: retried + unconfirmed (sent, no reply) = the 30" 30 $((retried + unconfirmed))
+eq "retry: z1 lost nothing (sluice_sync_lost_cost_total)" 0 \
+  "$(mdelta sluice_sync_lost_cost_total "$tmp/r0" "$tmp/r1")"
+sv_use z2
+eq "retry: z2 allows its first request on the key" 1 \
+  "$(rcli "$RESP" SL.THROTTLE "$rk" fixed_window:100/h | cut -d' ' -f1)"
+# Its sync pushes that one and learns the fleet's level: 100 - 30 - 1.
+z2_learned() { [ "$(rcli "$RESP" SL.THROTTLE "$rk" fixed_window:100/h 0 | cut -d' ' -f3)" = 69 ]; }
+if waitfor 30 z2_learned; then pass; else
+  fail "retry: z2's remaining is $(rcli "$RESP" SL.THROTTLE "$rk" fixed_window:100/h 0 | cut -d' ' -f3), want 69 (z1's 30 pushed late)"
+fi
 fleet_down z
 
 # ===========================================================================
