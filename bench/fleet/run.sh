@@ -84,73 +84,17 @@ POLICY=token_bucket:1000/h
 here=$(cd "$(dirname "$0")" && pwd)
 SLUICE=$(cd "$(dirname "$SLUICE")" && pwd)/$(basename "$SLUICE")
 
-tmp=$(mktemp -d)
-pids=""
-cleanup() {
-  for p in $pids; do kill "$p" 2>/dev/null || true; done
-  for p in $pids; do # up to 5 s for a graceful exit, then SIGKILL
-    i=0
-    while kill -0 "$p" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-    kill -9 "$p" 2>/dev/null || true
-  done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
+BENCH=bench-fleet
+. "$here/../lib.sh"
 
-die() { echo "bench-fleet: $*" >&2; exit 1; }
-for tool in redis-server redis-cli redis-benchmark curl; do
-  command -v $tool >/dev/null 2>&1 || die "$tool not found (make bench-fleet installs it)"
-done
+need redis-server redis-cli redis-benchmark curl
 [ -x "$SLUICE" ] || die "$SLUICE not built"
 
-# A TCP port no socket uses, below the ephemeral range (where the kernel
-# picks the local ports of outgoing connections, the clients' included).
-free_port() {
-  lo=$(awk '{ print $1 }' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-  [ "$lo" -gt 12000 ] || lo=32768
-  p=$(( $(od -An -N2 -tu2 /dev/urandom) % (lo - 11000) + 10000 ))
-  while command -v ss >/dev/null 2>&1 && [ -n "$(ss -Htan "sport = :$p" 2>/dev/null)" ]; do
-    p=$((p + 1))
-  done
-  echo $p
-}
-# Polls COMMAND... up to 10 s.
-wait_for() {
-  i=0
-  until "$@" >/dev/null 2>&1; do
-    i=$((i + 1)); [ $i -lt 100 ] || return 1; sleep 0.1
-  done
-}
-now() { date +%s.%N; }
-# CPU clock ticks used so far by the given processes (all threads).
-cpu_ticks() {
-  for p in "$@"; do cat /proc/"$p"/stat 2>/dev/null; done |
-    sed 's/.*) //' | awk '{ s += $12 + $13 } END { print s + 0 }'
-}
-TCK=$(getconf CLK_TCK)
 
 echo "# machine: $(nproc) cores, $(uname -m); $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "# $(redis-server --version | cut -d' ' -f1-3), $("$SLUICE" --version 2>/dev/null || echo 'sluice ?')"
 
 # ---- servers ----
-start_redis() { # a redis-server of its own, no persistence
-  mkdir -p "$tmp/redis"
-  for try in 1 2 3; do # another port if this one was taken meanwhile
-    port=$(free_port)
-    redis-server --bind 127.0.0.1 --port "$port" --dir "$tmp/redis" --save '' \
-      --appendonly no --logfile "$tmp/redis/log" --daemonize no &
-    pid=$!
-    if wait_for sh -c "redis-cli -p $port info server | tr -d '\\r' | grep -qx process_id:$pid"; then
-      pids="$pids $pid"
-      redis_pid=$pid redis_port=$port
-      return 0
-    fi
-    kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true
-  done
-  die "redis-server did not start: $(tail -3 "$tmp/redis/log")"
-}
 daemons=""
 start_sluice() { # NAME ARGS...: a daemon, its pid, HTTP and RESP ports in NAME_pid, NAME_http, NAME_resp
   name=$1; shift
@@ -164,7 +108,7 @@ start_sluice() { # NAME ARGS...: a daemon, its pid, HTTP and RESP ports in NAME_
   eval "${name}_resp=$(sed -n 's|.*listening on redis://.*(port \([0-9]*\)).*|\1|p' "$log")"
 }
 
-start_redis
+start_redis redis
 STORE=redis://127.0.0.1:$redis_port
 RT=""; [ -z "$REDIS_TIMEOUT" ] || RT="--redis-timeout $REDIS_TIMEOUT"
 sha=$(redis-cli -p "$redis_port" SCRIPT LOAD "$(cat "$here/../server/tokenbucket.lua")")
@@ -198,23 +142,6 @@ echo "# sluice's Redis script: $(sed -n 's/.*script \([0-9a-f]\{40\}\) loaded.*/
 # tries). Waiting and retrying draw on one budget, BENCH_PATIENCE seconds
 # (default 30), so the whole stays bounded; once it is spent, runs count as
 # they come. Best-of ignores noisy runs where a configuration has others.
-cpu_fields() { awk '/^cpu / { print $2 + $3 + $4 + $9, $7 + $8 }' /proc/stat; }
-child_ticks() { # from `times` output in FILE: children's user + system
-  sed -n 2p "$1" | awk -v t="$TCK" '{
-    s = 0; for (i = 1; i <= 2; i++) { v = $i; sub(/s$/, "", v); split(v, a, "m"); s += a[1] * 60 + a[2] }
-    printf "%.0f\n", s * t }'
-}
-patience() { cat "$tmp/patience"; }
-spend() { echo $(( $(patience) - $1 )) >"$tmp/patience"; }
-wait_quiet() {
-  while :; do
-    set -- $(cpu_fields); sleep 0.5; set -- "$@" $(cpu_fields)
-    awk -v a="$1" -v b="$3" -v i="$2" -v j="$4" -v t="$TCK" -v noise="$NOISE" \
-      'BEGIN { exit !(((b - a) + (j - i)) / t / 0.5 <= noise) }' && return 0
-    [ "$(patience)" -gt 0 ] || return 0
-    sleep 1; spend 2
-  done
-}
 meter_start() { # REDIS_PIDS SLUICE_PIDS [SYNC_TID]
   times >"$tmp/times0"
   m_r0=$(cpu_ticks $1) m_s0=$(cpu_ticks $2) m_y0=$(cpu_ticks ${3:-}) m_b0=$(cpu_fields) m_t0=$(now)
