@@ -793,64 +793,64 @@ static int json_hits(json_t *o, int64_t *out) {
   return 1;
 }
 
-static int post_check(h2o_req_t *req, server *srv, int peek) {
+/*
+ * Reads a JSON body in Envoy's RLS shape ({"domain", "descriptors": [...],
+ * "hits_addend"?}) into *er: its descriptors in ds, skipped[i] set for
+ * those left out because a value named a missing header, *asked = how
+ * many the body had. *root holds the strings *er points to (json_decref it
+ * after use, also after a failure). 0, or -1 after sending a 400 or 413.
+ */
+static int body_request(h2o_req_t *req, server *srv, json_t **root,
+                        eng_request *er, eng_descriptor *ds, int *skipped,
+                        size_t *asked) {
+  *root = NULL;
   if (req->entity.len > srv->o.max_body)
-    return send_error(req, 413, "body larger than %zu bytes", srv->o.max_body);
+    return send_error(req, 413, "body larger than %zu bytes",
+                      srv->o.max_body), -1;
   json_error_t jerr;
-  json_t *root = json_loadb(req->entity.base, req->entity.len,
-                            JSON_REJECT_DUPLICATES, &jerr);
-  if (!root)
+  *root = json_loadb(req->entity.base, req->entity.len,
+                     JSON_REJECT_DUPLICATES, &jerr);
+  if (!*root)
     return send_error(req, 400, "malformed JSON at line %d column %d: %s",
-                      jerr.line, jerr.column, jerr.text);
-  int rc = 0, bad = 0;
+                      jerr.line, jerr.column, jerr.text), -1;
+  int bad = 0;
   size_t dlen = 0;
-  eng_descriptor ds[ENG_MAX_DESCRIPTORS];
-  int skipped[ENG_MAX_DESCRIPTORS] = {0};
   size_t nd = 0;
   int64_t hits = 1;
-  const char *domain = json_is_object(root)
-                           ? json_str(root, "domain", &dlen, &bad)
-                           : NULL;
-  json_t *descs = json_is_object(root) ? json_object_get(root, "descriptors")
-                                       : NULL;
-  if (!json_is_object(root)) {
-    rc = send_error(req, 400, "the body must be a JSON object");
-    goto done;
-  }
-  if (!domain || !dlen || bad) {
-    rc = send_error(req, 400, "\"domain\" must be a non-empty string");
-    goto done;
-  }
-  int h = json_hits(root, &hits);
-  if (h < 0) {
-    rc = send_error(req, 400, "\"hits_addend\" must be an integer >= 0");
-    goto done;
-  }
+  json_t *o = *root;
+  const char *domain = json_is_object(o) ? json_str(o, "domain", &dlen, &bad)
+                                         : NULL;
+  json_t *descs = json_is_object(o) ? json_object_get(o, "descriptors") : NULL;
+  if (!json_is_object(o))
+    return send_error(req, 400, "the body must be a JSON object"), -1;
+  if (!domain || !dlen || bad)
+    return send_error(req, 400, "\"domain\" must be a non-empty string"), -1;
+  int h = json_hits(o, &hits);
+  if (h < 0)
+    return send_error(req, 400, "\"hits_addend\" must be an integer >= 0"),
+           -1;
   if (h == 1 && hits == 0) hits = 1; /* Envoy: 0 means the default, 1 */
   if (!json_is_array(descs) || json_array_size(descs) == 0 ||
-      json_array_size(descs) > ENG_MAX_DESCRIPTORS) {
-    rc = send_error(req, 400, "\"descriptors\" must be an array of 1 to %d "
-                              "descriptors", ENG_MAX_DESCRIPTORS);
-    goto done;
-  }
+      json_array_size(descs) > ENG_MAX_DESCRIPTORS)
+    return send_error(req, 400, "\"descriptors\" must be an array of 1 to %d "
+                                "descriptors", ENG_MAX_DESCRIPTORS), -1;
   for (size_t i = 0; i < json_array_size(descs); i++) {
     json_t *d = json_array_get(descs, i);
     json_t *entries = json_is_object(d) ? json_object_get(d, "entries") : NULL;
+    skipped[i] = 0;
     if (!json_is_array(entries) || json_array_size(entries) == 0 ||
-        json_array_size(entries) > ENG_MAX_ENTRIES) {
-      rc = send_error(req, 400, "descriptor %zu: \"entries\" must be an array "
-                                "of 1 to %d {key, value}", i, ENG_MAX_ENTRIES);
-      goto done;
-    }
+        json_array_size(entries) > ENG_MAX_ENTRIES)
+      return send_error(req, 400, "descriptor %zu: \"entries\" must be an "
+                                  "array of 1 to %d {key, value}", i,
+                        ENG_MAX_ENTRIES), -1;
     eng_descriptor *e = &ds[nd];
     e->n = 0;
     e->hits = -1;
     int64_t dh;
     int got = json_hits(d, &dh);
-    if (got < 0) {
-      rc = send_error(req, 400, "descriptor %zu: bad \"hits_addend\"", i);
-      goto done;
-    }
+    if (got < 0)
+      return send_error(req, 400, "descriptor %zu: bad \"hits_addend\"", i),
+             -1;
     if (got) e->hits = dh; /* per descriptor: 0 is a real 0 (a peek) */
     int skip = 0;
     for (size_t k = 0; k < json_array_size(entries); k++) {
@@ -858,22 +858,18 @@ static int post_check(h2o_req_t *req, server *srv, int peek) {
       size_t kl = 0, vl = 0;
       const char *key = json_is_object(en) ? json_str(en, "key", &kl, &bad) : NULL;
       const char *val = json_is_object(en) ? json_str(en, "value", &vl, &bad) : NULL;
-      if (!key || !kl || bad) {
-        rc = send_error(req, 400, "descriptor %zu entry %zu: \"key\" must be "
-                                  "a non-empty string", i, k);
-        goto done;
-      }
+      if (!key || !kl || bad)
+        return send_error(req, 400, "descriptor %zu entry %zu: \"key\" must "
+                                    "be a non-empty string", i, k), -1;
       if (!val) {
         val = "";
         vl = 0;
       }
       char *v = (char *)val;
       if (!resolve(req, srv, &v, &vl)) skip = 1;
-      if (kl > srv->o.max_key || vl > srv->o.max_key) {
-        rc = send_error(req, 400, "a key or value is longer than %zu bytes",
-                        srv->o.max_key);
-        goto done;
-      }
+      if (kl > srv->o.max_key || vl > srv->o.max_key)
+        return send_error(req, 400, "a key or value is longer than %zu bytes",
+                          srv->o.max_key), -1;
       e->entries[e->n++] = (cfg_entry){key, kl, v, vl};
     }
     if (!skip)
@@ -881,11 +877,20 @@ static int post_check(h2o_req_t *req, server *srv, int peek) {
     else
       skipped[i] = 1;
   }
-  {
-    eng_request er = {domain, dlen, ds, nd, hits};
-    rc = answer_check(req, srv, &er, peek, skipped, json_array_size(descs));
-  }
-done:
+  *er = (eng_request){domain, dlen, ds, nd, hits};
+  *asked = json_array_size(descs);
+  return 0;
+}
+
+static int post_check(h2o_req_t *req, server *srv, int peek) {
+  json_t *root;
+  eng_request er;
+  eng_descriptor ds[ENG_MAX_DESCRIPTORS];
+  int skipped[ENG_MAX_DESCRIPTORS];
+  size_t asked;
+  int rc = 0;
+  if (body_request(req, srv, &root, &er, ds, skipped, &asked) == 0)
+    rc = answer_check(req, srv, &er, peek, skipped, asked);
   json_decref(root);
   return rc;
 }
