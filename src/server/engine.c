@@ -1150,6 +1150,24 @@ static int job_end_now(eng_job *j, int rc) {
   return rc;
 }
 
+/* The request's hash tag (exact mode): the value of the domain's hash_tag
+   entry, the first one sent with a value; "" without one. */
+static void request_tag(const cfg_domain *dom, const eng_request *req,
+                        const char **tag, size_t *tag_len) {
+  *tag = "";
+  *tag_len = 0;
+  for (size_t i = 0; dom->hash_tag && i < req->n && !*tag_len; i++)
+    for (size_t k = 0; k < req->descriptors[i].n; k++) {
+      const cfg_entry *en = &req->descriptors[i].entries[k];
+      if (en->key_len == strlen(dom->hash_tag) &&
+          !memcmp(en->key, dom->hash_tag, en->key_len) && en->value_len) {
+        *tag = en->value;
+        *tag_len = en->value_len;
+        break;
+      }
+    }
+}
+
 /* engine_check_async's fleet-mode half: the checks go to Redis. */
 static int check_remote(engine_thread *t, const eng_request *req,
                         const cfg_domain *dom, eng_result *out,
@@ -1157,19 +1175,9 @@ static int check_remote(engine_thread *t, const eng_request *req,
                         size_t nc, const uint32_t *sid, int blocked,
                         int64_t now, eng_done_fn done, void *ud) {
   gen *g = t->g;
-  /* The hash tag: the value of the domain's hash_tag key, if sent. */
-  const char *tag = "";
-  size_t tag_len = 0;
-  for (size_t i = 0; dom->hash_tag && i < req->n && !tag_len; i++)
-    for (size_t k = 0; k < req->descriptors[i].n; k++) {
-      const cfg_entry *en = &req->descriptors[i].entries[k];
-      if (en->key_len == strlen(dom->hash_tag) &&
-          !memcmp(en->key, dom->hash_tag, en->key_len) && en->value_len) {
-        tag = en->value;
-        tag_len = en->value_len;
-        break;
-      }
-    }
+  const char *tag;
+  size_t tag_len;
+  request_tag(dom, req, &tag, &tag_len);
   eng_job *j = job_new(t, out, done, ud);
   if (!j) return SL_ENOMEM;
   j->nc = nc;
@@ -1373,6 +1381,30 @@ static void note_charge(engine_thread *t, sl_limiter *lim, const char *id_a,
   pthread_mutex_unlock(&t->dlock);
   /* d NULL: out of memory, the charge is lost for the sync (the fleet can
      overshoot by it). */
+}
+
+/* Approximate mode's reset: what the threads have charged to (lim, key)
+   and not yet handed to the sync is dropped (the entry's cost becomes 0:
+   the sync sends nothing for it and applies no level). Returns whether
+   there was any. What a round has already taken is in flight: not here. */
+static int forget_charges(engine *e, const sl_limiter *lim, const void *key,
+                          size_t key_len) {
+  uint64_t h = delta_hash(e, lim, key, key_len);
+  int found = 0;
+  pthread_mutex_lock(&e->threads_lock);
+  for (unsigned i = 0; i < ENG_MAX_THREADS; i++) {
+    engine_thread *t = e->threads[i];
+    if (!t) continue;
+    pthread_mutex_lock(&t->dlock);
+    eng_delta *d = delta_find(t->dt, lim, key, key_len, h);
+    if (d && d->cost > 0) {
+      d->cost = 0;
+      found = 1;
+    }
+    pthread_mutex_unlock(&t->dlock);
+  }
+  pthread_mutex_unlock(&e->threads_lock);
+  return found;
 }
 
 void engine_sync_count(engine *e, int what, uint64_t n) {
@@ -1802,34 +1834,298 @@ int engine_throttle_policy_async(engine_thread *t, const char *key,
   return adhoc_decide(t, a, key, key_len, cost, now, out, done, ud);
 }
 
-int engine_reset_descriptor(engine_thread *t, const eng_request *req) {
+/* ---- resets ---- */
+
+/*
+ * A reset drops, for each (limiter, key) it names, this daemon's state at
+ * once (the limiter's, its on_store_error: local limiter's, approximate
+ * mode's charges not yet pushed) and, in fleet mode, the key's Redis key:
+ * one DEL per key (keys of one request may live in different cluster
+ * slots; a DEL's reply says whether its key was there), sent on the
+ * thread's remote like the decisions, answered through the done callback.
+ */
+
+/* One (limiter, key) of a reset: its DEL, and whether this daemon held
+   state for it. */
+typedef struct reset_item {
+  struct reset_job *j;
+  char *cmd; /* the DEL, until sent */
+  size_t len;
+  int slot;
+  int local;
+} reset_item;
+
+typedef struct reset_job {
+  engine_thread *t;
+  int remote; /* DEL in Redis (fleet mode), else count the local drops */
+  int oom;
+  size_t n, cap, waiting;
+  reset_item *it;
+  eng_reset *out;
+  eng_reset_fn done;
+  void *ud;
+} reset_job;
+
+/* Notes the first failure's reason in out. */
+static void reset_fail(reset_job *j, const char *why) {
+  if (!j->out->failed++) snprintf(j->out->err, sizeof j->out->err, "%s", why);
+}
+
+/*
+ * Drops (lim, key)'s local state (lim, its on_store_error: local limiter
+ * `local`, approximate mode's unpushed charges) and, in fleet mode, queues
+ * the DEL of its Redis key: redis_key(tag, kind, id_a ["|" id_b], key), as
+ * decisions and the sync name it.
+ */
+static void reset_add(reset_job *j, sl_limiter *lim, sl_limiter *local,
+                      const char *tag, size_t tag_len, char kind,
+                      const char *id_a, const char *id_b, const void *key,
+                      size_t key_len) {
+  engine *e = j->t ? j->t->e : NULL;
+  int had = 0;
+  if (lim) had |= sl_limiter_reset(lim, key, key_len) == 1;
+  if (local) had |= sl_limiter_reset(local, key, key_len) == 1;
+  if (e && e->o.sync && lim) had |= forget_charges(e, lim, key, key_len);
+  if (!j->remote) {
+    j->out->dropped += had;
+    return;
+  }
+  if (j->oom) return;
+  if (j->n == j->cap) {
+    size_t cap = j->cap ? 2 * j->cap : 16;
+    reset_item *grown = realloc(j->it, cap * sizeof *grown);
+    if (!grown) {
+      j->oom = 1;
+      return;
+    }
+    j->it = grown;
+    j->cap = cap;
+  }
+  /* The limiter's name: as check_remote's id[1200] and note_charge make it
+     (a rule's "rule|policy"; an ad-hoc policy's canonical form). */
+  size_t la = strlen(id_a), lb = id_b ? strlen(id_b) : 0;
+  char *id = malloc(la + lb + 2);
+  size_t rmax = 4 + tag_len + 2 + 20 + 1 + la + lb + 1 + key_len;
+  char *cmd = malloc(rmax + 64);
+  if (!id || !cmd) {
+    free(id);
+    free(cmd);
+    j->oom = 1;
+    return;
+  }
+  memcpy(id, id_a, la);
+  if (id_b) {
+    id[la] = '|';
+    memcpy(id + la + 1, id_b, lb);
+  }
+  size_t il = la + (id_b ? 1 + lb : 0);
+  if (!e->o.sync && il > 1199) il = 1199; /* check_remote's snprintf */
+  id[il] = '\0';
+  char *rkey = malloc(rmax);
+  size_t rlen =
+      rkey ? redis_key(rkey, tag, tag_len, kind, id, key, key_len) : 0;
+  free(id);
+  if (!rkey) {
+    free(cmd);
+    j->oom = 1;
+    return;
+  }
+  size_t n = 0;
+  memcpy(cmd, "*2\r\n$3\r\nDEL\r\n$", 14);
+  n = 14;
+  n += put_uint(cmd + n, rlen);
+  memcpy(cmd + n, "\r\n", 2);
+  n += 2;
+  memcpy(cmd + n, rkey, rlen);
+  n += rlen;
+  memcpy(cmd + n, "\r\n", 2);
+  n += 2;
+  reset_item *it = &j->it[j->n++];
+  *it = (reset_item){j, cmd, n,
+                     e->o.cluster ? (int)rc_key_slot(rkey, rlen) : -1, had};
+  free(rkey);
+}
+
+static void reset_job_free(reset_job *j) {
+  for (size_t i = 0; i < j->n; i++) free(j->it[i].cmd);
+  free(j->it);
+  free(j);
+}
+
+/* A DEL's answer (r NULL: its call failed, err says why). */
+static void reset_reply(void *ud, const redisReply *r, const char *err) {
+  reset_item *it = ud;
+  reset_job *j = it->j;
+  if (r && r->type == REDIS_REPLY_INTEGER) {
+    j->out->dropped += r->integer > 0 || it->local;
+  } else {
+    char why[160];
+    if (r && r->type == REDIS_REPLY_ERROR)
+      snprintf(why, sizeof why, "redis: %.140s", r->str);
+    else
+      snprintf(why, sizeof why, "redis: %.140s",
+               err ? err : "unexpected reply to DEL");
+    reset_fail(j, why);
+  }
+  if (--j->waiting) return;
+  j->done(j->ud, j->out->failed ? ENG_ESTORE : 0, j->out);
+  reset_job_free(j);
+}
+
+/* Sends the job's DELs. 0 (every answer now in out), ENG_PENDING (the
+   last reply calls done and frees the job), ENG_ESTORE (none could be
+   sent: Redis known down), SL_ENOMEM; a job not pending is freed here. */
+static int reset_run(reset_job *j) {
+  if (j->oom) {
+    reset_job_free(j);
+    return SL_ENOMEM;
+  }
+  if (!j->remote || j->n == 0) {
+    reset_job_free(j);
+    return 0;
+  }
+  engine_thread *t = j->t;
+  j->out->keys = (int)j->n;
+  j->waiting = 1; /* held until every DEL is out: no early done */
+  for (size_t i = 0; i < j->n; i++) {
+    reset_item *it = &j->it[i];
+    char *cmd = it->cmd;
+    it->cmd = NULL; /* the remote's from now on */
+    if (t->send(t->io, it->slot, cmd, it->len, reset_reply, it) == 0)
+      j->waiting++;
+    else
+      reset_fail(j, "redis: down, not retried until --breaker-interval "
+                    "has passed since it failed");
+  }
+  if (--j->waiting) return ENG_PENDING;
+  int rc = j->out->failed ? ENG_ESTORE : 0;
+  reset_job_free(j);
+  return rc;
+}
+
+/* A reset job on thread t (NULL: memory mode's engine_reset_key), or NULL
+   (out of memory). In fleet mode, rc ENG_EREMOTE when it cannot reach
+   Redis from here. */
+static reset_job *reset_job_new(engine *e, engine_thread *t, eng_reset *out,
+                                eng_reset_fn done, void *ud, int *rc) {
+  memset(out, 0, sizeof *out);
+  int fleet = e->o.remote || e->o.sync;
+  *rc = 0;
+  if (fleet && (!t || !t->send || !done)) {
+    *rc = ENG_EREMOTE;
+    return NULL;
+  }
+  reset_job *j = calloc(1, sizeof *j);
+  if (!j) {
+    *rc = SL_ENOMEM;
+    return NULL;
+  }
+  j->t = t;
+  j->remote = fleet;
+  j->out = out;
+  j->done = done;
+  j->ud = ud;
+  return j;
+}
+
+/* The ad-hoc policy whose canonical form is canon, or NULL (none made). */
+static const adhoc_entry *adhoc_find(engine *e, const char *canon) {
+  size_t n = atomic_load_explicit(&e->nadhoc, memory_order_acquire);
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(e->adhoc[i].canon, canon)) return &e->adhoc[i];
+  return NULL;
+}
+
+static int reset_key(engine *e, engine_thread *t, const char *key,
+                     size_t key_len, const char *spec, size_t spec_len,
+                     eng_reset *out, eng_reset_fn done, void *ud) {
+  int rc;
+  reset_job *j = reset_job_new(e, t, out, done, ud, &rc);
+  if (!j) return rc;
+  if (key_len > SL_KEY_MAX) {
+    reset_job_free(j);
+    return SL_EKEY;
+  }
+  if (spec_len) {
+    char buf[256], canon[64];
+    sl_policy p;
+    if (spec_len >= sizeof buf) {
+      snprintf(out->err, sizeof out->err, "policy is too long");
+      reset_job_free(j);
+      return SL_EPOLICY;
+    }
+    memcpy(buf, spec, spec_len);
+    buf[spec_len] = '\0';
+    if (sl_policy_parse(buf, &p, out->err, sizeof out->err) ||
+        sl_policy_format(&p, canon, sizeof canon) < 0) {
+      reset_job_free(j);
+      return SL_EPOLICY;
+    }
+    /* Named: its Redis key goes whether or not this daemon has used it. */
+    const adhoc_entry *a = adhoc_find(e, canon);
+    reset_add(j, a ? a->lim : NULL, a ? a->local : NULL, "", 0, 'a', canon,
+              NULL, key, key_len);
+  } else {
+    size_t n = atomic_load_explicit(&e->nadhoc, memory_order_acquire);
+    for (size_t i = 0; i < n; i++)
+      reset_add(j, e->adhoc[i].lim, e->adhoc[i].local, "", 0, 'a',
+                e->adhoc[i].canon, NULL, key, key_len);
+  }
+  return reset_run(j);
+}
+
+int engine_reset_key_async(engine_thread *t, const char *key, size_t key_len,
+                           const char *spec, size_t spec_len, eng_reset *out,
+                           eng_reset_fn done, void *ud) {
+  return reset_key(t->e, t, key, key_len, spec, spec_len, out, done, ud);
+}
+
+int engine_reset_descriptor_async(engine_thread *t, const eng_request *req,
+                                  eng_reset *out, eng_reset_fn done, void *ud) {
   gen *g = t->g;
-  if (t->e->o.remote) return ENG_EREMOTE;
+  engine *e = t->e;
   const cfg_domain *dom = config_domain(g->cfg, req->domain, req->domain_len);
+  memset(out, 0, sizeof *out);
   if (!dom) return ENG_EDOMAIN;
-  int dropped = 0;
+  if (req->n == 0 || req->n > ENG_MAX_DESCRIPTORS) return ENG_EDESCRIPTOR;
+  uint8_t keys[ENG_MAX_DESCRIPTORS][KEY_MAX];
+  size_t len[ENG_MAX_DESCRIPTORS];
   for (size_t i = 0; i < req->n; i++) {
     const eng_descriptor *d = &req->descriptors[i];
-    if (d->n == 0 || d->n > ENG_MAX_ENTRIES) return ENG_EDESCRIPTOR;
-    uint8_t key[KEY_MAX];
-    size_t len;
-    if (descriptor_key(d, key, &len)) return ENG_EDESCRIPTOR;
+    if (d->n == 0 || d->n > ENG_MAX_ENTRIES ||
+        descriptor_key(d, keys[i], &len[i]))
+      return ENG_EDESCRIPTOR;
+  }
+  int rc;
+  reset_job *j = reset_job_new(e, t, out, done, ud, &rc);
+  if (!j) return rc;
+  /* Exact mode's keys carry the request's hash tag; the sync's none. */
+  const char *tag = "";
+  size_t tag_len = 0;
+  if (e->o.remote) request_tag(dom, req, &tag, &tag_len);
+  for (size_t i = 0; i < req->n; i++) {
+    const eng_descriptor *d = &req->descriptors[i];
     const cfg_node *node = config_match(dom, d->entries, d->n);
     for (size_t k = 0; node && k < node->nlimits; k++) {
-      sl_limiter *lim = g->lims[node->limits[k]->index];
-      if (lim) dropped += sl_limiter_reset(lim, key, len) == 1;
+      const cfg_limit *l = node->limits[k];
+      if (l->unlimited || l->blocked) continue; /* no state anywhere */
+      reset_add(j, g->lims[l->index], g->local[l->index], tag, tag_len, 'r',
+                l->rule, l->policy_str, keys[i], len[i]);
     }
   }
-  return dropped;
+  return reset_run(j);
+}
+
+int engine_reset_descriptor(engine_thread *t, const eng_request *req) {
+  eng_reset out;
+  int rc = engine_reset_descriptor_async(t, req, &out, NULL, NULL);
+  return rc ? rc : out.dropped;
 }
 
 int engine_reset_key(engine *e, const char *key, size_t key_len) {
-  if (e->o.remote) return ENG_EREMOTE;
-  int dropped = 0;
-  size_t n = atomic_load_explicit(&e->nadhoc, memory_order_acquire);
-  for (size_t i = 0; i < n; i++)
-    dropped += sl_limiter_reset(e->adhoc[i].lim, key, key_len) == 1;
-  return dropped;
+  eng_reset out;
+  int rc = reset_key(e, NULL, key, key_len, NULL, 0, &out, NULL, NULL);
+  return rc ? rc : out.dropped;
 }
 
 /* ---- Prometheus text format ---- */

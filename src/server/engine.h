@@ -32,7 +32,9 @@ enum {
   ENG_EDOMAIN = -100,     /* unknown domain */
   ENG_EDESCRIPTOR = -101, /* empty, too many or too long descriptors */
   ENG_EADHOC = -102,      /* too many distinct ad-hoc policies */
-  ENG_EREMOTE = -103,     /* not possible with the state in Redis */
+  ENG_EREMOTE = -103,     /* needs Redis, which this call cannot reach
+                             (no remote, or a caller that cannot wait) */
+  ENG_ESTORE = -104,      /* Redis failed (a reset: eng_reset says how) */
 };
 
 /* The *_async calls' "the answer comes later" (positive: not an error). */
@@ -185,13 +187,59 @@ int engine_throttle_policy_async(engine_thread *t, const char *key,
                                  int64_t cost, int64_t now, eng_result *out,
                                  eng_done_fn done, void *ud);
 
-/* Forgets `key` under every ad-hoc policy (SL.THROTTLE, /v1/throttle).
-   Returns how many states were dropped (ENG_EREMOTE in fleet mode). */
-int engine_reset_key(engine *e, const char *key, size_t key_len);
+/* ---- resets (SL.RESET, POST /admin/reset) ---- */
 
-/* Forgets the state of each of req's descriptors under every limit they
-   match in the thread's config. Returns how many states were dropped, or
-   ENG_EDOMAIN / ENG_EDESCRIPTOR (ENG_EREMOTE in fleet mode). */
+/* What a reset did. */
+typedef struct eng_reset {
+  int dropped;   /* (limit, key) states dropped: in memory mode the store's;
+                    in fleet mode those that had a Redis key (DEL said 1) or
+                    state on this daemon (a local or on_store_error: local
+                    limiter, or approximate mode's charges not yet pushed) */
+  int keys;      /* fleet mode: Redis keys it deleted (DELs sent or not) */
+  int failed;    /* ... of which Redis did not confirm the deletion (an
+                    error, a timeout, or down: not sent) */
+  char err[160]; /* why (the first failure), or a policy's error */
+} eng_reset;
+
+typedef void (*eng_reset_fn)(void *ud, int rc, eng_reset *out);
+
+/*
+ * Forgets `key` under ad-hoc policies (SL.THROTTLE, CL.THROTTLE,
+ * /v1/throttle): the policy spelled `spec` (spec_len bytes), or with
+ * spec_len 0 every ad-hoc policy this daemon has used since it started
+ * (in fleet mode, another daemon's policies are not known here: name the
+ * policy).
+ *
+ * In fleet mode (exact or approximate) the key's Redis key under each
+ * policy is deleted (one DEL per key, on the thread's remote, as decisions
+ * are sent), and this daemon's own state for it is dropped at once: its
+ * on_store_error local limiter; in approximate mode its local limiter and
+ * the charges not yet pushed by the sync.
+ *
+ * Returns 0: done, out filled; ENG_PENDING: done(ud, rc, out) runs later on
+ * this thread, exactly once (out must stay valid until then), with rc 0 or
+ * ENG_ESTORE; ENG_ESTORE now (Redis known down: no DEL was sent; out says
+ * so); SL_EPOLICY (message in out->err), SL_EKEY, SL_ENOMEM; ENG_EREMOTE in
+ * fleet mode when the thread has no remote or done is NULL.
+ */
+int engine_reset_key_async(engine_thread *t, const char *key, size_t key_len,
+                           const char *spec, size_t spec_len, eng_reset *out,
+                           eng_reset_fn done, void *ud);
+
+/*
+ * Forgets the state of each of req's descriptors under every limit they
+ * match in the thread's config. In fleet mode as engine_reset_key_async
+ * (in exact mode, a domain's hash_tag is taken from req as a decision
+ * takes it: the reset must carry the hash_tag entry the decisions
+ * carried). Returns as engine_reset_key_async, or ENG_EDOMAIN /
+ * ENG_EDESCRIPTOR.
+ */
+int engine_reset_descriptor_async(engine_thread *t, const eng_request *req,
+                                  eng_reset *out, eng_reset_fn done, void *ud);
+
+/* Memory mode's short forms: the number of states dropped, or an error
+   (ENG_EREMOTE in fleet mode). */
+int engine_reset_key(engine *e, const char *key, size_t key_len);
 int engine_reset_descriptor(engine_thread *t, const eng_request *req);
 
 /* ---- approximate mode ---- */

@@ -13,6 +13,7 @@
 #include "helpers.h"
 
 #include "config/config.h"
+#include "redis/slot.h"
 #include "server/engine.h"
 
 /* ---- local helpers ---- */
@@ -1739,10 +1740,491 @@ static void a_reload_waits_for_requests_pending_in_redis(void **state) {
   fixture_free(&f);
 }
 
+/* ---- resets in fleet mode: DELs through a fake remote ---- */
+
+/* A remote that records each command, for the test to answer by hand
+   (or refuses them all while `down`). */
+typedef struct fake_redis {
+  int n, down;
+  char *cmd[64];
+  size_t len[64];
+  int slot[64];
+  eng_reply_fn cb[64];
+  void *ud[64];
+} fake_redis;
+
+static int send_fake(void *io, int slot, char *cmd, size_t len, eng_reply_fn cb,
+                     void *ud) {
+  fake_redis *f = io;
+  if (f->down) {
+    free(cmd);
+    return -1;
+  }
+  assert_true(f->n < 64);
+  f->cmd[f->n] = cmd;
+  f->len[f->n] = len;
+  f->slot[f->n] = slot;
+  f->cb[f->n] = cb;
+  f->ud[f->n] = ud;
+  f->n++;
+  return 0;
+}
+
+static void fake_free(fake_redis *f) {
+  for (int i = 0; i < f->n; i++) free(f->cmd[i]);
+  memset(f, 0, sizeof *f);
+}
+
+/* Whether command i is "DEL key" (key_len bytes). */
+static int is_del(const fake_redis *f, int i, const void *key, size_t key_len) {
+  char want[2048];
+  int n = snprintf(want, sizeof want, "*2\r\n$3\r\nDEL\r\n$%zu\r\n", key_len);
+  memcpy(want + n, key, key_len);
+  memcpy(want + n + key_len, "\r\n", 2);
+  return f->len[i] == (size_t)n + key_len + 2 &&
+         !memcmp(f->cmd[i], want, f->len[i]);
+}
+
+/* The key of a recorded "DEL key" (its length in *len). */
+static const char *del_key(const fake_redis *f, int i, size_t *len) {
+  assert_memory_equal(f->cmd[i], "*2\r\n$3\r\nDEL\r\n$", 14);
+  char *end;
+  *len = strtoul(f->cmd[i] + 14, &end, 10);
+  return end + 2;
+}
+
+/* Redis's answer to command i: an integer (DEL: the keys it deleted). */
+static void answer_int(fake_redis *f, int i, long long v) {
+  redisReply r;
+  memset(&r, 0, sizeof r);
+  r.type = REDIS_REPLY_INTEGER;
+  r.integer = v;
+  f->cb[i](f->ud[i], &r, NULL);
+}
+
+/* Command i failed (timeout, connection lost). */
+static void answer_fail(fake_redis *f, int i, const char *why) {
+  f->cb[i](f->ud[i], NULL, why);
+}
+
+typedef struct reset_box {
+  int calls, rc;
+  eng_reset *out;
+} reset_box;
+static void on_reset(void *ud, int rc, eng_reset *out) {
+  reset_box *b = ud;
+  b->calls++;
+  b->rc = rc;
+  b->out = out;
+}
+
+static int reset_key(fixture *f, const char *key, const char *spec,
+                     eng_reset *out, reset_box *box) {
+  return engine_reset_key_async(f->t, key, strlen(key), spec,
+                                spec ? strlen(spec) : 0, out, on_reset, box);
+}
+
+static void fleet_reset_deletes_the_named_policys_redis_key(void **state) {
+  (void)state;
+  fixture f = fleet_fixture(0);
+  fake_redis r = {0};
+  engine_thread_set_remote(f.t, send_fake, &r);
+  eng_reset out;
+  reset_box box = {0};
+  /* A policy this daemon never used: named, its key goes all the same. */
+  assert_int_equal(reset_key(&f, "k", "gcra:3/h", &out, &box), ENG_PENDING);
+  assert_int_equal(r.n, 1);
+  assert_int_equal(r.slot[0], -1); /* not a cluster: any node */
+  assert_true(is_del(&r, 0, "sl:{}a8:gcra:3/hk", 17));
+  assert_int_equal(box.calls, 0);
+  answer_int(&r, 0, 1);
+  assert_int_equal(box.calls, 1);
+  assert_int_equal(box.rc, 0);
+  assert_ptr_equal(box.out, &out);
+  assert_int_equal(out.dropped, 1);
+  assert_int_equal(out.keys, 1);
+  assert_int_equal(out.failed, 0);
+  /* Not there (any more): nothing dropped. The spelling is canonicalised
+     as decisions canonicalise it. */
+  assert_int_equal(reset_key(&f, "k", "gcra:3/3600s", &out, &box), ENG_PENDING);
+  assert_true(is_del(&r, 1, "sl:{}a8:gcra:3/hk", 17));
+  answer_int(&r, 1, 0);
+  assert_int_equal(box.calls, 2);
+  assert_int_equal(out.dropped, 0);
+  /* A policy that does not parse: nothing is sent. */
+  assert_int_equal(reset_key(&f, "k", "gcra:3", &out, &box), SL_EPOLICY);
+  assert_true(strlen(out.err) > 0);
+  assert_int_equal(r.n, 2);
+  fake_free(&r);
+  fixture_free(&f);
+}
+
+static void
+fleet_reset_without_a_policy_covers_the_ones_used_here(void **state) {
+  (void)state;
+  fixture f = fleet_fixture(0);
+  fake_redis r = {0};
+  engine_thread_set_remote(f.t, send_fake, &r);
+  /* Two ad-hoc policies in use (their decisions fail over to allow). */
+  const char *specs[2] = {"fixed_window:3/s", "sliding_log:5/m"};
+  for (int i = 0; i < 2; i++) {
+    eng_result res;
+    done_box box = {0};
+    char err[128];
+    assert_int_equal(engine_throttle_async(f.t, "k", 1, specs[i],
+                                           strlen(specs[i]), 1, T0, &res, err,
+                                           sizeof err, on_done, &box),
+                     ENG_PENDING);
+    answer_fail(&r, r.n - 1, "timeout");
+    assert_int_equal(box.calls, 1);
+  }
+  fake_free(&r);
+  eng_reset out;
+  reset_box box = {0};
+  assert_int_equal(reset_key(&f, "k", NULL, &out, &box), ENG_PENDING);
+  assert_int_equal(r.n, 2);
+  assert_true(is_del(&r, 0, "sl:{}a16:fixed_window:3/sk", 26));
+  assert_true(is_del(&r, 1, "sl:{}a15:sliding_log:5/mk", 25));
+  answer_int(&r, 1, 1);
+  assert_int_equal(box.calls, 0); /* until the last DEL has answered */
+  answer_int(&r, 0, 0);
+  assert_int_equal(box.calls, 1);
+  assert_int_equal(box.rc, 0);
+  assert_int_equal(out.dropped, 1);
+  assert_int_equal(out.keys, 2);
+  fake_free(&r);
+  fixture_free(&f);
+}
+
+/* The Redis key of rule `l` for a one-entry descriptor (k=v), under the
+   hash tag `tag`: redis_key's format, written out. */
+static size_t rule_key(char *dst, const char *tag, const cfg_limit *l,
+                       const char *k, const char *v) {
+  char id[512];
+  int il = snprintf(id, sizeof id, "%s|%s", l->rule, l->policy_str);
+  int n = sprintf(dst, "sl:{%s}r%d:%s", tag, il, id);
+  dst[n++] = (char)strlen(k);
+  n += sprintf(dst + n, "%s", k);
+  dst[n++] = (char)strlen(v);
+  n += sprintf(dst + n, "%s", v);
+  return (size_t)n;
+}
+
+static void fleet_reset_of_a_descriptor_deletes_each_limits_key(void **state) {
+  (void)state;
+  static const char yaml[] =
+      "domain: t\n"
+      "hash_tag: tenant\n"
+      "descriptors:\n"
+      "  - key: tenant\n"
+      "    rate_limit: {policy: \"gcra:10/h\"}\n"
+      "  - key: user\n"
+      "    rate_limits:\n"
+      "      - {name: wide, policy: \"sliding_log:30/h\"}\n"
+      "      - {name: narrow, policy: \"token_bucket:20/h\"}\n"
+      "  - key: free\n"
+      "    rate_limit: {unlimited: true}\n";
+  engine_opts o = {.remote = 1, .cluster = 1};
+  char err[256] = "";
+  fixture f;
+  f.e = engine_new(&o, cfg_of(yaml), err, sizeof err);
+  assert_non_null(f.e);
+  f.t = engine_thread_new(f.e);
+  fake_redis r = {0};
+  engine_thread_set_remote(f.t, send_fake, &r);
+  /* (user=alice) and (tenant=acme): three limits, their keys under the
+     request's hash tag, as a decision of the same request names them. */
+  eng_descriptor d[3] = {desc_of("user", "alice", NULL),
+                         desc_of("tenant", "acme", NULL),
+                         desc_of("free", "x", NULL)};
+  eng_request req = {"t", 1, d, 3, 1};
+  eng_reset out;
+  reset_box box = {0};
+  assert_int_equal(
+      engine_reset_descriptor_async(f.t, &req, &out, on_reset, &box),
+      ENG_PENDING);
+  assert_int_equal(r.n, 3); /* the unlimited rule has no state */
+  const sl_config *c = engine_config(f.e);
+  const cfg_limit *tenant = NULL, *wide = NULL, *narrow = NULL;
+  for (size_t i = 0; i < c->nlimits; i++) {
+    const cfg_limit *l = c->limits[i];
+    if (!strcmp(l->policy_str, "gcra:10/h")) tenant = l;
+    if (!strcmp(l->policy_str, "sliding_log:30/h")) wide = l;
+    if (!strcmp(l->policy_str, "token_bucket:20/h")) narrow = l;
+  }
+  assert_non_null(tenant);
+  assert_non_null(wide);
+  assert_non_null(narrow);
+  char key[3][512];
+  size_t kl[3] = {rule_key(key[0], "acme", wide, "user", "alice"),
+                  rule_key(key[1], "acme", narrow, "user", "alice"),
+                  rule_key(key[2], "acme", tenant, "tenant", "acme")};
+  for (int i = 0; i < 3; i++) {
+    int found = 0;
+    for (int k = 0; k < 3; k++)
+      if (is_del(&r, k, key[i], kl[i])) {
+        found = 1;
+        /* Each DEL goes to its key's slot (here one: the tag's). */
+        assert_int_equal(r.slot[k], (int)rc_key_slot(key[i], kl[i]));
+        assert_int_equal(r.slot[k], (int)rc_key_slot("{acme}", 6));
+      }
+    if (!found) fail_msg("no DEL of key %d", i);
+  }
+  for (int k = 0; k < 3; k++) answer_int(&r, k, 1);
+  assert_int_equal(box.calls, 1);
+  assert_int_equal(out.dropped, 3);
+  fake_free(&r);
+  /* Without the tag entry, the keys are untagged: spread over slots. */
+  eng_request alone = {"t", 1, d, 1, 1};
+  assert_int_equal(
+      engine_reset_descriptor_async(f.t, &alone, &out, on_reset, &box),
+      ENG_PENDING);
+  assert_int_equal(r.n, 2);
+  kl[0] = rule_key(key[0], "", wide, "user", "alice");
+  assert_true(is_del(&r, 0, key[0], kl[0]) || is_del(&r, 1, key[0], kl[0]));
+  for (int k = 0; k < 2; k++) {
+    size_t n;
+    const char *dk = del_key(&r, k, &n);
+    assert_int_equal(r.slot[k], (int)rc_key_slot(dk, n));
+  }
+  for (int k = 0; k < 2; k++) answer_int(&r, k, 0);
+  assert_int_equal(out.dropped, 0);
+  fake_free(&r);
+  /* The request's errors come first. */
+  eng_request bad = {"nope", 4, d, 1, 1};
+  assert_int_equal(
+      engine_reset_descriptor_async(f.t, &bad, &out, on_reset, &box),
+      ENG_EDOMAIN);
+  assert_int_equal(r.n, 0);
+  fixture_free(&f);
+}
+
+static void fleet_reset_fails_when_redis_does_not_confirm(void **state) {
+  (void)state;
+  fixture f = fleet_fixture(0);
+  fake_redis r = {0};
+  engine_thread_set_remote(f.t, send_fake, &r);
+  eng_descriptor d[2] = {desc_of("a", "v", NULL), desc_of("b", "v", NULL)};
+  eng_request req = {"f", 1, d, 2, 1};
+  eng_reset out;
+  reset_box box = {0};
+  assert_int_equal(
+      engine_reset_descriptor_async(f.t, &req, &out, on_reset, &box),
+      ENG_PENDING);
+  assert_int_equal(r.n, 2);
+  answer_int(&r, 0, 1);
+  answer_fail(&r, 1, "timeout");
+  assert_int_equal(box.calls, 1);
+  assert_int_equal(box.rc, ENG_ESTORE);
+  assert_int_equal(out.keys, 2);
+  assert_int_equal(out.failed, 1);
+  assert_int_equal(out.dropped, 1);
+  assert_string_equal(out.err, "redis: timeout");
+  fake_free(&r);
+  /* An error reply fails it too. */
+  assert_int_equal(reset_key(&f, "k", "gcra:1/s", &out, &box), ENG_PENDING);
+  redisReply e;
+  memset(&e, 0, sizeof e);
+  e.type = REDIS_REPLY_ERROR;
+  e.str = "NOAUTH Authentication required.";
+  e.len = strlen(e.str);
+  r.cb[0](r.ud[0], &e, NULL);
+  assert_int_equal(box.rc, ENG_ESTORE);
+  assert_string_equal(out.err, "redis: NOAUTH Authentication required.");
+  fake_free(&r);
+  /* Redis known down (breaker open): answered at once, nothing sent. */
+  r.down = 1;
+  assert_int_equal(
+      engine_reset_descriptor_async(f.t, &req, &out, on_reset, &box),
+      ENG_ESTORE);
+  assert_int_equal(box.calls, 2);
+  assert_int_equal(out.keys, 2);
+  assert_int_equal(out.failed, 2);
+  assert_non_null(strstr(out.err, "redis: down"));
+  fixture_free(&f);
+}
+
+/* on_store_error: local's limiter is this daemon's state: a reset drops it
+   at once (and counts it), whatever Redis says. */
+static void fleet_reset_drops_the_local_fallback_state(void **state) {
+  (void)state;
+  fixture f = fleet_fixture(0);
+  int sends = 0;
+  engine_thread_set_remote(f.t, send_down, &sends);
+  eng_result res;
+  done_box dbox = {0};
+  int allowed = 0;
+  for (int i = 0; i < 8; i++) {
+    assert_int_equal(fleet_check(&f, "c", &res, &dbox), 0);
+    allowed += res.allowed;
+  }
+  assert_int_equal(allowed, 5); /* local at 0.5 of 10 */
+  fake_redis r = {0};
+  engine_thread_set_remote(f.t, send_fake, &r);
+  eng_descriptor d = desc_of("c", "v", NULL);
+  eng_request req = {"f", 1, &d, 1, 1};
+  eng_reset out;
+  reset_box box = {0};
+  assert_int_equal(
+      engine_reset_descriptor_async(f.t, &req, &out, on_reset, &box),
+      ENG_PENDING);
+  answer_int(&r, 0, 0); /* not in Redis */
+  assert_int_equal(box.rc, 0);
+  assert_int_equal(out.dropped, 1); /* the local limiter's */
+  fake_free(&r);
+  engine_thread_set_remote(f.t, send_down, &sends);
+  allowed = 0;
+  for (int i = 0; i < 8; i++) {
+    assert_int_equal(fleet_check(&f, "c", &res, &dbox), 0);
+    allowed += res.allowed;
+  }
+  assert_int_equal(allowed, 5); /* afresh */
+  fixture_free(&f);
+}
+
+/* Without a remote (or a caller that cannot wait), fleet mode cannot
+   reset: the short forms say so. */
+static void fleet_reset_needs_a_remote_and_a_caller_that_waits(void **state) {
+  (void)state;
+  fixture f = fleet_fixture(0);
+  eng_descriptor d = desc_of("a", "v", NULL);
+  eng_request req = {"f", 1, &d, 1, 1};
+  assert_int_equal(engine_reset_key(f.e, "k", 1), ENG_EREMOTE);
+  assert_int_equal(engine_reset_descriptor(f.t, &req), ENG_EREMOTE);
+  eng_reset out;
+  reset_box box = {0};
+  assert_int_equal(reset_key(&f, "k", NULL, &out, &box), ENG_EREMOTE);
+  fixture_free(&f);
+}
+
+/* ---- approximate mode's reset ---- */
+
+/* The entry of the round for Redis key rkey, or NULL. */
+static eng_delta *delta_of(eng_delta *list, const char *rkey, size_t len) {
+  for (eng_delta *d = list; d; d = engine_delta_next(d)) {
+    size_t n;
+    const char *k = engine_delta_key(d, &n);
+    if (n == len && !memcmp(k, rkey, len)) return d;
+  }
+  return NULL;
+}
+
+/* Ends a round taken by engine_sync_take as one whose calls got no reply
+   (Redis may have run them: not pushed again, no level applied). */
+static void round_unconfirmed(engine *e, eng_delta *list) {
+  int64_t level[64];
+  size_t n = 0;
+  for (eng_delta *d = list; d; d = engine_delta_next(d)) {
+    assert_true(n < 64);
+    level[n++] = ENG_LEVEL_UNKNOWN;
+  }
+  engine_sync_apply(e, list, level, T0);
+}
+
+static void
+approximate_reset_drops_local_state_and_unpushed_charges(void **state) {
+  (void)state;
+  engine_opts o = {.sync = 1};
+  char err[256] = "";
+  engine *e = engine_new(&o, cfg_of(two_rules), err, sizeof err);
+  assert_non_null(e);
+  engine_thread *t1 = engine_thread_new(e), *t2 = engine_thread_new(e);
+  fake_redis r = {0};
+  engine_thread_set_remote(t1, send_fake, &r);
+  eng_descriptor da = desc_of("k", "a", NULL), db = desc_of("k", "b", NULL);
+  eng_request ra = {"d", 1, &da, 1, 1}, rb = {"d", 1, &db, 1, 1};
+  eng_result res;
+  /* Charges on both threads, to two keys and an ad-hoc one. */
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(engine_check(t1, &ra, T0, &res), 0);
+    assert_int_equal(engine_check(t2, &ra, T0, &res), 0);
+    assert_int_equal(engine_check(t2, &rb, T0, &res), 0);
+  }
+  throttle(t2, "x", "gcra:9/h", 4, T0);
+  assert_int_equal(engine_check(t1, &ra, T0, &res), 0);
+  assert_int_equal(res.allowed, 0); /* 5/s spent */
+
+  eng_reset out;
+  reset_box box = {0};
+  assert_int_equal(engine_reset_descriptor_async(t1, &ra, &out, on_reset, &box),
+                   ENG_PENDING);
+  assert_int_equal(r.n, 1);
+  assert_int_equal(r.slot[0], -1);
+  /* The sync's own name for the key: what it charges in Redis. */
+  eng_delta *list = engine_sync_take(e);
+  char key[512];
+  size_t kl = rule_key(key, "", engine_config(e)->limits[0], "k", "a");
+  assert_true(is_del(&r, 0, key, kl));
+  eng_delta *a = delta_of(list, key, kl);
+  assert_non_null(a);
+  assert_int_equal(engine_delta_cost(a), 0); /* dropped: never pushed */
+  kl = rule_key(key, "", engine_config(e)->limits[0], "k", "b");
+  assert_non_null(delta_of(list, key, kl));
+  assert_int_equal(engine_delta_cost(delta_of(list, key, kl)), 3);
+  round_unconfirmed(e, list);
+  answer_int(&r, 0, 1);
+  assert_int_equal(box.rc, 0);
+  assert_int_equal(out.dropped, 1);
+  fake_free(&r);
+  /* The local limiter starts afresh; b keeps its count. */
+  ra.hits = rb.hits = 0;
+  assert_int_equal(engine_check(t1, &ra, T0, &res), 0);
+  assert_int_equal(res.st[0].d.remaining, 5);
+  assert_int_equal(engine_check(t1, &rb, T0, &res), 0);
+  assert_int_equal(res.st[0].d.remaining, 2);
+
+  /* An ad-hoc key, its policy named: the same. */
+  throttle(t2, "x", "gcra:9/h", 1, T0);
+  assert_int_equal(
+      engine_reset_key_async(t1, "x", 1, "gcra:9/h", 8, &out, on_reset, &box),
+      ENG_PENDING);
+  assert_true(is_del(&r, 0, "sl:{}a8:gcra:9/hx", 17));
+  list = engine_sync_take(e);
+  a = delta_of(list, "sl:{}a8:gcra:9/hx", 17);
+  assert_non_null(a);
+  assert_int_equal(engine_delta_cost(a), 0);
+  round_unconfirmed(e, list);
+  answer_int(&r, 0, 0);             /* the sync had not pushed it yet */
+  assert_int_equal(out.dropped, 1); /* the local state was there */
+  assert_int_equal(throttle(t1, "x", "gcra:9/h", 0, T0).st[0].d.remaining, 9);
+  fake_free(&r);
+  engine_thread_free(t1);
+  engine_thread_free(t2);
+  engine_free(e);
+}
+
+/* In memory mode a named policy limits the reset to it. */
+static void reset_key_with_a_policy_forgets_only_that_one(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  throttle(f.t, "k", "fixed_window:3/s", 3, T0);
+  throttle(f.t, "k", "gcra:3/s", 3, T0);
+  eng_reset out;
+  assert_int_equal(
+      engine_reset_key_async(f.t, "k", 1, "gcra:3/s", 8, &out, NULL, NULL), 0);
+  assert_int_equal(out.dropped, 1);
+  assert_int_equal(throttle(f.t, "k", "gcra:3/s", 0, T0).st[0].d.remaining, 3);
+  assert_int_equal(
+      throttle(f.t, "k", "fixed_window:3/s", 0, T0).st[0].d.remaining, 0);
+  assert_int_equal(
+      engine_reset_key_async(f.t, "k", 1, "gcra:7/s", 8, &out, NULL, NULL), 0);
+  assert_int_equal(out.dropped, 0); /* never used */
+  fixture_free(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(detailed_metric_series_are_capped_per_rule),
       cmocka_unit_test(reset_descriptor_forgets_the_rule_state),
+      cmocka_unit_test(reset_key_with_a_policy_forgets_only_that_one),
+      cmocka_unit_test(fleet_reset_deletes_the_named_policys_redis_key),
+      cmocka_unit_test(fleet_reset_without_a_policy_covers_the_ones_used_here),
+      cmocka_unit_test(fleet_reset_of_a_descriptor_deletes_each_limits_key),
+      cmocka_unit_test(fleet_reset_fails_when_redis_does_not_confirm),
+      cmocka_unit_test(fleet_reset_drops_the_local_fallback_state),
+      cmocka_unit_test(fleet_reset_needs_a_remote_and_a_caller_that_waits),
+      cmocka_unit_test(
+          approximate_reset_drops_local_state_and_unpushed_charges),
       cmocka_unit_test(a_failed_reload_frees_the_config_it_was_given),
       cmocka_unit_test(a_rule_with_room_is_not_counted_denied),
       cmocka_unit_test(a_blocked_rule_leaves_the_other_rules_figures_alone),
