@@ -7,14 +7,16 @@
  *        "value"}], "hits_addend"?}], "hits_addend"?}  (Envoy's RLS shape)
  *   GET  /v1/throttle?key=K&policy=SPEC[&cost=N]   ad-hoc policy
  *   GET  /metrics (Prometheus), /healthz, /readyz
- *   POST /admin/reset?key=K (ad-hoc) or ?domain=D&K1=V1 (a config
- *        descriptor), GET /admin/inspect?... (a /v1/check or
- *        /v1/throttle that charges nothing); bearer token, or loopback only
+ *   POST /admin/reset?key=K[&policy=SPEC] (ad-hoc), ?domain=D&K1=V1 (a
+ *        config descriptor) or a /v1/check JSON body (its descriptors),
+ *        GET /admin/inspect?... (a /v1/check or /v1/throttle that charges
+ *        nothing); bearer token, or loopback only
  *
  * Decisions answer 200 or the deny status (--deny-status, 429) with a JSON
  * body, and carry the IETF draft headers (RateLimit-Policy, RateLimit) and
  * X-RateLimit-Limit/Remaining/Reset; a denial adds Retry-After. Errors are
- * JSON {"error": "..."} with 400, 404, 405, 413, 431 or 503.
+ * JSON {"error": "..."} with 400, 404, 405, 413, 431 or 503 (also a reset
+ * that Redis did not carry out, in fleet mode).
  *
  * A value in /v1/check may refer to the request itself, for forward-auth
  * proxies that cannot put the client's address or header into the URL
@@ -566,9 +568,6 @@ static int engine_error(h2o_req_t *req, int rc, const eng_request *er) {
                                 "allow");
   case SL_ENOMEM:
     return send_error(req, 503, "the store is out of memory");
-  case ENG_EREMOTE:
-    return send_error(req, 501, "reset needs --store memory (in Redis, DEL "
-                                "the sl:* keys)");
   default:
     return send_error(req, 400, "%s", sl_strerror(rc));
   }
@@ -957,30 +956,110 @@ static int render_throttle(h2o_req_t *req, server *srv, const eng_result *res,
                    "application/json", &b);
 }
 
-/* ?key=K: an ad-hoc key under every policy; ?domain=D&K1=V1...: a config
-   descriptor under every rule it matches. */
+/* A reset's answer: {"reset":N}, or why it failed. */
+static int render_reset(h2o_req_t *req, const eng_request *er, int rc,
+                        const eng_reset *r) {
+  switch (rc) {
+  case 0: {
+    jbuf b = {0};
+    JB_LIT(&b, "{\"reset\":");
+    jb_int(&b, r->dropped);
+    JB_LIT(&b, "}\n");
+    return send_body(req, 200, "application/json", &b);
+  }
+  case ENG_ESTORE:
+    return send_error(req, 503, "reset failed: Redis did not confirm %d of "
+                                "its %d deletions (%s)", r->failed, r->keys,
+                      r->err);
+  case SL_EPOLICY:
+    return send_error(req, 400, "policy: %s", r->err);
+  case SL_EKEY:
+    return send_error(req, 400, "key longer than %d bytes", SL_KEY_MAX);
+  case ENG_EREMOTE:
+    return send_error(req, 503, "this worker has no Redis client: nothing "
+                                "was reset");
+  default:
+    return engine_error(req, rc, er);
+  }
+}
+
+/* A reset waiting for Redis (fleet mode, either): dropped with its request
+   if the client goes away first (the hook, as http_wait's). */
+typedef struct reset_wait {
+  h2o_req_t *req; /* NULL once the request is gone */
+  struct reset_wait **hook;
+  eng_reset r;
+} reset_wait;
+
+static void reset_hook_dispose(void *p) {
+  reset_wait **hook = p;
+  if (*hook) (*hook)->req = NULL;
+}
+
+static void reset_done(void *ud, int rc, eng_reset *r) {
+  reset_wait *rw = ud;
+  if (rw->req) {
+    *rw->hook = NULL;
+    render_reset(rw->req, NULL, rc, r);
+  }
+  free(rw);
+}
+
+/* ?key=K[&policy=SPEC]: an ad-hoc key under that policy, or under every
+   policy this daemon has used; ?domain=D&K1=V1...: a config descriptor
+   under every rule it matches; no query and a JSON body (/v1/check's):
+   its descriptors, as one request (a domain's hash_tag comes from any of
+   them, as in a decision). */
 static int admin_reset(h2o_req_t *req, server *srv) {
+  worker *w = worker_of(req->conn->ctx);
   qparam ps[MAX_PARAMS];
   int n = parse_query(req, ps);
   if (n < 0) return send_error(req, 400, "malformed query");
-  int dropped;
-  if (find_param(ps, n, "domain")) {
-    eng_descriptor d;
-    eng_request er;
-    if (query_request(req, srv, &er, &d)) return 0;
-    dropped = engine_reset_descriptor(worker_of(req->conn->ctx)->et, &er);
-    if (dropped < 0) return engine_error(req, dropped, &er);
+  eng_descriptor ds[ENG_MAX_DESCRIPTORS];
+  eng_request er;
+  json_t *root = NULL;
+  const qparam *key = NULL, *pol = NULL;
+  if (n == 0 && req->entity.len) {
+    int skipped[ENG_MAX_DESCRIPTORS];
+    size_t asked;
+    if (body_request(req, srv, &root, &er, ds, skipped, &asked)) {
+      json_decref(root);
+      return 0;
+    }
+  } else if (find_param(ps, n, "domain")) {
+    if (query_request(req, srv, &er, &ds[0])) return 0;
   } else {
-    const qparam *key = find_param(ps, n, "key");
+    key = find_param(ps, n, "key");
+    pol = find_param(ps, n, "policy");
     if (!key || !key->value_len)
       return send_error(req, 400, "key= or domain= (with descriptor "
                                   "entries) is required");
-    dropped = engine_reset_key(srv->eng, key->value, key->value_len);
-    if (dropped == ENG_EREMOTE) return engine_error(req, dropped, NULL);
   }
-  jbuf b = {0};
-  jb_fmt(&b, "{\"reset\":%d}\n", dropped);
-  return send_body(req, 200, "application/json", &b);
+  reset_wait *rw = malloc(sizeof *rw);
+  if (!rw) {
+    json_decref(root);
+    return send_error(req, 503, "out of memory");
+  }
+  rw->req = req;
+  rw->hook = NULL;
+  int rc = key ? engine_reset_key_async(w->et, key->value, key->value_len,
+                                        pol ? pol->value : NULL,
+                                        pol ? pol->value_len : 0, &rw->r,
+                                        reset_done, rw)
+               : engine_reset_descriptor_async(w->et, &er, &rw->r,
+                                               reset_done, rw);
+  if (rc == ENG_PENDING) {
+    /* (the engine copied what it needs from er: the body can go) */
+    json_decref(root);
+    rw->hook = h2o_mem_alloc_shared(&req->pool, sizeof *rw->hook,
+                                    reset_hook_dispose);
+    *rw->hook = rw;
+    return 0;
+  }
+  int sent = render_reset(req, key ? NULL : &er, rc, &rw->r);
+  json_decref(root);
+  free(rw);
+  return sent;
 }
 
 /* ---- the dispatcher ---- */

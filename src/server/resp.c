@@ -10,7 +10,9 @@
  *                                      remaining, retry_after_ms, reset_ms,
  *                                      rule] (limit -1: no rule matched,
  *                                      rule ""; or an unlimited rule)
- *   SL.RESET key                       forgets key under every ad-hoc policy
+ *   SL.RESET key [policy]              forgets key under the ad-hoc policy,
+ *                                      or every one this daemon has used:
+ *                                      the number of states dropped
  *   PING [msg], ECHO msg, INFO, DBSIZE, SELECT n, AUTH [user] password,
  *   QUIT, and COMMAND / CONFIG GET / CLIENT SETNAME answered harmlessly so
  *   redis-cli and redis-benchmark work.
@@ -21,8 +23,9 @@
  * a client stops reading its replies. A protocol error gets "-ERR
  * Protocol error: ..." and the connection is closed, as Redis does.
  *
- * Fleet mode: a throttle command waits for Redis without holding up the
- * connection's later commands. Each waiting command has a slot in the
+ * Fleet mode: a throttle command (and SL.RESET, also in approximate mode:
+ * its DELs) waits for Redis without holding up the connection's later
+ * commands. Each waiting command has a slot in the
  * connection's queue; replies that are ready behind a waiting one wait in
  * their own slots, so replies still leave in command order.
  */
@@ -38,7 +41,7 @@
 #define OUT_PAUSE (1 << 20) /* stop reading past this much unsent output */
 #define SLOTS_PAUSE 1024    /* ... or this many commands waiting for Redis */
 
-enum { K_CL, K_SL_THROTTLE, K_SL_CHECK };
+enum { K_CL, K_SL_THROTTLE, K_SL_CHECK, K_SL_RESET };
 
 /* A command's reply, when a command before it (or itself) waits. */
 typedef struct resp_slot {
@@ -48,7 +51,8 @@ typedef struct resp_slot {
   int kind, never;
   char *buf;
   size_t len;
-  /* then, for a waiting command, the eng_result the engine fills */
+  /* then, for a waiting command, the eng_result (or, for SL.RESET, the
+     eng_reset) the engine fills */
 } resp_slot;
 
 typedef struct resp_conn {
@@ -322,6 +326,18 @@ static void slots_drain(resp_conn *c) {
 
 static void on_read(h2o_socket_t *sock, const char *err);
 
+/* A waiting command's reply is the output written since mark: into its
+   slot, and out with the others that are ready. */
+static void slot_answered(resp_conn *c, resp_slot *s, size_t mark) {
+  slot_fill(c, s, mark);
+  int paused = c->nslots >= SLOTS_PAUSE;
+  slots_drain(c);
+  if (paused && c->nslots < SLOTS_PAUSE && !c->closing)
+    on_read(c->sock, NULL); /* parses what waited, then flushes */
+  else
+    flush(c);
+}
+
 /* The engine's answer for a waiting command. */
 static void slot_done(void *ud, int rc, eng_result *r) {
   resp_slot *s = ud;
@@ -339,13 +355,7 @@ static void slot_done(void *ud, int rc, eng_result *r) {
     reply_sl_throttle(c, r);
   else
     reply_sl_check(c, r);
-  slot_fill(c, s, mark);
-  int paused = c->nslots >= SLOTS_PAUSE;
-  slots_drain(c);
-  if (paused && c->nslots < SLOTS_PAUSE && !c->closing)
-    on_read(c->sock, NULL); /* parses what waited, then flushes */
-  else
-    flush(c);
+  slot_answered(c, s, mark);
 }
 
 /*
@@ -506,6 +516,62 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
   reply_sl_check(c, r);
 }
 
+/* SL.RESET's reply: the states dropped, or why Redis did not drop them. */
+static void reply_reset(resp_conn *c, int rc, const eng_reset *r) {
+  if (rc == ENG_ESTORE)
+    out_err(c, "ERR reset failed: Redis did not confirm %d of its %d "
+               "deletions (%s)", r->failed, r->keys, r->err);
+  else if (rc == SL_EPOLICY)
+    out_err(c, "ERR invalid policy: %s", r->err);
+  else if (rc == SL_EKEY)
+    out_err(c, "ERR key longer than %d bytes", SL_KEY_MAX);
+  else if (rc == ENG_EREMOTE)
+    out_err(c, "ERR this worker has no Redis client: nothing was reset");
+  else if (rc)
+    out_err(c, "ERR %s", sl_strerror(rc));
+  else
+    out_int(c, r->dropped);
+}
+
+static void reset_done(void *ud, int rc, eng_reset *r) {
+  resp_slot *s = ud;
+  resp_conn *c = s->c;
+  if (!c) {
+    free(s);
+    return;
+  }
+  size_t mark = c->out_len;
+  reply_reset(c, rc, r);
+  slot_answered(c, s, mark);
+}
+
+/* SL.RESET key [policy]: in fleet mode (either) it waits for Redis's DELs,
+   in a slot of the connection's queue like a waiting decision. */
+static void cmd_sl_reset(resp_conn *c, const resp_cmd *cmd) {
+  if (cmd->argc != 2 && cmd->argc != 3) {
+    out_err(c, "ERR wrong number of arguments for 'sl.reset' command "
+               "(SL.RESET key [policy])");
+    return;
+  }
+  resp_slot *slot = malloc(sizeof *slot + sizeof(eng_reset));
+  if (!slot) {
+    out_err(c, "ERR out of memory");
+    return;
+  }
+  *slot = (resp_slot){.c = c, .kind = K_SL_RESET};
+  eng_reset *r = (eng_reset *)(void *)(slot + 1);
+  int rc = engine_reset_key_async(c->w->et, cmd->argv[1], cmd->len[1],
+                                  cmd->argc == 3 ? cmd->argv[2] : NULL,
+                                  cmd->argc == 3 ? cmd->len[2] : 0, r,
+                                  reset_done, slot);
+  if (rc == ENG_PENDING) {
+    slot_link(c, slot);
+    return;
+  }
+  reply_reset(c, rc, r);
+  free(slot);
+}
+
 static void cmd_info(resp_conn *c) {
   sl_store_stats st;
   sl_store_stats_get(engine_store(c->w->srv->eng), &st);
@@ -575,16 +641,7 @@ static void dispatch(resp_conn *c, const resp_cmd *cmd) {
   } else if (is(cmd, 0, "SL.CHECK")) {
     cmd_sl_check(c, cmd);
   } else if (is(cmd, 0, "SL.RESET")) {
-    int n = cmd->argc == 2 ? engine_reset_key(c->w->srv->eng, cmd->argv[1],
-                                              cmd->len[1])
-                           : 0;
-    if (cmd->argc != 2)
-      out_err(c, "ERR wrong number of arguments for 'sl.reset' command");
-    else if (n == ENG_EREMOTE)
-      out_err(c, "ERR SL.RESET needs --store memory (in Redis: DEL the "
-                 "key's sl:* keys)");
-    else
-      out_int(c, n);
+    cmd_sl_reset(c, cmd);
   } else if (is(cmd, 0, "PING")) {
     if (cmd->argc == 1)
       out_raw(c, "+PONG\r\n", 7);

@@ -225,7 +225,7 @@ static int listen_on(const char *addr, int port_override, int *bound_port,
 typedef struct worker_boot {
   worker w;
   int http_fd, resp_fd;
-  const rc_config *rcfg;   /* fleet mode, else NULL */
+  const rc_config *rcfg; /* fleet mode (either), else NULL */
   const rc_topology *topo;
 } worker_boot;
 
@@ -368,13 +368,17 @@ static void *worker_main(void *arg) {
   w->resp_listener = listener_socket(w, b->resp_fd, on_accept_resp);
 
   if (b->rcfg) {
+    /* Exact mode decides through it; approximate mode only resets (its
+       DELs): decisions there never wait, and the client connects on its
+       first command. */
     w->rc = rc_client_new(w->loop, b->rcfg, b->topo);
     if (w->rc) {
       engine_thread_set_remote(w->et, remote_send, w->rc);
-      w->remote = 1;
+      w->remote = srv->remote;
     } else {
-      srv_log("error", "worker %u: no Redis client (out of memory): "
-                       "answering per on_store_error", w->index);
+      srv_log("error", "worker %u: no Redis client (out of memory): %s",
+              w->index,
+              srv->remote ? "answering per on_store_error" : "its resets fail");
     }
   }
 
@@ -773,7 +777,7 @@ int cmd_serve(int argc, char **argv) {
   for (unsigned i = 0; i < o->threads && ok; i++) {
     worker_boot *b = &boots[i];
     b->http_fd = b->resp_fd = -1;
-    b->rcfg = srv.remote ? &rcfg : NULL;
+    b->rcfg = remote ? &rcfg : NULL;
     b->topo = &topo;
     if (o->http_addr)
       ok &= (b->http_fd = listen_on(o->http_addr, srv.http_port,

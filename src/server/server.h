@@ -41,7 +41,8 @@ typedef struct server {
   atomic_int stopping;
   atomic_long connections; /* open, both protocols */
   int http_port, resp_port; /* as bound (for port 0) */
-  int remote;               /* fleet mode (--store redis...) */
+  int remote;               /* exact fleet mode (--store redis... without
+                               --sync): decisions in Redis */
 } server;
 
 typedef struct worker {
@@ -59,7 +60,9 @@ typedef struct worker {
   h2o_linklist_t resp_list; /* open RESP connections */
   struct resp_cmd *cmd;     /* scratch for the RESP parser */
   int remote;               /* fleet mode: decisions may wait for Redis */
-  struct rc_client *rc;     /* ... through this worker's connections */
+  struct rc_client *rc;     /* fleet mode (either): this worker's
+                               connections (exact mode's decisions, and
+                               resets' DELs) */
 } worker;
 
 static inline worker *worker_of(h2o_context_t *ctx) {

@@ -401,6 +401,16 @@ http POST "$D/admin/reset?key=never-seen"
 eq "admin reset of an unknown key" '{"reset":0}' "$(cat "$tmp/b")"
 http POST "$D/admin/reset"
 want_error "admin reset without key= or domain=: 400" 400
+# ?key=K&policy=SPEC: only that policy's state.
+get "$D/v1/throttle?key=adm2&policy=gcra:1/h"
+get "$D/v1/throttle?key=adm2&policy=gcra:2/h"
+http POST "$D/admin/reset?key=adm2&policy=gcra:1/h"
+eq "admin reset of a key under one policy" '{"reset":1}' "$(cat "$tmp/b")"
+get "$D/admin/inspect?key=adm2&policy=gcra:2/h"
+want_jv "admin reset under one policy: the other keeps its count" \
+  'd["remaining"]' 1
+http POST "$D/admin/reset?key=adm2&policy=bogus"
+want_error "admin reset under a bad policy: 400" 400
 # ?domain=D&K=V forgets a config descriptor's state under every rule it
 # matches.
 get "$D/v1/check?domain=default&key=rst"
@@ -417,6 +427,19 @@ http POST "$D/admin/reset?domain=nosuch&key=rst"
 want_error "admin reset by descriptor, unknown domain: 404" 404
 http POST "$D/admin/reset?domain=default"
 want_error "admin reset by descriptor without entries: 400" 400
+# No query, a JSON body (/v1/check's shape): its descriptors.
+get "$D/v1/check?domain=default&key=rj1"
+get "$D/v1/check?domain=default&key=rj2"
+post "$D/admin/reset" '{"domain":"default","descriptors":[{"entries":[{"key":"key","value":"rj1"}]},{"entries":[{"key":"key","value":"rj2"}]},{"entries":[{"key":"key","value":"rj3"}]}]}'
+want_code "admin reset by a JSON body" 200
+eq "admin reset by a JSON body: two states dropped" '{"reset":2}' "$(cat "$tmp/b")"
+get "$D/admin/inspect?domain=default&key=rj2"
+want_jv "admin reset by a JSON body: the key starts afresh" \
+  'd["statuses"][0]["limit_remaining"]' 100
+post "$D/admin/reset" '{"domain":"default","descriptors":[]}'
+want_error "admin reset by a JSON body without descriptors: 400" 400
+post "$D/admin/reset" '{"domain":"nosuch","descriptors":[{"entries":[{"key":"key","value":"x"}]}]}'
+want_error "admin reset by a JSON body, unknown domain: 404" 404
 # inspect charges nothing: /v1/check and POST forms too.
 get "$D/admin/inspect?domain=default&key=insp"
 want_jv "admin inspect (GET check): a fresh key" \

@@ -176,6 +176,21 @@ eq "SL.RESET: then s1 starts afresh" '1 1 0 0 3600000 0' \
   "$(rc SL.THROTTLE s1 gcra:1/h)"
 eq "SL.RESET: an unknown key" 0 "$(rc SL.RESET never-seen)"
 like "SL.RESET: without a key" '^\(error\) ERR wrong number' "$(rcn SL.RESET)"
+like "SL.RESET: too many arguments" '^\(error\) ERR wrong number' \
+  "$(rcn SL.RESET s1 gcra:1/h x)"
+# SL.RESET key policy: only that policy's state (spelled any way that
+# parses to it).
+rc SL.THROTTLE s2 gcra:1/h >/dev/null
+rc SL.THROTTLE s2 gcra:2/h >/dev/null
+eq "SL.RESET key policy: the state under that policy" 1 \
+  "$(rc SL.RESET s2 gcra:1/3600s)"
+eq "SL.RESET key policy: that policy starts afresh" '1 1 0 0 3600000 0' \
+  "$(rc SL.THROTTLE s2 gcra:1/h)"
+like "SL.RESET key policy: the other keeps its count (remaining 1 of 2)" \
+  '^1 2 1 0 [0-9]+ 0$' "$(rc SL.THROTTLE s2 gcra:2/h 0)"
+eq "SL.RESET key policy: a policy never used" 0 "$(rc SL.RESET s2 gcra:9/h)"
+like "SL.RESET key policy: a bad policy" '^\(error\) ERR invalid policy: .*bogus' \
+  "$(rcn SL.RESET s2 bogus)"
 like "DBSIZE: the keys held" '^[0-9]+$' "$(rc DBSIZE)"
 
 # --- SL.CHECK: [allowed, limit, remaining, retry_after_ms, reset_ms, rule] -----
