@@ -25,7 +25,15 @@
 #      admits no more than one limiter plus that bound (the debt carries),
 #      and after two sync intervals every daemon denies;
 #   5. bad input: --store URLs, --sync without Redis, a policy the script
-#      cannot decide exactly; a Redis not up yet at start.
+#      cannot decide exactly; a Redis not up yet at start;
+#   6. resets (SL.RESET, POST /admin/reset) across the fleet: in exact mode
+#      a key exhausted through one daemon and reset through another is
+#      allowed again on every daemon, exactly, and its Redis keys are gone
+#      (one of them a sliding_log hash); with Redis killed or hung, or not
+#      up yet, a reset answers an error within the timeout; in approximate
+#      mode the resetting daemon starts afresh, the Redis key goes, the
+#      others keep their own state until they are reset too, and charges
+#      not yet pushed when the reset comes are never pushed.
 #
 # Figures worth reading (overshoot, recovery times, latencies) are printed
 # as "fleet: ..." lines. FLEET_LAT_MAX (ms, default 500) bounds every
@@ -91,6 +99,11 @@ descriptors:
     rate_limit: {unlimited: true}
   - key: blocked
     rate_limit: {unit: hour, requests_per_unit: 0}
+  # resets (part 6): two states per descriptor, one a sliding_log hash
+  - key: rst
+    rate_limits:
+      - {name: log, policy: "sliding_log:3/h"}
+      - {name: bucket, policy: "token_bucket:3/h"}
 EOF
 # Two threads each (one with a batch window: decisions of several
 # connections wait to share a pipeline). A generous --redis-timeout: on a
@@ -221,6 +234,72 @@ no_fallbacks() {
 }
 no_fallbacks exact x1 x2 x3
 
+# ===========================================================================
+# 6a. resets in exact mode (part 6 of the list above): exhausted through
+# x1, reset through x2, allowed again everywhere, exactly.
+# first_words PORTS WORDS... — the first word of each daemon's reply to
+# WORDS (SL.THROTTLE: allowed), one line; nth_words N PORTS WORDS... —
+# the N-th (SL.THROTTLE's 3rd: remaining).
+nth_words() {
+  _fn=$1
+  _fw=$2
+  shift 2
+  for _p in $(echo "$_fw" | tr ',' ' '); do
+    rcli "$_p" "$@" | cut -d' ' -f"$_fn"
+  done | paste -sd' ' -
+}
+first_words() { nth_words 1 "$@"; }
+# codes URL... — the status of a /v1/check of fleet.rst=$rst on each.
+codes() {
+  for _u in "$@"; do
+    curl -s -o /dev/null -w '%{http_code} ' --max-time 10 \
+      "$_u/v1/check?domain=fleet&rst=$rst"
+  done | sed 's/ $//'
+}
+# rst_keys — how many Redis keys fleet.rst=$rst has.
+rst_keys() { rcli "$RP" --scan --pattern "*fleet.rst*$rst" | wc -w; }
+sv_use x1
+xr1=$RESP
+xu1=$URL
+sv_use x2
+xr2=$RESP
+xu2=$URL
+sv_use x3
+xu3=$URL
+rst=rst-$(now_ms)
+rkey="sl:{}a8:gcra:3/h$rst"
+eq "reset: gcra:3/h through x1: 3 allowed, then denied" "1 1 1 0" \
+  "$(first_words "$xr1,$xr1,$xr1,$xr1" SL.THROTTLE "$rst" gcra:3/h)"
+eq "reset: the state is in Redis" 1 "$(rcli "$RP" EXISTS "$rkey")"
+# x2 has never used gcra:3/h: without the policy it does not know the key.
+eq "reset: SL.RESET key on a daemon that never used the policy: 0" 0 \
+  "$(rcli "$xr2" SL.RESET "$rst")"
+eq "reset: ... and the key stays in Redis" 1 "$(rcli "$RP" EXISTS "$rkey")"
+eq "reset: SL.RESET key policy through x2: one state dropped" 1 \
+  "$(rcli "$xr2" SL.RESET "$rst" gcra:3/h)"
+eq "reset: the Redis key is gone" 0 "$(rcli "$RP" EXISTS "$rkey")"
+eq "reset: allowed again on x1, x2, x3, then denied (exact: 3 in all)" \
+  "1 1 1 0" "$(first_words "$x_resp,$xr1" SL.THROTTLE "$rst" gcra:3/h)"
+eq "reset: now x2 knows the policy: SL.RESET key" 1 "$(rcli "$xr2" SL.RESET "$rst")"
+eq "reset: the Redis key is gone again" 0 "$(rcli "$RP" EXISTS "$rkey")"
+# A config descriptor of two limits (a sliding_log hash and a bucket),
+# over HTTP.
+eq "reset: rule fleet.rst (3/h) through x1: 3 allowed, then denied" \
+  "200 200 200 429" "$(codes "$xu1" "$xu1" "$xu1" "$xu1")"
+eq "reset: its two Redis keys (log, bucket)" 2 "$(rst_keys)"
+http POST "$xu2/admin/reset?domain=fleet&rst=$rst"
+want_code "reset: POST /admin/reset?domain=fleet&rst= through x2" 200
+eq "reset: two states dropped" '{"reset":2}' "$(cat "$tmp/b")"
+eq "reset: both Redis keys are gone (the hash too)" 0 "$(rst_keys)"
+eq "reset: allowed again on x1, x2, x3, then denied (exact)" \
+  "200 200 200 429" "$(codes "$xu1" "$xu2" "$xu3" "$xu1")"
+# The JSON body form: its descriptors as one request.
+post "$xu2/admin/reset" "{\"domain\":\"fleet\",\"descriptors\":[{\"entries\":[{\"key\":\"rst\",\"value\":\"$rst\"}]},{\"entries\":[{\"key\":\"free\",\"value\":\"x\"}]}]}"
+eq "reset: a JSON body through x2: two states dropped" '{"reset":2}' \
+  "$(cat "$tmp/b")"
+eq "reset: (JSON body) both Redis keys are gone" 0 "$(rst_keys)"
+no_fallbacks "reset" x1 x2 x3
+
 
 # ===========================================================================
 # 2. Redis's clock: x1 (on time), y_ahead (+1 h), y_behind (-1 h). A daemon
@@ -345,6 +424,21 @@ faulty() {
     "$(fl_get localr per "$tmp/sum")"
   in_range "$1: slowest answer (ms)" 0 "$LAT_MAX" "$(fl_get ALL maxlat "$tmp/sum")"
   sv_use f1
+  # A reset cannot reach Redis: it says so, within the timeout.
+  _t0=$(now_ms)
+  _out=$(rcli "$RESP" SL.RESET "$2" gcra:1/h)
+  _t1=$(now_ms)
+  like "$1: SL.RESET answers an error" \
+    '^ERR reset failed: Redis did not confirm 1 of its 1 deletions \(redis: [a-z]' \
+    "$_out"
+  in_range "$1: ... within the timeout (ms, redis-cli's start included)" 0 \
+    "$LAT_MAX" $((_t1 - _t0))
+  _t0=$(now_ms)
+  http POST "$URL/admin/reset?domain=fault&l=$2"
+  _t1=$(now_ms)
+  want_error "$1: POST /admin/reset: 503" 503
+  body_has "$1: POST /admin/reset: why" 'Redis did not confirm 1 of its 1 deletions (redis: '
+  in_range "$1: ... within the timeout (ms)" 0 "$LAT_MAX" $((_t1 - _t0))
   get "$URL/v1/check?domain=fault&d=$2"
   want_code "$1: deny: 429" 429
   want_hdr "$1: deny: Retry-After, the breaker's interval (500 ms) in s" \
@@ -397,6 +491,9 @@ back() {
       "$(fl_get fresh allowed "$tmp/sum")"
     eq "$1: a fresh key (gcra:10/h) over 3 daemons: allowed (HTTP)" 10 \
       "$(fl_get freshh allowed "$tmp/sum")"
+    sv_use f2
+    like "$1: SL.RESET works again" '^[0-9]+$' \
+      "$(rcli "$RESP" SL.RESET "fresh-$3" gcra:10/h)"
     return
   done
   fail "$1: 3 attempts at exactness, each with fallbacks"
@@ -570,7 +667,86 @@ z2_learned() { [ "$(rcli "$RESP" SL.THROTTLE "$rk" fixed_window:100/h 0 | cut -d
 if waitfor 30 z2_learned; then pass; else
   fail "retry: z2's remaining is $(rcli "$RESP" SL.THROTTLE "$rk" fixed_window:100/h 0 | cut -d' ' -f3), want 69 (z1's 30 pushed late)"
 fi
+
+# 6b. resets in approximate mode: the key spent on every daemon (each
+# denies), its state in Redis; reset through z2.
+ar=areset-$(now_ms)
+akey="sl:{}a8:gcra:3/h$ar"
+for p in $(echo "$z_resp" | tr ',' ' '); do
+  for i in 1 2 3 4; do rcli "$p" SL.THROTTLE "$ar" gcra:3/h >/dev/null; done
+done
+akey_is() { [ "$(rcli "$RP" EXISTS "$akey")" = "$1" ]; }
+if waitfor 30 akey_is 1; then pass; else fail "approx reset: the key never reached Redis"; fi
+eq "approx reset: every daemon has nothing left (remaining)" "0 0 0" \
+  "$(nth_words 3 "$z_resp" SL.THROTTLE "$ar" gcra:3/h 0)"
+sv_use z1
+zr1=$RESP
+zu1=$URL
+sv_use z2
+zr2=$RESP
+sv_use z3
+zr3=$RESP
+eq "approx reset: SL.RESET key policy through z2: one state dropped" 1 \
+  "$(rcli "$zr2" SL.RESET "$ar" gcra:3/h)"
+eq "approx reset: the Redis key is gone" 0 "$(rcli "$RP" EXISTS "$akey")"
+eq "approx reset: z2 allows again" 1 \
+  "$(rcli "$zr2" SL.THROTTLE "$ar" gcra:3/h | cut -d' ' -f1)"
+# The others decide on their own state, which keeps its charges (and the
+# debt the sync gave it) until it refills: a sync never raises a local
+# limiter, and they charge nothing while they deny.
+sleep 0.4
+eq "approx reset: z1 and z3 still have nothing left (their own state) 4 intervals later" \
+  "0 0" "$(nth_words 3 "$zr1,$zr3" SL.THROTTLE "$ar" gcra:3/h 0)"
+# The fleet-wide reset in approximate mode: every daemon.
+eq "approx reset: SL.RESET through z1 and z3" "1 1" \
+  "$(first_words "$zr1,$zr3" SL.RESET "$ar" gcra:3/h)"
+eq "approx reset: then z1 and z3 allow again" "1 1" \
+  "$(first_words "$zr1,$zr3" SL.THROTTLE "$ar" gcra:3/h)"
+# Over HTTP, a config descriptor (two limits).
+rst=arst-$(now_ms)
+eq "approx reset: rule fleet.rst (3/h) through z1: 3 allowed, then denied" \
+  "200 200 200 429" "$(codes "$zu1" "$zu1" "$zu1" "$zu1")"
+rst_are() { [ "$(rst_keys)" = "$1" ]; }
+if waitfor 30 rst_are 2; then pass; else
+  fail "approx reset: fleet.rst's two keys never reached Redis ($(rst_keys))"
+fi
+http POST "$zu1/admin/reset?domain=fleet&rst=$rst"
+eq "approx reset: POST /admin/reset through z1: two states dropped" \
+  '{"reset":2}' "$(cat "$tmp/b")"
+eq "approx reset: both Redis keys are gone" 0 "$(rst_keys)"
+eq "approx reset: z1 allows again" 200 "$(codes "$zu1")"
 fleet_down z
+
+# Charges not yet pushed when the reset comes are never pushed: a daemon
+# syncing every second, a key charged and reset within one interval; two
+# intervals later no sync call was made and Redis has no such key. (An
+# attempt during which a round took the charges before the reset proves
+# nothing: again, with a new key.)
+sv_start zs -t 1 --store "$STORE" --sync 1000 --config "$tmp/fleet.yaml" ||
+  lib_finish
+unpushed() {
+  _uk=unpushed-$1-$(now_ms)
+  snap "$tmp/m0"
+  for _i in 1 2 3; do rcli "$RESP" SL.THROTTLE "$_uk" gcra:3/h >/dev/null; done
+  _ur=$(rcli "$RESP" SL.RESET "$_uk" gcra:3/h)
+  sleep 2.2
+  snap "$tmp/m1"
+  [ "$(mdelta sluice_sync_calls_total "$tmp/m0" "$tmp/m1")" = 0 ] || return 1
+  eq "approx reset: a reset within the interval: one state dropped" 1 "$_ur"
+  eq "approx reset: the charges before it were never pushed (no key)" 0 \
+    "$(rcli "$RP" EXISTS "sl:{}a8:gcra:3/h$_uk")"
+  return 0
+}
+_ua=1
+while ! unpushed $_ua; do
+  say "approx reset: attempt $_ua met a sync round; again"
+  _ua=$((_ua + 1))
+  if [ $_ua -gt 3 ]; then
+    fail "approx reset: 3 attempts, a sync call each time (the charges were pushed)"
+    break
+  fi
+done
+sv_stop zs
 
 # ===========================================================================
 # 5. bad input
@@ -616,6 +792,19 @@ like "Redis not there: the daemon starts, and says so" 'warn: redis: .*starting 
   "$(grep 'warn: redis' "$LOG")"
 get "$URL/v1/check?domain=fault&fresh=late"
 want_code "Redis not there: --on-store-error deny: 429" 429
+like "Redis not there: SL.RESET answers an error" \
+  '^ERR reset failed: Redis did not confirm 1 of its 1 deletions \(redis: ' \
+  "$(rcli "$RESP" SL.RESET late gcra:1/h)"
+sv_start late_z -t 1 --store "redis://127.0.0.1:$NP" --sync 100 \
+  --breaker-interval 100 --config "$tmp/fault.yaml" || lib_finish
+_t0=$(now_ms)
+http POST "$URL/admin/reset?domain=fault&fresh=late"
+_t1=$(now_ms)
+want_error "Redis not there, approximate mode: POST /admin/reset: 503" 503
+in_range "Redis not there, approximate mode: ... within the timeout (ms)" 0 \
+  "$LAT_MAX" $((_t1 - _t0))
+sv_stop late_z
+sv_use late
 rs_start late "$NP" || lib_finish
 sv_use late
 # (a peek is allowed by the deny fallback too: Redis answered when the

@@ -11,7 +11,11 @@
 #   - a request whose limits' keys live in different slots (no hash_tag):
 #     no limit is ever exceeded;
 #   - with hash_tag set in the domain, a request's keys share one slot
-#     (CLUSTER KEYSLOT) and its limits are all-or-nothing, exactly.
+#     (CLUSTER KEYSLOT) and its limits are all-or-nothing, exactly;
+#   - a reset deletes each of its keys on the master of the key's slot
+#     (keys of different slots: each DEL to its node), and the tagged ones
+#     under the tag of the reset's request (a JSON body of both
+#     descriptors).
 
 . "$(dirname "$0")/serve_lib.sh"
 . "$(dirname "$0")/fleet_lib.sh"
@@ -187,6 +191,27 @@ eq "tagged: that is the slot of the tag" \
   "$(rcli "$P1" CLUSTER KEYSLOT "$(awk '{ print $2; exit }' "$tmp/tagged.keys" | sed 's/^sl:{\([^}]*\)}.*/\1/')")" \
   "$slots"
 
+# --- resets: each DEL to its key's master --------------------------------
+# (at: the attempt of multi that counted)
+sv_use d2
+eq "reset: plain: the user's two keys before, in two slots" 2 \
+  "$(keys_of "*plain.user*u-$at" | grep -c '')"
+http POST "$URL/admin/reset?domain=plain&user=u-$at"
+want_code "reset: plain: POST /admin/reset?domain=plain&user=" 200
+eq "reset: plain: both states dropped" '{"reset":2}' "$(cat "$tmp/b")"
+eq "reset: plain: no key left on any master" "" "$(keys_of "*plain.user*u-$at")"
+# The org's state under the user's tag: the reset names both descriptors,
+# as the requests did.
+body="{\"domain\":\"tagged\",\"descriptors\":[{\"entries\":[{\"key\":\"user\",\"value\":\"u-$at\"}]},{\"entries\":[{\"key\":\"org\",\"value\":\"o-$at\"}]}]}"
+post "$URL/admin/reset" "$body"
+eq "reset: tagged: a JSON body of both descriptors: three states dropped" \
+  '{"reset":3}' "$(cat "$tmp/b")"
+eq "reset: tagged: no key left under the tag" "" "$(keys_of "sl:{u-$at}*")"
+sv_use d3
+post "$URL/v1/check" "$body"
+want_code "reset: tagged: allowed again (through another daemon)" 200
+want_jv "reset: tagged: the narrow limit starts afresh" \
+  'd["statuses"][0]["limit_remaining"]' 19
 for i in 1 2 3; do
   sv_use "d$i"
   snap "$tmp/m"
