@@ -205,7 +205,8 @@ struct engine {
   _Atomic uint64_t sync_stats[ENG_SYNC_COUNT]; /* approximate mode */
   unsigned char delta_key[crypto_shorthash_KEYBYTES]; /* delta_hash's */
   struct delta_table *round; /* the sync thread's, take to apply */
-  struct delta_table *carry; /* charges to push again next round */
+  pthread_mutex_t carry_lock; /* the sync thread's carry, and resets */
+  struct delta_table *carry;   /* charges to push again next round */
 };
 
 static int64_t mono_ns(void) {
@@ -440,6 +441,7 @@ engine *engine_new(const engine_opts *opts, sl_config *cfg, char *err,
   }
   if (opts) e->o = *opts;
   randombytes_buf(e->delta_key, sizeof e->delta_key);
+  pthread_mutex_init(&e->carry_lock, NULL);
   pthread_mutex_init(&e->reload_lock, NULL);
   pthread_mutex_init(&e->threads_lock, NULL);
   pthread_mutex_init(&e->adhoc_lock, NULL);
@@ -492,6 +494,7 @@ void engine_free(engine *e) {
   delta_table_free(e->round);
   delta_table_free(e->carry);
   sl_store_free(e->store);
+  pthread_mutex_destroy(&e->carry_lock);
   pthread_mutex_destroy(&e->reload_lock);
   pthread_mutex_destroy(&e->threads_lock);
   pthread_mutex_destroy(&e->adhoc_lock);
@@ -1404,6 +1407,13 @@ static int forget_charges(engine *e, const sl_limiter *lim, const void *key,
     pthread_mutex_unlock(&t->dlock);
   }
   pthread_mutex_unlock(&e->threads_lock);
+  pthread_mutex_lock(&e->carry_lock); /* and what waits to be pushed again */
+  eng_delta *d = delta_find(e->carry, lim, key, key_len, h);
+  if (d && d->cost > 0) {
+    d->cost = 0;
+    found = 1;
+  }
+  pthread_mutex_unlock(&e->carry_lock);
   return found;
 }
 
@@ -1417,8 +1427,10 @@ void engine_sync_count(engine *e, int what, uint64_t n) {
    arenas with it). */
 eng_delta *engine_sync_take(engine *e) {
   delta_table_free(e->round); /* a round never applied */
+  pthread_mutex_lock(&e->carry_lock);
   delta_table *all = e->carry; /* first: what the last rounds failed to push */
   e->carry = NULL;
+  pthread_mutex_unlock(&e->carry_lock);
   pthread_mutex_lock(&e->threads_lock);
   for (unsigned i = 0; i < ENG_MAX_THREADS; i++) {
     engine_thread *t = e->threads[i];
@@ -1493,28 +1505,31 @@ static void pending_costs(engine *e, eng_delta *list, int64_t *pend) {
 
 /* Keeps d, whose push failed, in e->carry for the next round; its cost is
    lost instead when it first failed over SYNC_CARRY_NS ago, or when the
-   carry is full (SYNC_CARRY_MAX) or out of memory. */
+   carry is full (SYNC_CARRY_MAX) or out of memory. A cost of 0 was
+   forgotten by a reset. */
 static void carry(engine *e, const eng_delta *d, int alive, int64_t mono) {
+  if (d->cost <= 0) return;
   size_t size = sizeof *d + d->key_len + d->rkey_len;
   int64_t failed = d->failed ? d->failed : mono;
-  eng_delta *c = NULL;
+  int kept = 0;
+  pthread_mutex_lock(&e->carry_lock);
   if (mono - failed <= SYNC_CARRY_NS &&
       (!e->carry || e->carry->n < SYNC_CARRY_MAX)) {
     if (!e->carry) e->carry = delta_table_new();
-    if (e->carry) c = delta_alloc(e->carry, size);
-  }
-  if (c) {
-    memcpy(c, d, size);
-    c->rkey = (char *)c->key + c->key_len;
-    c->failed = failed;
-    if (!alive) c->lim = NULL; /* reloaded away: pushed, never applied */
-    if (!delta_link(e->carry, c)) {
-      /* counted once, at the first failure (the cost it then had) */
-      if (!d->failed) engine_sync_count(e, ENG_SYNC_RETRIED, (uint64_t)d->cost);
-      return;
+    eng_delta *c = e->carry ? delta_alloc(e->carry, size) : NULL;
+    if (c) {
+      memcpy(c, d, size);
+      c->rkey = (char *)c->key + c->key_len;
+      c->failed = failed;
+      if (!alive) c->lim = NULL; /* reloaded away: pushed, never applied */
+      kept = !delta_link(e->carry, c);
     }
   }
-  engine_sync_count(e, ENG_SYNC_LOST, (uint64_t)d->cost);
+  pthread_mutex_unlock(&e->carry_lock);
+  if (!kept)
+    engine_sync_count(e, ENG_SYNC_LOST, (uint64_t)d->cost);
+  else if (!d->failed) /* counted once, at the first failure */
+    engine_sync_count(e, ENG_SYNC_RETRIED, (uint64_t)d->cost);
 }
 
 void engine_sync_apply(engine *e, eng_delta *list, const int64_t *level,

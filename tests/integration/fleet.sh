@@ -746,6 +746,27 @@ while ! unpushed $_ua; do
     break
   fi
 done
+# Charges waiting to be pushed again (Redis down) are forgotten by a reset
+# too: Redis killed, a key charged, a round fails and keeps the charges,
+# the reset (which cannot reach Redis: an error, but the local state and
+# the waiting charges go), Redis back: the key never reaches it.
+rs_kill main KILL
+snap "$tmp/m0"
+_ck=carried-$(now_ms)
+for _i in 1 2 3; do rcli "$RESP" SL.THROTTLE "$_ck" gcra:3/h >/dev/null; done
+carried() {
+  snap "$tmp/m1"
+  [ "$(mdelta sluice_sync_retried_cost_total "$tmp/m0" "$tmp/m1")" -ge 3 ]
+}
+if waitfor 50 carried; then pass; else fail "approx reset: the round's failed charges were not kept"; fi
+like "approx reset: with Redis down, SL.RESET says it failed" '^ERR reset failed' \
+  "$(rcli "$RESP" SL.RESET "$_ck" gcra:3/h)"
+rs_start main "$RP" || lib_finish
+sleep 3.5 # the breaker (1 s), then rounds every second
+eq "approx reset: the charges kept for a retry were forgotten too (no key)" 0 \
+  "$(rcli "$RP" EXISTS "sl:{}a8:gcra:3/h$_ck")"
+eq "approx reset: zs allows 3 again" "1 1 1" \
+  "$(for _i in 1 2 3; do rcli "$RESP" SL.THROTTLE "$_ck" gcra:3/h | cut -d' ' -f1; done | paste -sd' ' -)"
 sv_stop zs
 
 # ===========================================================================
