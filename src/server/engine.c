@@ -77,6 +77,7 @@ struct eng_delta {
   uint32_t key_len, rkey_len;
   char *rkey;      /* the key's name in Redis */
   int64_t failed;  /* carried: when its push first failed (mono ns) */
+  int64_t counted; /* of cost, what sluice_sync_retried_cost_total has */
   uint8_t key[];
 };
 
@@ -417,6 +418,8 @@ fail:
   return NULL;
 }
 
+static void forget_limiter(engine *e, const sl_limiter *lim);
+
 /* Frees the map's limiters that no gen uses any more (after a retire). */
 static void drop_unused_limiters(engine *e) {
   size_t w = 0;
@@ -424,6 +427,7 @@ static void drop_unused_limiters(engine *e) {
     if (e->lims[i].used) {
       e->lims[w++] = e->lims[i];
     } else {
+      if (e->o.sync) forget_limiter(e, e->lims[i].lim);
       sl_limiter_free(e->lims[i].lim);
       free(e->lims[i].id);
     }
@@ -1360,6 +1364,7 @@ static void note_charge(engine_thread *t, sl_limiter *lim, const char *id_a,
       d->cost = cost;
       d->h = h;
       d->failed = 0;
+      d->counted = 0;
       d->key_len = (uint32_t)key_len;
       memcpy(d->key, key, key_len);
       char *r = d->rkey = (char *)d->key + key_len;
@@ -1417,6 +1422,33 @@ static int forget_charges(engine *e, const sl_limiter *lim, const void *key,
   return found;
 }
 
+/* Approximate mode: lim is about to be freed (a reload; no thread can
+   charge it any more). Its entries, in the threads' tables, the round and
+   the carry, keep their charges for the sync (their policy and Redis name
+   are copies) but lose the limiter: a later one at the same address must
+   not take them, nor their fleet level. Under reload_lock, which take and
+   apply hold too. */
+static void delta_forget(delta_table *t, const sl_limiter *lim) {
+  for (eng_delta *d = t ? t->head : NULL; d; d = d->next)
+    if (d->lim == lim) d->lim = NULL;
+}
+
+static void forget_limiter(engine *e, const sl_limiter *lim) {
+  pthread_mutex_lock(&e->threads_lock);
+  for (unsigned i = 0; i < ENG_MAX_THREADS; i++) {
+    engine_thread *t = e->threads[i];
+    if (!t) continue;
+    pthread_mutex_lock(&t->dlock);
+    delta_forget(t->dt, lim);
+    pthread_mutex_unlock(&t->dlock);
+  }
+  pthread_mutex_unlock(&e->threads_lock);
+  pthread_mutex_lock(&e->carry_lock);
+  delta_forget(e->carry, lim);
+  pthread_mutex_unlock(&e->carry_lock);
+  delta_forget(e->round, lim);
+}
+
 void engine_sync_count(engine *e, int what, uint64_t n) {
   if (what >= 0 && what < ENG_SYNC_COUNT)
     atomic_fetch_add_explicit(&e->sync_stats[what], n, memory_order_relaxed);
@@ -1426,6 +1458,7 @@ void engine_sync_count(engine *e, int what, uint64_t n) {
    (e->round): the first whole, the others' entries merged into it (their
    arenas with it). */
 eng_delta *engine_sync_take(engine *e) {
+  pthread_mutex_lock(&e->reload_lock); /* no limiter freed meanwhile */
   delta_table_free(e->round); /* a round never applied */
   pthread_mutex_lock(&e->carry_lock);
   delta_table *all = e->carry; /* first: what the last rounds failed to push */
@@ -1460,6 +1493,7 @@ eng_delta *engine_sync_take(engine *e) {
   }
   pthread_mutex_unlock(&e->threads_lock);
   e->round = all;
+  pthread_mutex_unlock(&e->reload_lock);
   return all ? all->head : NULL;
 }
 
@@ -1470,16 +1504,6 @@ const char *engine_delta_key(const eng_delta *d, size_t *len) {
 const sl_policy *engine_delta_policy(const eng_delta *d) { return &d->policy; }
 int64_t engine_delta_cost(const eng_delta *d) { return d->cost; }
 eng_delta *engine_delta_next(const eng_delta *d) { return d->next; }
-
-/* Whether lim is still one of the engine's limiters (under reload_lock). */
-static int limiter_alive(engine *e, const sl_limiter *lim) {
-  for (size_t i = 0; i < e->nlims; i++)
-    if (e->lims[i].lim == lim) return 1;
-  size_t n = atomic_load_explicit(&e->nadhoc, memory_order_acquire);
-  for (size_t i = 0; i < n; i++)
-    if (e->adhoc[i].lim == lim) return 1;
-  return 0;
-}
 
 /* Adds to pend[i] what the threads have charged to the list's i-th
    (limiter, key) since the round took it: not in the fleet's level yet.
@@ -1494,7 +1518,8 @@ static void pending_costs(engine *e, eng_delta *list, int64_t *pend) {
     for (size_t k = 0; d;) {
       pthread_mutex_lock(&t->dlock);
       for (size_t m = 0; d && m < 256; d = d->next, k++, m++) {
-        eng_delta *x = delta_find(t->dt, d->lim, d->key, d->key_len, d->h);
+        eng_delta *x =
+            d->lim ? delta_find(t->dt, d->lim, d->key, d->key_len, d->h) : NULL;
         if (x) pend[k] += x->cost;
       }
       pthread_mutex_unlock(&t->dlock);
@@ -1507,7 +1532,7 @@ static void pending_costs(engine *e, eng_delta *list, int64_t *pend) {
    lost instead when it first failed over SYNC_CARRY_NS ago, or when the
    carry is full (SYNC_CARRY_MAX) or out of memory. A cost of 0 was
    forgotten by a reset. */
-static void carry(engine *e, const eng_delta *d, int alive, int64_t mono) {
+static void carry(engine *e, const eng_delta *d, int64_t mono) {
   if (d->cost <= 0) return;
   size_t size = sizeof *d + d->key_len + d->rkey_len;
   int64_t failed = d->failed ? d->failed : mono;
@@ -1521,15 +1546,15 @@ static void carry(engine *e, const eng_delta *d, int alive, int64_t mono) {
       memcpy(c, d, size);
       c->rkey = (char *)c->key + c->key_len;
       c->failed = failed;
-      if (!alive) c->lim = NULL; /* reloaded away: pushed, never applied */
+      c->counted = d->cost;
       kept = !delta_link(e->carry, c);
     }
   }
   pthread_mutex_unlock(&e->carry_lock);
   if (!kept)
     engine_sync_count(e, ENG_SYNC_LOST, (uint64_t)d->cost);
-  else if (!d->failed) /* counted once, at the first failure */
-    engine_sync_count(e, ENG_SYNC_RETRIED, (uint64_t)d->cost);
+  else if (d->cost > d->counted) /* each charge once: what came since */
+    engine_sync_count(e, ENG_SYNC_RETRIED, (uint64_t)(d->cost - d->counted));
 }
 
 void engine_sync_apply(engine *e, eng_delta *list, const int64_t *level,
@@ -1542,16 +1567,15 @@ void engine_sync_apply(engine *e, eng_delta *list, const int64_t *level,
   int64_t mono = mono_ns();
   size_t i = 0;
   for (eng_delta *d = list; d; d = d->next, i++) {
-    int alive = d->lim && limiter_alive(e, d->lim);
     if (!level || level[i] == ENG_LEVEL_UNSENT) {
-      carry(e, d, alive, mono);
+      carry(e, d, mono);
       continue;
     }
     if (level[i] == ENG_LEVEL_UNKNOWN) {
       engine_sync_count(e, ENG_SYNC_UNCONFIRMED, (uint64_t)d->cost);
       continue;
     }
-    if (!alive || !pend) continue;
+    if (!d->lim || !pend) continue; /* reloaded away: pushed, not applied */
     /* The fleet has used more than this daemon saw: charge the rest here
        by force, debt included, so that this daemon's level is the fleet's
        less what it has charged since the round began (pushed next round). */
@@ -1561,10 +1585,10 @@ void engine_sync_apply(engine *e, eng_delta *list, const int64_t *level,
     if (mine > target)
       sl_limiter_force(d->lim, d->key, d->key_len, mine - target, now, &mine);
   }
-  pthread_mutex_unlock(&e->reload_lock);
-  free(pend);
   delta_table_free(e->round); /* list's entries live in its arena */
   e->round = NULL;
+  pthread_mutex_unlock(&e->reload_lock);
+  free(pend);
 }
 
 int engine_check_async(engine_thread *t, const eng_request *req, int64_t now,
