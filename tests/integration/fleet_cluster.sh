@@ -1,8 +1,9 @@
 #!/bin/sh
 # fleet_cluster.sh — fleet mode on a real Redis Cluster: three masters on
-# loopback, three `sluice serve` daemons given one seed each (the rest is
-# discovered), requests sprayed round robin over the daemons (POSIX sh;
-# helpers in serve_lib.sh and fleet_lib.sh).
+# loopback (and a fourth, with no slot until the end), three exact
+# `sluice serve` daemons given one seed each (the rest is discovered),
+# requests sprayed round robin over the daemons (POSIX sh; helpers in
+# serve_lib.sh and fleet_lib.sh).
 #
 #   SLUICE=build/sluice sh tests/integration/fleet_cluster.sh   (make integration)
 #
@@ -15,7 +16,22 @@
 #   - a reset deletes each of its keys on the master of the key's slot
 #     (keys of different slots: each DEL to its node), and the tagged ones
 #     under the tag of the reset's request (a JSON body of both
-#     descriptors).
+#     descriptors);
+#   - live resharding: one slot moves from the first master to the second
+#     step by step as redis-cli --cluster reshard moves it (SETSLOT
+#     IMPORTING / MIGRATING, MIGRATE a few keys, then the rest, SETSLOT
+#     NODE on every master), then on to the fourth master in one go, while
+#     the exact daemons and an approximate one (--sync 100) take requests
+#     on keys of that slot. Redis answers them ASK (a key not on the
+#     source), NOSCRIPT after ASKING (the target's scripts flushed),
+#     TRYAGAIN (a batched call, or one request's two keys, half migrated)
+#     and MOVED (the slot moved; to a node no daemon knew, at the end);
+#     INFO errorstats shows each happened. Every key's total allowed over
+#     the run is its limit exactly, no decision is a fallback, the target
+#     never answers MOVED while importing (every resend to it after
+#     ASKING), MOVED updates the slot map (a few MOVED, not one per
+#     request), and approximate mode's charges pushed in each state of the
+#     slot reach Redis (the fleet's level there; none lost).
 
 . "$(dirname "$0")/serve_lib.sh"
 . "$(dirname "$0")/fleet_lib.sh"
@@ -23,10 +39,13 @@ lib_init fleet_cluster
 
 t_start=$(now_ms)
 # --- the cluster: three masters, slots split in three ------------------------
+# and a fourth with no slot (the resharding's last step moves one to it):
+# CLUSTER SLOTS does not name it, so no daemon knows it.
 P1=$(free_port)
 P2=$(free_port)
 P3=$(free_port)
-for i in 1 2 3; do
+P4=$(free_port)
+for i in 1 2 3 4; do
   eval "p=\$P$i"
   # The bus port is named (by default it is PORT + 10000, maybe taken or
   # past 65535).
@@ -40,17 +59,18 @@ eq "cluster: slots 10923-16383 to the third" OK "$(rcli "$P3" CLUSTER ADDSLOTSRA
 bus() { rcli "$1" CONFIG GET cluster-port | cut -d' ' -f2; }
 eq "cluster: MEET the second" OK "$(rcli "$P1" CLUSTER MEET 127.0.0.1 "$P2" "$(bus "$P2")")"
 eq "cluster: MEET the third" OK "$(rcli "$P1" CLUSTER MEET 127.0.0.1 "$P3" "$(bus "$P3")")"
+eq "cluster: MEET the fourth" OK "$(rcli "$P1" CLUSTER MEET 127.0.0.1 "$P4" "$(bus "$P4")")"
 cluster_ok() {
-  for _p in $P1 $P2 $P3; do
+  for _p in $P1 $P2 $P3 $P4; do
     rcli "$_p" CLUSTER INFO | grep -q 'cluster_state:ok' || return 1
-    rcli "$_p" CLUSTER INFO | grep -q 'cluster_known_nodes:3' || return 1
+    rcli "$_p" CLUSTER INFO | grep -q 'cluster_known_nodes:4' || return 1
   done
 }
 if waitfor 200 cluster_ok; then pass; else
-  fail "cluster: CLUSTER INFO never said cluster_state:ok on all three: $(rcli "$P1" CLUSTER INFO)"
+  fail "cluster: CLUSTER INFO never said cluster_state:ok on all four: $(rcli "$P1" CLUSTER INFO)"
   lib_finish
 fi
-say "cluster: 3 masters ok in $(($(now_ms) - t_start)) ms"
+say "cluster: 4 masters ok in $(($(now_ms) - t_start)) ms"
 
 # --- the daemons -----------------------------------------------------------
 cat >"$tmp/cluster.yaml" <<'EOF'
@@ -76,8 +96,22 @@ descriptors:
   - key: org
     rate_limit: {policy: "sliding_log:25/h"}
 EOF
+# The resharding phase's: every key of a request under the tag t.
+cat >"$tmp/shard.yaml" <<'EOF'
+domain: shard
+hash_tag: t
+descriptors:
+  - key: t
+    descriptors:
+      - key: k
+        rate_limit: {policy: "sliding_log:12/h"}
+      - key: m
+        rate_limits:
+          - {name: a, policy: "sliding_log:12/h"}
+          - {name: b, policy: "sliding_log:24/h"}
+EOF
 mkdir "$tmp/conf"
-cp "$tmp/cluster.yaml" "$tmp/tagged.yaml" "$tmp/conf/"
+cp "$tmp/cluster.yaml" "$tmp/tagged.yaml" "$tmp/shard.yaml" "$tmp/conf/"
 # A generous timeout: every decision here must be Redis's (checked below).
 for i in 1 2 3; do
   sv_start "d$i" -t 2 --store "redis-cluster://127.0.0.1:$P1" \
@@ -212,6 +246,337 @@ post "$URL/v1/check" "$body"
 want_code "reset: tagged: allowed again (through another daemon)" 200
 want_jv "reset: tagged: the narrow limit starts afresh" \
   'd["statuses"][0]["limit_remaining"]' 19
+
+# --- live resharding: a slot moves from the first master to the second ----
+# Step by step, as redis-cli --cluster reshard moves a slot, while the
+# exact daemons (d1-d3) and an approximate one (z, --sync 100) take
+# requests on keys of that slot. Every limit is a sliding_log per hour (no
+# refill during the test), so each key's total allowed over the whole run
+# must be its limit exactly, whatever the cluster said on the way.
+#
+# slot_of STRING... — each string's cluster slot (CRC16 as Redis Cluster
+# computes it, whole string: callers pass a hash tag, or a name with "{}").
+# find_in_slot SLOT PREFIX N — N values v (z0, z1, ...) whose key PREFIX v
+# is in SLOT, one a line.
+crc_py='
+import sys
+T = []
+for i in range(256):
+    c = i << 8
+    for _ in range(8):
+        c = ((c << 1) ^ 0x1021 if c & 0x8000 else c << 1) & 0xFFFF
+    T.append(c)
+def crc(b, c=0):
+    for x in b:
+        c = ((c << 8) & 0xFFFF) ^ T[(c >> 8) ^ x]
+    return c
+'
+slot_of() {
+  "$PY" -c "$crc_py
+for s in sys.argv[1:]: print(crc(s.encode()) & 16383)" "$@"
+}
+find_in_slot() {
+  "$PY" -c "$crc_py
+slot, pre, n = int(sys.argv[1]), sys.argv[2].encode(), int(sys.argv[3])
+c0, i, found = crc(pre), 0, 0
+while found < n and i < 2000000:
+    v = b'z%d' % i
+    if crc(v, c0) & 16383 == slot:
+        print(v.decode())
+        found += 1
+    i += 1" "$@"
+}
+# errstat PORT ERROR — how many ERROR replies (MOVED, ASK, TRYAGAIN,
+# NOSCRIPT) that node has sent (INFO errorstats).
+errstat() {
+  _e=$(rcli "$1" INFO errorstats | tr ' ' '\n' |
+    sed -n "s/^errorstat_$2:count=\([0-9]*\).*/\1/p")
+  echo "${_e:-0}"
+}
+
+# The slot: the first hash tag t0, t1, ... that the first master serves.
+i=0
+while [ $i -lt 100 ]; do
+  T=t$i
+  S=$(slot_of "$T")
+  [ "$S" -le 5460 ] && break
+  i=$((i + 1))
+done
+eq "reshard: our slot computation agrees with CLUSTER KEYSLOT" "$S" \
+  "$(rcli "$P1" CLUSTER KEYSLOT "{$T}x")"
+ID1=$(rcli "$P1" CLUSTER MYID)
+ID2=$(rcli "$P2" CLUSTER MYID)
+ID3=$(rcli "$P3" CLUSTER MYID)
+
+# The approximate daemon, on ad-hoc keys (approximate mode names its keys
+# "sl:{}...", without a hash tag): values whose key falls in the slot.
+sv_start z -t 2 --store "redis-cluster://127.0.0.1:$P1" --sync 100 \
+  --redis-timeout 5000 --config "$tmp/conf" || lib_finish
+sv_use z
+Z=$RESP
+ZP=sliding_log:12/h
+sv_use d1
+rcli "$RESP" SL.THROTTLE zprobe "$ZP" >/dev/null
+zname=$(keys_of '*zprobe' | awk '{ print $2; exit }')
+like "reshard: an ad-hoc key's name in Redis" '^sl:\{\}a[0-9]+:.*zprobe$' "$zname"
+zkeys=$(find_in_slot "$S" "${zname%zprobe}" 3 | paste -sd' ' -)
+like "reshard: three ad-hoc keys in slot $S" '^z[0-9]+ z[0-9]+ z[0-9]+$' "$zkeys"
+set -- $zkeys
+Z1=$1
+# And one on the second master from the start (slot 8000), so that the
+# sync thread's connection to it predates the SCRIPT FLUSH below (a new
+# connection loads the script).
+zkeys="$zkeys $(find_in_slot 8000 "${zname%zprobe}" 1)"
+zcharged=0
+
+# job TAG COUNT K V — a line of $tmp/jobs: SL.CHECK shard t $T K V.
+job() { printf '%s\t%s\tresp\tSL.CHECK\tshard\tt\t%s\t%s\t%s\n' "$1" "$2" "$T" "$3" "$4" >>"$tmp/jobs"; }
+# store_failures — Redis errors and fallback decisions, d1-d3 together.
+store_failures() {
+  for _i in 1 2 3; do
+    sv_use "d$_i"
+    snap "$tmp/m"
+    echo $(($(metric sluice_redis_errors_total "$tmp/m") + $(metric sluice_store_fallbacks_total "$tmp/m")))
+  done | awk '{ n += $1 } END { print n }'
+}
+# step NAME [PORT] — the requests of $tmp/jobs over d1-d3 (fl_load, 6
+# clients), or all at once on one connection to PORT (fl_pipe: one batched
+# script call); none may fail, and every decision must be Redis's (a
+# failed call is answered by on_store_error, deny here: a denial); their
+# outcomes go to the ledger.
+step() {
+  _f0=$(store_failures)
+  if [ -n "${2:-}" ]; then fl_pipe "$2" "$tmp/jobs"; else
+    fl_load --resp "$d_resp" --threads 6 "$tmp/jobs"
+  fi >"$tmp/sum"
+  eq "reshard, $1: no request failed, no Redis error, no fallback ($(grep '^ERR' "$tmp/sum" | head -n 1))" \
+    "0 0" "$(fl_get ALL errors "$tmp/sum") $(($(store_failures) - _f0))"
+  grep -v '^ALL\|^ERR' "$tmp/sum" >>"$tmp/ledger"
+  : >"$tmp/jobs"
+}
+# zlevels PORT — what the fleet has left on the ad-hoc keys (peeks, through
+# that daemon).
+zlevels() {
+  _zp=$1
+  for _z in $zkeys; do
+    set -- $(rcli "$_zp" SL.THROTTLE "$_z" "$ZP" 0)
+    printf '%s ' "$3"
+  done
+}
+zin_redis() { [ "$(zlevels "$D1")" = "$zwant" ]; }
+# zstep NAME [COMMAND...] — two requests on each ad-hoc key through z, all
+# allowed (12 each in all, charged over six steps); COMMAND (a wait); then,
+# within a few sync rounds, Redis has the fleet's level: 12 less all that z
+# charged (peeks through an exact daemon), so these charges were pushed in
+# this state of the slot, not lost.
+zstep() {
+  : >"$tmp/zjobs"
+  for _z in $zkeys; do
+    printf '%s\t2\tresp\tSL.THROTTLE\t%s\t%s\n' "$_z" "$_z" "$ZP" >>"$tmp/zjobs"
+  done
+  fl_load --resp "$Z" --threads 3 "$tmp/zjobs" >"$tmp/zsum"
+  eq "reshard, $1: approximate: allowed, each key" "2 2 2 2 0" \
+    "$(for _z in $zkeys; do fl_get "$_z" allowed "$tmp/zsum"; done | paste -sd' ' -) $(fl_get ALL errors "$tmp/zsum")"
+  zcharged=$((zcharged + 2))
+  _zn=$1
+  shift
+  [ $# -eq 0 ] || "$@"
+  zwant=$(for _z in $zkeys; do printf '%s ' $((12 - zcharged)); done)
+  waitfor 50 zin_redis
+  eq "reshard, $_zn: approximate: the fleet's level in Redis" "$zwant" "$(zlevels "$D1")"
+}
+sv_use d1
+D1=$RESP
+sv_use d2
+D2=$RESP
+sv_use d3
+D3=$RESP
+: >"$tmp/jobs"
+: >"$tmp/ledger"
+t0=$(now_ms)
+
+# 1. Stable: the slot on the first master.
+job ka 3 k a
+job kb 3 k b
+job kc 3 k c
+job mx 3 m x
+step "stable"
+zstep "stable"
+n=$(rcli "$P1" CLUSTER COUNTKEYSINSLOT "$S")
+eq "reshard: the slot's keys on the first master (k a-c, m x's 2, 3 ad-hoc)" 8 "$n"
+moved2=$(errstat "$P2" MOVED)
+ask1=$(errstat "$P1" ASK)
+try1=$(errstat "$P1" TRYAGAIN)
+try1_0=$try1
+try2=$(errstat "$P2" TRYAGAIN)
+noscript2=$(errstat "$P2" NOSCRIPT)
+
+# 2. IMPORTING on the target, MIGRATING on the source: nothing moved yet.
+eq "reshard: SETSLOT IMPORTING on the second master" OK \
+  "$(rcli "$P2" CLUSTER SETSLOT "$S" IMPORTING "$ID1")"
+eq "reshard: SETSLOT MIGRATING on the first" OK \
+  "$(rcli "$P1" CLUSTER SETSLOT "$S" MIGRATING "$ID2")"
+# One batched call: a (on the source) and d (new: ASK); Redis refuses the
+# whole with TRYAGAIN (some keys here, some not).
+job ka 2 k a
+job kd 2 k d
+step "migrating, a and d in one call" "$D1"
+in_range "reshard: the source answered TRYAGAIN (a batch of keys here and not)" \
+  1 1000 $(($(errstat "$P1" TRYAGAIN) - try1))
+in_range "reshard: the source answered ASK (a key not here)" \
+  1 1000 $(($(errstat "$P1" ASK) - ask1))
+like "reshard: d, new, was created on the target (after ASKING)" 'k.d' \
+  "$(rcli "$P2" CLUSTER GETKEYSINSLOT "$S" 100)"
+# Keys on the source are served there: a, b, m x's two.
+job ka 1 k a
+job kb 2 k b
+job kd 1 k d
+job mx 2 m x
+step "migrating"
+zstep "migrating"
+
+# 3. Some keys MIGRATEd: b, m x's limit a, the first ad-hoc key; the target
+# never loaded the script (SCRIPT FLUSH): ASK, then NOSCRIPT after ASKING.
+keyname() { rcli "$P1" CLUSTER GETKEYSINSLOT "$S" 100 | tr ' ' '\n' | grep -E -- "$1" | head -n 1; }
+kb=$(keyname 'k.b$')
+mxa=$(keyname 'm#a\|.*m.x$')
+kz=$(keyname "$Z1\$")
+like "reshard: the three keys to move" '^sl:.+ sl:.+ sl:.+$' "$kb $mxa $kz"
+eq "reshard: SCRIPT FLUSH on the target" OK "$(rcli "$P2" SCRIPT FLUSH)"
+eq "reshard: MIGRATE three keys" OK \
+  "$(rcli "$P1" MIGRATE 127.0.0.1 "$P2" "" 0 5000 KEYS "$kb" "$mxa" "$kz")"
+job kb 2 k b
+step "b moved: ASK, NOSCRIPT" "$D2"
+in_range "reshard: the target answered NOSCRIPT" 1 1000 \
+  $(($(errstat "$P2" NOSCRIPT) - noscript2))
+job ka 1 k a
+job kb 1 k b
+step "a here, b moved, in one call" "$D3"
+# m x: its two keys are now on two nodes: TRYAGAIN until the second moves
+# (the request waits, within --redis-timeout).
+try1=$(errstat "$P1" TRYAGAIN)
+bg_f0=$(store_failures)
+job mx 1 m x
+mv "$tmp/jobs" "$tmp/bg.jobs"
+: >"$tmp/jobs"
+fl_load_bg "$tmp/bg.sum" --resp "$D1" --threads 1 "$tmp/bg.jobs"
+tried() { [ $(($(errstat "$P1" TRYAGAIN) - try1)) -ge 2 ]; }
+waitfor 30 tried
+in_range "reshard: m x, split over two nodes, got TRYAGAIN (and tried again)" \
+  2 100000 $(($(errstat "$P1" TRYAGAIN) - try1))
+if kill -0 "$fl_bg_pid" 2>/dev/null; then pass; else
+  fail "reshard: m x was answered while its keys were on two nodes: $(cat "$tmp/bg.sum")"
+fi
+# The sync thread's call for the moved ad-hoc key meets NOSCRIPT too (the
+# peeks wait for it: they would load the script themselves).
+noscript2b=$(errstat "$P2" NOSCRIPT)
+eq "reshard: SCRIPT FLUSH on the target again" OK "$(rcli "$P2" SCRIPT FLUSH)"
+noscript_again() { [ "$(errstat "$P2" NOSCRIPT)" -gt "$noscript2b" ]; }
+zstep "partly migrated" waitfor 30 noscript_again
+in_range "reshard: approximate: the target answered the sync NOSCRIPT" 1 1000 \
+  $(($(errstat "$P2" NOSCRIPT) - noscript2b))
+# The rest of the slot, ten keys to a MIGRATE as redis-cli does.
+i=0
+while [ $i -lt 20 ]; do
+  ks=$(rcli "$P1" CLUSTER GETKEYSINSLOT "$S" 10)
+  [ -n "$ks" ] || break
+  # (word splitting: the names have no spaces)
+  eq "reshard: MIGRATE the rest" OK "$(rcli "$P1" MIGRATE 127.0.0.1 "$P2" "" 0 5000 KEYS $ks)"
+  i=$((i + 1))
+done
+eq "reshard: nothing left on the source" 0 "$(rcli "$P1" CLUSTER COUNTKEYSINSLOT "$S")"
+bg_done() { ! kill -0 "$fl_bg_pid" 2>/dev/null; }
+waitfor 100 bg_done
+eq "reshard: m x, once its keys were together again: answered by Redis" \
+  "0 1 0" "$(fl_get ALL errors "$tmp/bg.sum") $(fl_get ALL requests "$tmp/bg.sum") $(($(store_failures) - bg_f0))"
+grep -v '^ALL\|^ERR' "$tmp/bg.sum" >>"$tmp/ledger"
+
+# 4. Every key on the target; the slot still the source's: ASK for all.
+# m y is new: the target, asked, has none of its keys: TRYAGAIN until the
+# slot is the target's.
+job ka 1 k a
+job kb 1 k b
+job kc 2 k c
+job kd 1 k d
+job ke 2 k e
+job mx 1 m x
+step "all moved"
+try2b=$(errstat "$P2" TRYAGAIN)
+bg_f0=$(store_failures)
+job my 1 m y
+mv "$tmp/jobs" "$tmp/bg2.jobs"
+: >"$tmp/jobs"
+fl_load_bg "$tmp/bg.sum" --resp "$D2" --threads 1 "$tmp/bg2.jobs"
+tried2() { [ $(($(errstat "$P2" TRYAGAIN) - try2b)) -ge 2 ]; }
+waitfor 30 tried2
+in_range "reshard: m y, new, got TRYAGAIN from the target (and tried again)" \
+  2 100000 $(($(errstat "$P2" TRYAGAIN) - try2b))
+zstep "all moved"
+eq "reshard: while importing, the target never answered MOVED (ASKING before every resend)" \
+  0 $(($(errstat "$P2" MOVED) - moved2))
+
+# 5. SETSLOT NODE: the target first, then the source and the third master.
+for p in $P2 $P1 $P3; do
+  eq "reshard: SETSLOT NODE on $p" OK "$(rcli "$p" CLUSTER SETSLOT "$S" NODE "$ID2")"
+done
+waitfor 100 bg_done
+eq "reshard: m y, once the slot was the target's: answered by Redis" \
+  "0 1 0" "$(fl_get ALL errors "$tmp/bg.sum") $(fl_get ALL requests "$tmp/bg.sum") $(($(store_failures) - bg_f0))"
+grep -v '^ALL\|^ERR' "$tmp/bg.sum" >>"$tmp/ledger"
+moved1=$(errstat "$P1" MOVED)
+for k in a b c d e; do job "k$k" 12 k "$k"; done
+job mx 12 m x
+job my 12 m y
+step "the target's"
+zstep "the target's"
+# MOVED updates each client's map: the source answers MOVED at most about
+# once per client (3 x 2 workers, the sync thread) and per request in
+# flight when the slot moved (6 load clients), not once per request (98).
+moved1=$(($(errstat "$P1" MOVED) - moved1))
+in_range "reshard: MOVED from the source, then the slot map was updated" \
+  1 16 "$moved1"
+eq "reshard: the slot's keys, all on the target" "0 12" \
+  "$(rcli "$P1" CLUSTER COUNTKEYSINSLOT "$S") $(rcli "$P2" CLUSTER COUNTKEYSINSLOT "$S")"
+eq "reshard: a's key EXISTS on the target" 1 "$(rcli "$P2" EXISTS "$(rcli "$P2" CLUSTER GETKEYSINSLOT "$S" 100 | tr ' ' '\n' | grep 'k.a$')")"
+
+# 6. The slot moves on, in one go, to the fourth master, which no daemon
+# knows: MOVED names a new node.
+ID4=$(rcli "$P4" CLUSTER MYID)
+eq "reshard: to the fourth: IMPORTING, MIGRATING" "OK OK" \
+  "$(rcli "$P4" CLUSTER SETSLOT "$S" IMPORTING "$ID2") $(rcli "$P2" CLUSTER SETSLOT "$S" MIGRATING "$ID4")"
+eq "reshard: to the fourth: MIGRATE every key" OK \
+  "$(rcli "$P2" MIGRATE 127.0.0.1 "$P4" "" 0 5000 KEYS $(rcli "$P2" CLUSTER GETKEYSINSLOT "$S" 100))"
+for p in $P4 $P2 $P1 $P3; do
+  eq "reshard: to the fourth: SETSLOT NODE on $p" OK "$(rcli "$p" CLUSTER SETSLOT "$S" NODE "$ID4")"
+done
+# Every key is at its limit: Redis denies them all (the state moved whole).
+for k in a b c d e; do job "k$k" 2 k "$k"; done
+job mx 2 m x
+job my 2 m y
+step "on a new node"
+zstep "on a new node"
+eq "reshard: the slot's keys, all on the fourth master" "0 12" \
+  "$(rcli "$P2" CLUSTER COUNTKEYSINSLOT "$S") $(rcli "$P4" CLUSTER COUNTKEYSINSLOT "$S")"
+
+# Each key: exactly its limit, over the whole run.
+eq "reshard: each key allowed exactly its limit over the run (a-e, m x, m y)" \
+  "ka=12 kb=12 kc=12 kd=12 ke=12 mx=12 my=12" \
+  "$(awk '{ split($2, kv, "="); n[$1] += kv[2] }
+    END { for (k in n) printf "%s=%d\n", k, n[k] }' "$tmp/ledger" | sort | paste -sd' ' -)"
+# m's limit b (24) was charged once per allowed request, retries or not.
+sv_use d1
+post "$URL/v1/check" "{\"domain\":\"shard\",\"descriptors\":[{\"entries\":[{\"key\":\"t\",\"value\":\"$T\"},{\"key\":\"m\",\"value\":\"x\"}],\"hits_addend\":0}]}"
+eq "reshard: m x charged 12 on each limit (remaining a, b)" "0 12" \
+  "$(rl_item ratelimit a | sed 's/.*;r=\([0-9]*\);.*/\1/') $(rl_item ratelimit b | sed 's/.*;r=\([0-9]*\);.*/\1/')"
+sv_use z
+snap "$tmp/m"
+# Every push went through in its own round: none failed, none had to go
+# again with a later round, none is unconfirmed or lost.
+eq "reshard: approximate: sync calls (errors; cost retried, unconfirmed, lost)" \
+  "0 0 0 0" "$(metric sluice_sync_errors_total "$tmp/m") $(metric sluice_sync_retried_cost_total "$tmp/m") $(metric sluice_sync_unconfirmed_cost_total "$tmp/m") $(metric sluice_sync_lost_cost_total "$tmp/m")"
+sv_stop z
+say "reshard: slot $S moved under load in $(($(now_ms) - t0)) ms; source: ASK $(($(errstat "$P1" ASK) - ask1)), TRYAGAIN $(($(errstat "$P1" TRYAGAIN) - try1_0)); target: TRYAGAIN $(($(errstat "$P2" TRYAGAIN) - try2)), NOSCRIPT $(($(errstat "$P2" NOSCRIPT) - noscript2)); source, after: MOVED $moved1"
+
 for i in 1 2 3; do
   sv_use "d$i"
   snap "$tmp/m"

@@ -20,6 +20,12 @@
 #                            the same in the background (with --until), the
 #                            summary in OUT, python's pid in $fl_bg_pid
 #   fl_get TAG FIELD FILE    one field of a summary's line for TAG
+#   fl_pipe PORT JOBFILE     JOBFILE's requests (resp lines only, in
+#                            fl_load's order), all written at once on one
+#                            connection to PORT, so that the daemon reads
+#                            them in one pass (one batched script call when
+#                            their keys share a slot); the summary as
+#                            fl_load's (without ra, maxlat and per)
 #   say TEXT                 prints "NAME: TEXT" (figures worth reading)
 #
 # The load client (python3, written to $tmp/fleet_load.py): JOBFILE has one
@@ -109,6 +115,69 @@ fl_load_bg() {
   (exec "$PY" "$tmp/fleet_load.py" "$@" >"$_fo") &
   fl_bg_pid=$!
   lib_track $fl_bg_pid
+}
+
+fl_pipe() {
+  "$PY" - "$@" <<'EOF'
+import socket, sys
+
+port, jobfile = int(sys.argv[1]), sys.argv[2]
+lines = []
+for ln in open(jobfile):
+    if ln.strip():
+        f = ln.rstrip("\n").split("\t")
+        lines.append((f[0], int(f[1]), f[3:]))
+jobs, r = [], 0
+while any(r < n for _, n, _ in lines):
+    jobs += [(tag, a) for tag, n, a in lines if r < n]
+    r += 1
+
+
+def read(f):
+    line = f.readline()
+    if not line.endswith(b"\r\n"):
+        raise EOFError("connection closed")
+    t, v = line[:1], line[1:-2]
+    if t == b"*":
+        return [read(f) for _ in range(int(v))]
+    if t == b"$":
+        return None if int(v) < 0 else f.read(int(v) + 2)[:-2]
+    if t == b":":
+        return int(v)
+    return Exception(v.decode())
+
+
+out = []
+for _, a in jobs:
+    out.append(b"*%d\r\n" % len(a))
+    for w in a:
+        out.append(b"$%d\r\n%s\r\n" % (len(w.encode()), w.encode()))
+s = socket.create_connection(("127.0.0.1", port), timeout=10)
+s.sendall(b"".join(out))
+f = s.makefile("rb")
+stats, errors, lost = {}, [], None
+for tag, a in jobs:
+    st = stats.setdefault(tag, [0, 0, 0])
+    try:
+        if lost:
+            raise lost
+        rep = read(f)
+        if not isinstance(rep, list) or not rep or not isinstance(rep[0], int):
+            raise ValueError("reply %r" % (rep,))
+        st[0 if rep[0] == 1 else 1] += 1
+    except Exception as e:
+        st[2] += 1
+        if len(errors) < 5 and e is not lost:
+            errors.append("%s: %s: %s" % (tag, type(e).__name__, e))
+        if isinstance(e, (EOFError, OSError)):
+            lost = e  # the connection is gone: the rest are errors too
+for tag in sorted(stats):
+    a, d, e = stats[tag]
+    print("%s allowed=%d denied=%d errors=%d" % (tag, a, d, e))
+print("ALL requests=%d errors=%d" % (len(jobs), sum(v[2] for v in stats.values())))
+for e in errors:
+    print("ERR " + e)
+EOF
 }
 
 _fl_write_load() {
