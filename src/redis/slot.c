@@ -1,10 +1,14 @@
 /*
- * slot.c — Redis Cluster's key slot (the cluster spec's keyHashSlot).
+ * slot.c — Redis Cluster's key slot (the cluster spec's keyHashSlot), its
+ * redirects, and TRYAGAIN's batch split (slot.h says why).
  */
 #include "slot.h"
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* CRC16-CCITT (XMODEM): polynomial 0x1021, initial 0, no reflection. */
 static uint16_t crc16(const char *buf, size_t len) {
@@ -27,4 +31,211 @@ unsigned rc_key_slot(const char *key, size_t len) {
       return crc16(open + 1, (size_t)(close - open - 1)) & 16383;
   }
   return crc16(key, len) & 16383;
+}
+
+/* ---- redirects ---- */
+
+/* A decimal in [p, end), 1 to 5 digits, at most max; -1 if not. */
+static long small_dec(const char *p, const char *end, long max) {
+  if (p == end || end - p > 5) return -1;
+  long v = 0;
+  for (; p < end; p++) {
+    if (*p < '0' || *p > '9') return -1;
+    v = v * 10 + (*p - '0');
+  }
+  return v <= max ? v : -1;
+}
+
+int rc_parse_redirect(const char *err, size_t len, rc_redirect *rd) {
+  if (!err || !rd) return -1;
+  const char *p = err, *end = err + len;
+  int ask;
+  if (len > 6 && !memcmp(p, "MOVED ", 6)) {
+    ask = 0;
+    p += 6;
+  } else if (len > 4 && !memcmp(p, "ASK ", 4)) {
+    ask = 1;
+    p += 4;
+  } else {
+    return -1;
+  }
+  const char *sp = memchr(p, ' ', (size_t)(end - p));
+  if (!sp) return -1;
+  long slot = small_dec(p, sp, 16383);
+  const char *addr = sp + 1, *colon = NULL;
+  for (const char *q = addr; q < end; q++)
+    if (*q == ':') colon = q;
+  if (slot < 0 || !colon || (size_t)(colon - addr) >= sizeof rd->host)
+    return -1;
+  long port = small_dec(colon + 1, end, 65535);
+  if (port <= 0) return -1;
+  for (const char *q = addr; q < colon; q++)
+    if (*q == ' ' || *q == '\0') return -1;
+  rd->ask = ask;
+  rd->slot = (int)slot;
+  memcpy(rd->host, addr, (size_t)(colon - addr));
+  rd->host[colon - addr] = '\0';
+  rd->port = (int)port;
+  return 0;
+}
+
+/* ---- TRYAGAIN: a batch split into its requests, and joined again ---- */
+
+/* The arguments of a RESP command (an array of bulk strings) into
+   argv/lens (malloc'd, *argc of them). 0, or -1 if malformed. */
+static int resp_args(const char *cmd, size_t len, const char ***argv,
+                     size_t **lens, size_t *argc) {
+  const char *p = cmd, *end = cmd + len;
+  *argv = NULL;
+  *lens = NULL;
+  size_t n = 0;
+  if (p == end || *p++ != '*') return -1;
+  while (p < end && *p >= '0' && *p <= '9' && n < 100000)
+    n = n * 10 + (size_t)(*p++ - '0');
+  if (n == 0 || end - p < 2 || p[0] != '\r' || p[1] != '\n') return -1;
+  p += 2;
+  const char **a = malloc(n * sizeof *a);
+  size_t *l = malloc(n * sizeof *l);
+  if (!a || !l) goto bad;
+  for (size_t i = 0; i < n; i++) {
+    size_t bl = 0;
+    if (p == end || *p++ != '$') goto bad;
+    const char *d0 = p;
+    while (p < end && *p >= '0' && *p <= '9' && p - d0 < 12)
+      bl = bl * 10 + (size_t)(*p++ - '0');
+    if (p == d0 || end - p < 2 || p[0] != '\r' || p[1] != '\n') goto bad;
+    p += 2;
+    if ((size_t)(end - p) < bl + 2 || p[bl] != '\r' || p[bl + 1] != '\n')
+      goto bad;
+    a[i] = p;
+    l[i] = bl;
+    p += bl + 2;
+  }
+  if (p != end) goto bad;
+  *argv = a;
+  *lens = l;
+  *argc = n;
+  return 0;
+bad:
+  free(a);
+  free(l);
+  return -1;
+}
+
+void rc_split_free(rc_split *s) {
+  if (!s) return;
+  for (size_t i = 0; i < s->n; i++) free(s->part[i].cmd);
+  free(s);
+}
+
+/*
+ * decide.lua's CALL: EVALSHA sha nk KEYS[1..nk] now mode VALUES[3 nk],
+ * mode = 'g' or 'f' and a byte per request (its number of keys, the keys
+ * consecutive, three values per key). Part i: EVALSHA sha k_i its keys now
+ * mode[0] k_i its values.
+ */
+rc_split *rc_batch_split(const char *cmd, size_t len) {
+  const char **argv, **a = NULL;
+  size_t *lens, *al = NULL, argc;
+  if (!cmd || resp_args(cmd, len, &argv, &lens, &argc)) return NULL;
+  rc_split *s = NULL;
+  size_t nk = 0;
+  if (argc < 9 || lens[0] != 7 || strncasecmp(argv[0], "EVALSHA", 7) ||
+      lens[2] == 0 || lens[2] > 4)
+    goto out;
+  for (size_t i = 0; i < lens[2]; i++) {
+    if (argv[2][i] < '0' || argv[2][i] > '9') goto out;
+    nk = nk * 10 + (size_t)(argv[2][i] - '0');
+  }
+  if (nk == 0 || argc != 5 + 4 * nk) goto out;
+  const char *mode = argv[4 + nk];
+  size_t n = lens[4 + nk] - 1, sum = 0;
+  if (lens[4 + nk] < 3 || (mode[0] != 'g' && mode[0] != 'f')) goto out;
+  for (size_t i = 0; i < n; i++) {
+    if ((uint8_t)mode[1 + i] == 0) goto out;
+    sum += (uint8_t)mode[1 + i];
+  }
+  if (sum != nk) goto out;
+  s = calloc(1, sizeof *s + n * sizeof s->part[0]);
+  a = malloc(argc * sizeof *a);
+  al = malloc(argc * sizeof *al);
+  if (!s || !a || !al) goto fail;
+  s->n = n;
+  for (size_t i = 0, o = 0; i < n; i++) {
+    size_t k = (uint8_t)mode[1 + i], c = 0;
+    char num[8], m[2] = {mode[0], (char)k};
+    a[c] = argv[0], al[c++] = lens[0];
+    a[c] = argv[1], al[c++] = lens[1];
+    a[c] = num, al[c++] = (size_t)snprintf(num, sizeof num, "%zu", k);
+    for (size_t x = 0; x < k; x++)
+      a[c] = argv[3 + o + x], al[c++] = lens[3 + o + x];
+    a[c] = argv[3 + nk], al[c++] = lens[3 + nk];
+    a[c] = m, al[c++] = 2;
+    for (size_t x = 0; x < 3 * k; x++)
+      a[c] = argv[5 + nk + 3 * o + x], al[c++] = lens[5 + nk + 3 * o + x];
+    int pl = redisFormatCommandArgv(&s->part[i].cmd, (int)c, a, al);
+    if (pl < 0) goto fail;
+    s->part[i].len = (size_t)pl;
+    s->part[i].keys = k;
+    o += k;
+  }
+  goto out;
+fail:
+  rc_split_free(s);
+  s = NULL;
+out:
+  free(a);
+  free(al);
+  free(argv);
+  free(lens);
+  return s;
+}
+
+/* A part's reply as decide.lua gives one request: now, allowed, six per
+   key. */
+static int part_ok(const redisReply *r, size_t keys) {
+  return r && r->type == REDIS_REPLY_ARRAY && r->element &&
+         r->elements == 2 + 6 * keys && r->element[0];
+}
+
+redisReply *rc_batch_join(const rc_split *s, redisReply **reply) {
+  size_t total = 1, first = s->n;
+  for (size_t i = 0; i < s->n; i++) {
+    total += 1 + 6 * s->part[i].keys;
+    if (first == s->n && part_ok(reply[i], s->part[i].keys)) first = i;
+  }
+  redisReply *out = NULL;
+  if (first == s->n) goto done;
+  out = calloc(1, sizeof *out);
+  if (!out || !(out->element = calloc(total, sizeof *out->element))) {
+    free(out);
+    out = NULL;
+    goto done;
+  }
+  out->type = REDIS_REPLY_ARRAY;
+  out->elements = total;
+  out->element[0] = reply[first]->element[0];
+  reply[first]->element[0] = NULL;
+  for (size_t i = 0, at = 1; i < s->n; i++) {
+    size_t m = 1 + 6 * s->part[i].keys;
+    int good = i == first || part_ok(reply[i], s->part[i].keys);
+    for (size_t x = 0; x < m; x++, at++) {
+      if (good) {
+        out->element[at] = reply[i]->element[1 + x];
+        reply[i]->element[1 + x] = NULL;
+      } else if ((out->element[at] = calloc(1, sizeof **out->element))) {
+        out->element[at]->type = REDIS_REPLY_NIL;
+      } else {
+        freeReplyObject(out);
+        out = NULL;
+        goto done;
+      }
+    }
+  }
+done:
+  for (size_t i = 0; i < s->n; i++) {
+    freeReplyObject(reply[i]);
+    reply[i] = NULL;
+  }
+  return out;
 }

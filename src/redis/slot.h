@@ -1,13 +1,70 @@
 /*
- * slot.h — Redis Cluster's key slot, as the cluster computes it.
+ * slot.h — Redis Cluster's routing as both of fleet mode's clients need it
+ * (client.c, exact mode; sync.c, approximate mode): the key slot, the
+ * redirects a node answers (MOVED, ASK), and a batched script call split
+ * back into its requests when a node in the middle of a slot migration
+ * refuses the batch (TRYAGAIN).
  */
 #ifndef SLUICE_REDIS_SLOT_H
 #define SLUICE_REDIS_SLOT_H
 
+#include <hiredis/hiredis.h>
 #include <stddef.h>
 
 /* CRC16 (XMODEM) of the key, or of its {hash tag} when it has a non-empty
    one, modulo 16384. */
 unsigned rc_key_slot(const char *key, size_t len);
+
+/* A redirect: "MOVED <slot> <host>:<port>" (the slot lives there now: send
+   this and every later command for it there) or "ASK <slot> <host>:<port>"
+   (the slot is being migrated and this command's keys are not here: send
+   this command only, preceded by ASKING, there). */
+typedef struct rc_redirect {
+  int ask;
+  int slot;
+  char host[256]; /* "" when the node named none: its own host */
+  int port;
+} rc_redirect;
+
+/* Parses an error reply's text (len bytes) into *rd. 0, or -1 when it is
+   not a well-formed MOVED or ASK (slot 0-16383, port 1-65535, an IPv6
+   host's colons allowed: the last one separates the port). */
+int rc_parse_redirect(const char *err, size_t len, rc_redirect *rd);
+
+/*
+ * A batched call of decide.lua (EVALSHA in "g" or "f" mode with two or
+ * more requests, as rs_format_batch writes it), split into one call per
+ * request, in order, each in the same mode. Redis answers a call whose
+ * keys are partly migrated, or not all imported yet, with TRYAGAIN; a
+ * batch of requests on different keys of one slot gets that where each of
+ * its requests alone would be served (by the source, or by the target
+ * after ASK). part[i].cmd is malloc'd (owned by the split until taken:
+ * set it to NULL); part[i].keys is how many keys the request has.
+ */
+typedef struct rc_split {
+  size_t n;
+  struct {
+    char *cmd;
+    size_t len;
+    size_t keys;
+  } part[];
+} rc_split;
+
+/* The split, or NULL: cmd is no batch of two or more requests (a single
+   request's keys cannot be separated), or out of memory. */
+rc_split *rc_batch_split(const char *cmd, size_t len);
+/* Frees the split and the parts' commands still in it. NULL is a no-op. */
+void rc_split_free(rc_split *s);
+
+/*
+ * The reply the whole batch would have had, from its parts' replies
+ * (reply[i] for part i, or NULL when that call failed): the first
+ * well-formed part's clock, then each request's elements in order; a
+ * failed or malformed part's request gets nil elements, so that reading
+ * it (rs_parse) fails that request alone. Takes every reply[i] (freed,
+ * set to NULL). NULL when no part has a well-formed reply, or out of
+ * memory.
+ */
+redisReply *rc_batch_join(const rc_split *s, redisReply **reply);
 
 #endif /* SLUICE_REDIS_SLOT_H */
