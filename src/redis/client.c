@@ -26,21 +26,43 @@
 
 #include "../server/server.h"
 #include "script.h"
+#include "slot.h"
 
 #define MAX_NODES 64
 #define MAX_REDIRECTS 5
+/* TRYAGAIN: the first pause before trying again, doubled each time up to
+   RETRY_DOUBLINGS times (1 ms .. 32 ms), while the deadline allows. */
+#define RETRY_MIN_NS 1000000
+#define RETRY_DOUBLINGS 5
+
+typedef struct split_call split_call;
 
 typedef struct pending {
   struct pending *next;
-  char *cmd; /* kept for a resend (MOVED, ASK, NOSCRIPT) */
+  char *cmd; /* kept for a resend (MOVED, ASK, NOSCRIPT, TRYAGAIN) */
   size_t len;
   int slot;
   int redirects;
+  int asking;   /* sent after ASKING (an ASK's resend) */
+  int tries;    /* TRYAGAINs so far */
   int internal; /* handshake / ASKING / SCRIPT LOAD: no callback */
   int64_t deadline;
+  int64_t retry_at; /* in the client's retry list: when to send again */
   rc_reply_fn cb;
   void *ud;
+  split_call *split; /* a part of a split batch (its reply goes there) */
+  size_t part;
 } pending;
+
+/* A batch that got TRYAGAIN, sent again as one call per request: the
+   parts' replies, joined into the batch's reply once all are in. */
+struct split_call {
+  pending *whole; /* the batch's callback and deadline */
+  rc_split *sp;
+  size_t left;  /* parts not answered yet */
+  char err[96]; /* the first part's failure */
+  redisReply *reply[];
+};
 
 typedef struct node {
   rc_client *c;
@@ -66,6 +88,7 @@ struct rc_client {
   node *nodes[MAX_NODES];
   int nnodes;
   uint8_t slot_node[16384];
+  pending *retry; /* TRYAGAIN: waiting to be sent again (retry_at) */
   h2o_socket_t *timer;
   int timer_fd;
   int64_t timer_at; /* armed for, 0 = disarmed */
@@ -224,7 +247,7 @@ redisContext *rc_connect_sync(const rc_config *c, const rc_addr *a,
   return r;
 }
 
-static int topo_node(rc_topology *t, const char *host, int port) {
+int rc_topology_node(rc_topology *t, const char *host, int port) {
   for (int i = 0; i < t->nnodes; i++)
     if (t->nodes[i].port == port && !strcmp(t->nodes[i].host, host)) return i;
   if (t->nnodes == 64 || strlen(host) >= sizeof t->nodes[0].host) return -1;
@@ -237,7 +260,7 @@ int rc_discover(const rc_config *c, rc_topology *t, char *err, size_t len) {
   memset(t->slot_node, 0xff, sizeof t->slot_node);
   t->nnodes = 0;
   for (int i = 0; i < c->nseeds; i++)
-    topo_node(t, c->seeds[i].host, c->seeds[i].port);
+    rc_topology_node(t, c->seeds[i].host, c->seeds[i].port);
   for (int i = 0; i < c->nseeds; i++) {
     redisContext *r = rc_connect_sync(c, &c->seeds[i], err, len);
     if (!r) {
@@ -267,7 +290,8 @@ int rc_discover(const rc_config *c, rc_topology *t, char *err, size_t len) {
           m->element[0]->type != REDIS_REPLY_STRING ||
           m->element[1]->type != REDIS_REPLY_INTEGER)
         continue;
-      int n = topo_node(t, m->element[0]->str, (int)m->element[1]->integer);
+      int n = rc_topology_node(t, m->element[0]->str,
+                               (int)m->element[1]->integer);
       long long lo = e->element[0]->integer, hi = e->element[1]->integer;
       for (long long s = lo; n >= 0 && s <= hi && s < 16384; s++)
         if (s >= 0) t->slot_node[s] = (uint8_t)n;
@@ -324,10 +348,33 @@ static node *node_by_addr(rc_client *c, const char *host, int port) {
   return node_new(c, &a);
 }
 
-static void call_back(pending *p, const redisReply *r, const char *err) {
-  if (!p->internal && p->cb) p->cb(p->ud, r, err);
+static void split_done(split_call *s);
+
+/* Ends p: its callback gets r, or NULL and err; r is freed here. A part
+   of a split batch gives its reply (NULL: it failed) to the split. */
+static void finish(pending *p, redisReply *r, const char *err) {
+  split_call *s = p->split;
+  if (s) {
+    s->reply[p->part] = r;
+    if (!r && !s->err[0])
+      snprintf(s->err, sizeof s->err, "%s", err ? err : "failed");
+  } else if (!p->internal && p->cb) {
+    p->cb(p->ud, r, err);
+  }
+  if (r && !s) freeReplyObject(r);
   free(p->cmd);
   free(p);
+  if (s && --s->left == 0) split_done(s);
+}
+
+/* Every part answered: the batch's reply (a failed part fails only its
+   own request: rc_batch_join). */
+static void split_done(split_call *s) {
+  redisReply *r = rc_batch_join(s->sp, s->reply);
+  const char *why = s->err[0] ? s->err : "no request of the batch answered";
+  finish(s->whole, r, r ? NULL : why);
+  rc_split_free(s->sp);
+  free(s);
 }
 
 /* Fails every command of n (sent and queued) and closes its connection;
@@ -354,7 +401,7 @@ static void node_fail(node *n, const char *why) {
   for (int l = 0; l < 2; l++)
     for (pending *p = lists[l], *next; p; p = next) {
       next = p->next;
-      call_back(p, NULL, why);
+      finish(p, NULL, why);
     }
 }
 
@@ -409,10 +456,131 @@ static int enqueue_internal(node *n, int argc, const char **argv,
   pending *p = internal_cmd(cmd, (size_t)len, deadline);
   free(cmd);
   if (!p || enqueue(n, p)) {
-    if (p) call_back(p, NULL, NULL);
+    if (p) finish(p, NULL, NULL);
     return -1;
   }
   return 0;
+}
+
+static int node_down(const node *n) {
+  return n->state == N_DOWN && now_ns() < n->down_until;
+}
+
+/* Queues p for node `to`, after ASKING when p->asking: a node importing a
+   slot serves its keys only to a command so flagged, and the flag lasts
+   one command (a resend, after NOSCRIPT say, needs it again). A node that
+   is down fails p at once, like any command for it. */
+static void send_to(node *to, pending *p) {
+  static const char *asking[] = {"ASKING"};
+  static const size_t asking_len[] = {6};
+  if (node_down(to))
+    finish(p, NULL, "node down");
+  else if ((p->asking &&
+            enqueue_internal(to, 1, asking, asking_len, p->deadline)) ||
+           enqueue(to, p)) /* written (or connected) at the flush */
+    finish(p, NULL, "out of memory");
+}
+
+/* The node the slot map says serves slot (-1: the first). */
+static node *slot_owner(rc_client *c, int slot) {
+  int idx = slot >= 0 && slot < 16384 ? c->slot_node[slot] : 0;
+  return c->nodes[idx < c->nnodes ? idx : 0];
+}
+
+/* ---- TRYAGAIN ---- */
+
+/*
+ * A batch (requests on several keys of one slot) that a node refused with
+ * TRYAGAIN, because the slot is being migrated and some of the keys are
+ * here and some not (or, asked, not all imported yet), is sent again as
+ * one call per request, each routed on its own: one whose keys are still
+ * on the source is served there, one whose keys are gone follows its ASK.
+ * Trying the batch again would get TRYAGAIN until the migration ends.
+ * Returns -1 when p is not such a batch (or out of memory): p is left as
+ * it was.
+ */
+static int split_batch(rc_client *c, pending *p) {
+  rc_split *sp = rc_batch_split(p->cmd, p->len);
+  if (!sp) return -1;
+  split_call *s = calloc(1, sizeof *s + sp->n * sizeof *s->reply);
+  pending **parts = calloc(sp->n, sizeof *parts);
+  size_t made = 0;
+  while (s && parts && made < sp->n &&
+         (parts[made] = calloc(1, sizeof **parts)))
+    made++;
+  if (made < sp->n) {
+    for (size_t i = 0; i < made; i++) free(parts[i]);
+    free(parts);
+    free(s);
+    rc_split_free(sp);
+    return -1;
+  }
+  s->whole = p;
+  s->sp = sp;
+  s->left = sp->n + 1; /* + 1: held until every part is sent */
+  for (size_t i = 0; i < sp->n; i++) {
+    pending *q = parts[i];
+    q->cmd = sp->part[i].cmd;
+    q->len = sp->part[i].len;
+    sp->part[i].cmd = NULL;
+    q->slot = p->slot;
+    q->deadline = p->deadline;
+    q->split = s;
+    q->part = i;
+    send_to(slot_owner(c, q->slot), q);
+  }
+  free(parts);
+  if (--s->left == 0) split_done(s);
+  return 0;
+}
+
+/*
+ * TRYAGAIN for one request: its own keys are split between the source and
+ * the target of a migrating slot (or, asked, the target has not all of
+ * them yet), which only the migration's progress can change. As
+ * redis-cli and the cluster clients do, p is sent again after a pause
+ * (1 ms, doubled each time up to 32 ms), from the slot map again, while
+ * the deadline leaves room for the pause and an answer (twice the pause):
+ * a command that runs past its deadline fails its connection.
+ */
+static void retry_later(rc_client *c, pending *p) {
+  int64_t now = now_ns();
+  int64_t pause = (int64_t)RETRY_MIN_NS
+                  << (p->tries < RETRY_DOUBLINGS ? p->tries : RETRY_DOUBLINGS);
+  if (now + 2 * pause > p->deadline) {
+    finish(p, NULL, "TRYAGAIN until the deadline");
+    return;
+  }
+  p->tries++;
+  p->redirects = 0;
+  p->asking = 0;
+  p->retry_at = now + pause;
+  p->next = c->retry;
+  c->retry = p;
+  timer_arm(c, p->retry_at);
+}
+
+/* Sends again the retries that are due; arms the timer for the next. */
+static void retry_due(rc_client *c, int64_t now) {
+  pending *due = NULL, **pp = &c->retry;
+  int64_t next = 0;
+  while (*pp) {
+    pending *p = *pp;
+    if (p->retry_at <= now) {
+      *pp = p->next;
+      p->next = due;
+      due = p;
+    } else {
+      if (!next || p->retry_at < next) next = p->retry_at;
+      pp = &p->next;
+    }
+  }
+  while (due) {
+    pending *p = due;
+    due = p->next;
+    send_to(slot_owner(c, p->slot), p);
+  }
+  if (next) timer_arm(c, next);
 }
 
 static void node_write(node *n);
@@ -445,7 +613,11 @@ static void node_write(node *n) {
   h2o_socket_write(n->sock, &iov, 1, on_write);
 }
 
-/* A reply for the oldest sent command. */
+/* A reply for the oldest sent command. Cluster errors are followed here:
+   MOVED (learn the slot's node, resend there), ASK (resend there once,
+   after ASKING), NOSCRIPT (load the script, resend, after ASKING again if
+   it was an ASK's), TRYAGAIN (split a batch, or try again after a
+   pause). */
 static void on_reply(node *n, redisReply *r) {
   pending *p = n->head;
   if (!p) {
@@ -457,34 +629,19 @@ static void on_reply(node *n, redisReply *r) {
   if (!n->head) n->tail = NULL;
   rc_client *c = n->c;
   if (r->type == REDIS_REPLY_ERROR && !p->internal && r->str) {
-    int moved = !strncmp(r->str, "MOVED ", 6), ask = !strncmp(r->str, "ASK ", 4);
-    if ((moved || ask) && p->redirects < MAX_REDIRECTS) {
-      /* "MOVED 3999 127.0.0.1:6381" */
-      const char *sp = strchr(r->str + (moved ? 6 : 4), ' ');
-      rc_addr a;
-      char e[64];
-      node *to = NULL;
-      if (sp && !parse_hostport(sp + 1, strlen(sp + 1), &a, e, sizeof e))
-        to = node_by_addr(c, a.host, a.port);
+    rc_redirect rd;
+    if (p->redirects < MAX_REDIRECTS &&
+        !rc_parse_redirect(r->str, r->len, &rd)) {
+      /* "MOVED 3999 127.0.0.1:6381"; no host: the node's own */
+      node *to = node_by_addr(c, rd.host[0] ? rd.host : n->addr.host, rd.port);
       if (to) {
-        long slot = strtol(r->str + (moved ? 6 : 4), NULL, 10);
-        if (moved && slot >= 0 && slot < 16384) {
+        if (!rd.ask)
           for (int i = 0; i < c->nnodes; i++)
-            if (c->nodes[i] == to) c->slot_node[slot] = (uint8_t)i;
-        }
+            if (c->nodes[i] == to) c->slot_node[rd.slot] = (uint8_t)i;
         freeReplyObject(r);
         p->redirects++;
-        if (ask) {
-          const char *argv[] = {"ASKING"};
-          size_t lens[] = {6};
-          enqueue_internal(to, 1, argv, lens, p->deadline);
-        }
-        /* A down target fails p at once, like any command for it. */
-        if (to->state == N_DOWN && now_ns() < to->down_until) {
-          call_back(p, NULL, "node down");
-        } else if (enqueue(to, p)) { /* written (or connected) at the flush */
-          call_back(p, NULL, "out of memory");
-        }
+        p->asking = rd.ask;
+        send_to(to, p);
         return;
       }
     }
@@ -496,8 +653,15 @@ static void on_reply(node *n, redisReply *r) {
       size_t lens[] = {6, 4, sl};
       freeReplyObject(r);
       p->redirects++;
-      if (enqueue_internal(n, 3, argv, lens, p->deadline) || enqueue(n, p))
-        call_back(p, NULL, "out of memory");
+      if (enqueue_internal(n, 3, argv, lens, p->deadline))
+        finish(p, NULL, "out of memory");
+      else
+        send_to(n, p);
+      return;
+    }
+    if (!strncmp(r->str, "TRYAGAIN", 8)) {
+      freeReplyObject(r);
+      if (split_batch(c, p)) retry_later(c, p);
       return;
     }
   }
@@ -506,13 +670,11 @@ static void on_reply(node *n, redisReply *r) {
     /* AUTH or SELECT refused: the node is unusable as configured. */
     char why[160];
     snprintf(why, sizeof why, "handshake: %.120s", r->str);
-    freeReplyObject(r);
-    call_back(p, NULL, NULL);
+    finish(p, r, NULL);
     node_fail(n, why);
     return;
   }
-  call_back(p, r, NULL);
-  freeReplyObject(r);
+  finish(p, r, NULL);
 }
 
 static void on_read(h2o_socket_t *sock, const char *err) {
@@ -664,11 +826,13 @@ static void on_timer(h2o_socket_t *sock, const char *err) {
   c->timer_at = 0;
   int64_t now = now_ns();
   check_deadlines(c, now);
+  retry_due(c, now);
   flush_nodes(c, now, 0);
 }
 
 void rc_flush(rc_client *c) {
   int64_t now = now_ns();
+  if (c->retry) retry_due(c, now);
   flush_nodes(c, now, 0);
   if (c->timer_at && c->timer_at <= now) {
     c->timer_at = 0;
@@ -699,11 +863,16 @@ rc_client *rc_client_new(h2o_loop_t *loop, const rc_config *cfg,
 void rc_client_free(rc_client *c) {
   if (!c) return;
   c->freeing = 1;
+  /* Every callback first (rc_send refuses from now on), then the nodes. */
+  for (int i = 0; i < c->nnodes; i++) node_fail(c->nodes[i], "shutting down");
+  while (c->retry) {
+    pending *p = c->retry;
+    c->retry = p->next;
+    finish(p, NULL, "shutting down");
+  }
   for (int i = 0; i < c->nnodes; i++) {
-    node *n = c->nodes[i];
-    node_fail(n, "shutting down");
-    free(n->wbuf);
-    free(n);
+    free(c->nodes[i]->wbuf);
+    free(c->nodes[i]);
   }
   if (c->timer) h2o_socket_close(c->timer); /* closes timer_fd */
   free(c);
@@ -711,10 +880,9 @@ void rc_client_free(rc_client *c) {
 
 int rc_send(rc_client *c, int slot, char *cmd, size_t len, rc_reply_fn cb,
             void *ud) {
-  int idx = slot >= 0 && slot < 16384 ? c->slot_node[slot] : 0;
-  node *n = c->nodes[idx < c->nnodes ? idx : 0];
+  node *n = slot_owner(c, slot);
   int64_t now = now_ns();
-  if (n->state == N_DOWN && now < n->down_until) {
+  if (c->freeing || (n->state == N_DOWN && now < n->down_until)) {
     free(cmd);
     return -1;
   }

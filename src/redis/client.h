@@ -16,8 +16,14 @@
  * next command reconnects (the probe); if that works the node is up again.
  *
  * Cluster: the slot map comes from CLUSTER SLOTS at start; MOVED updates it
- * and resends, ASK resends once to the named node after ASKING. NOSCRIPT
- * (a restarted or flushed Redis) loads the script and resends.
+ * (that slot, to the named node, which may be new) and resends; ASK
+ * resends once to the named node after ASKING. NOSCRIPT (a restarted or
+ * flushed Redis) loads the script and resends (after ASKING again when the
+ * command was an ASK's). TRYAGAIN (a slot in mid-migration, a call's keys
+ * on both sides): a batch of requests is sent again as one call per
+ * request, each routed on its own; one request's call is tried again after
+ * a short pause, within its deadline (slot.h, client.c's split_batch and
+ * retry_later).
  */
 #ifndef SLUICE_REDIS_CLIENT_H
 #define SLUICE_REDIS_CLIENT_H
@@ -63,6 +69,9 @@ typedef struct rc_topology {
   int nnodes;
   uint8_t slot_node[16384]; /* index in nodes; 0xff = unknown */
 } rc_topology;
+
+/* The index of node HOST:PORT in t, added if new; -1 when t is full. */
+int rc_topology_node(rc_topology *t, const char *host, int port);
 
 /*
  * Connects to the seeds from the calling thread (blocking, with the
