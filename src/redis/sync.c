@@ -28,6 +28,15 @@
  * (sluice_sync_lost_cost_total). Those of a call sent without a reply are
  * not: Redis may have run it, or may run it yet (a hung server that
  * resumes); they are counted in sluice_sync_unconfirmed_cost_total.
+ *
+ * In a cluster whose slots move, what a node answers instead of running a
+ * call is followed within the round, once the pipeline is read, so that a
+ * migration neither delays nor loses charges: MOVED (the slot's node,
+ * learned for later rounds too, new nodes included), ASK (once, after
+ * ASKING), NOSCRIPT (the script loaded, after ASKING again for an ASK's
+ * call) and TRYAGAIN (a batch whose keys are partly migrated: one call per
+ * key, each followed on its own). Only what still fails goes again with
+ * the next rounds.
  */
 #include "sync.h"
 
@@ -39,6 +48,9 @@
 #include "../server/server.h"
 #include "script.h"
 #include "slot.h"
+
+/* The most redirects (MOVED, ASK, NOSCRIPT) one call follows. */
+#define SYNC_MAX_FOLLOW 5
 
 struct rs_sync {
   engine *e;
@@ -92,23 +104,19 @@ static int by_node_slot(const void *a, const void *b) {
   return x->i < y->i ? -1 : x->i > y->i;
 }
 
-/* Learns from "MOVED slot host:port" where a slot went (next round). */
-static void learn_moved(rs_sync *s, const char *msg) {
-  char host[256];
-  int slot, port;
-  if (sscanf(msg, "MOVED %d %255[^:]:%d", &slot, host, &port) != 3 ||
-      slot < 0 || slot >= 16384)
-    return;
-  int k = 0;
-  while (k < s->topo.nnodes && (s->topo.nodes[k].port != port ||
-                                strcmp(s->topo.nodes[k].host, host)))
-    k++;
-  if (k == s->topo.nnodes && k < 64) {
-    snprintf(s->topo.nodes[k].host, sizeof s->topo.nodes[k].host, "%s", host);
-    s->topo.nodes[k].port = port;
-    s->topo.nnodes++;
-  }
-  if (k < s->topo.nnodes) s->topo.slot_node[slot] = (uint8_t)k;
+/* The node a redirect names (added to the topology if new; "" = the host
+   of node `from`, which answered), and for MOVED the slot's node from now
+   on, this round and the next ones. -1 when the topology is full. */
+static int learn_moved(rs_sync *s, const rc_redirect *rd, int from) {
+  const char *host = rd->host[0] ? rd->host : s->topo.nodes[from].host;
+  int k = rc_topology_node(&s->topo, host, rd->port);
+  if (k >= 0 && !rd->ask) s->topo.slot_node[rd->slot] = (uint8_t)k;
+  return k;
+}
+
+/* The node that serves a slot, as far as this thread knows. */
+static int slot_node(const rs_sync *s, int slot) {
+  return s->topo.slot_node[slot] < s->topo.nnodes ? s->topo.slot_node[slot] : 0;
 }
 
 /* Whether an error reply says the command was not run at all (a redirect,
@@ -127,14 +135,155 @@ static int refused_unrun(const char *err) {
 typedef struct sync_batch {
   size_t first, n;
   int sent;
+  char *cmd; /* kept for a resend (follow) */
+  size_t len;
 } sync_batch;
+
+/* What follow() or a split handles: a node's answer instead of running
+   the call. */
+static int followable(const redisReply *r) {
+  return r->type == REDIS_REPLY_ERROR && r->str &&
+         (!strncmp(r->str, "MOVED ", 6) || !strncmp(r->str, "ASK ", 4) ||
+          !strncmp(r->str, "NOSCRIPT", 8) || !strncmp(r->str, "TRYAGAIN", 8));
+}
+
+/*
+ * Sends cmd to node nd, after SCRIPT LOAD (load) and ASKING (asking), and
+ * waits for its reply (owned). NULL when it failed, with *failed saying
+ * how: ENG_LEVEL_UNSENT (no connection: never written) or
+ * ENG_LEVEL_UNKNOWN (written, no reply: Redis may run it; the connection
+ * is dropped). One command at a time: this runs once every pipelined
+ * reply of the pass is in, so nothing else is pending on any connection.
+ */
+static redisReply *call_node(rs_sync *s, int nd, int load, int asking,
+                             const char *cmd, size_t len, int64_t *failed) {
+  redisContext *c = node_ctx(s, nd);
+  *failed = ENG_LEVEL_UNSENT;
+  if (!c) return NULL;
+  size_t sl;
+  const char *src = rs_script(&sl);
+  int pre = 0;
+  if (load) pre += redisAppendCommand(c, "SCRIPT LOAD %b", src, sl) == REDIS_OK;
+  if (asking) pre += redisAppendCommand(c, "ASKING") == REDIS_OK;
+  if (redisAppendFormattedCommand(c, cmd, len) != REDIS_OK) {
+    node_drop(s, nd); /* what was appended before it is never read */
+    return NULL;
+  }
+  engine_sync_count(s->e, ENG_SYNC_CALLS, 1);
+  redisReply *r = NULL;
+  for (int i = 0; i <= pre; i++) {
+    if (r) freeReplyObject(r);
+    r = NULL;
+    if (redisGetReply(c, (void **)&r) != REDIS_OK || !r) {
+      srv_log("warn", "sync: redis %s:%d: %s", s->topo.nodes[nd].host,
+              s->topo.nodes[nd].port, c->errstr);
+      node_drop(s, nd);
+      *failed = ENG_LEVEL_UNKNOWN;
+      return NULL;
+    }
+  }
+  return r;
+}
+
+/*
+ * Follows r, what node nd answered cmd instead of running it: MOVED: the
+ * slot's node is learned and the call sent there; ASK: sent there, after
+ * ASKING; NOSCRIPT: the script is loaded and the call sent again (after
+ * ASKING again when it was an ASK's: the flag lasts one command). At most
+ * SYNC_MAX_FOLLOW steps. Takes r (NULL: returned as it is); returns the
+ * last reply (owned: a TRYAGAIN among them, for the caller to split), or
+ * NULL when a call failed (*failed: call_node's).
+ */
+static redisReply *follow(rs_sync *s, int nd, const char *cmd, size_t len,
+                          redisReply *r, int64_t *failed) {
+  int asking = 0;
+  for (int step = 0; r && followable(r) && step < SYNC_MAX_FOLLOW; step++) {
+    rc_redirect rd;
+    int load = 0;
+    if (!rc_parse_redirect(r->str, r->len, &rd)) {
+      if ((nd = learn_moved(s, &rd, nd)) < 0) break;
+      asking = rd.ask;
+    } else if (!strncmp(r->str, "NOSCRIPT", 8)) {
+      load = 1;
+    } else {
+      break; /* TRYAGAIN */
+    }
+    freeReplyObject(r);
+    r = call_node(s, nd, load, asking, cmd, len, failed);
+  }
+  return r;
+}
+
+/*
+ * The outcome of a call for keys ks[first .. first+n): r (freed here) or,
+ * NULL, the call failed as `failed` says. Each key's level is the fleet's
+ * after its charge; or ENG_LEVEL_UNSENT when Redis did not run the call
+ * (never written; an error reply that says so: refused_unrun); or
+ * ENG_LEVEL_UNKNOWN when it may have (written without a reply, another
+ * error, a malformed reply). All but the unwritten count as a failed call.
+ */
+static void take(rs_sync *s, size_t first, size_t n, const sync_key *ks,
+                 rs_call *call, int64_t *level, redisReply *r, int64_t failed) {
+  int bad = !r || r->type == REDIS_REPLY_ERROR;
+  int64_t bad_level = ENG_LEVEL_UNKNOWN;
+  if (!r)
+    bad_level = failed;
+  else if (bad && refused_unrun(r->str))
+    bad_level = ENG_LEVEL_UNSENT;
+  for (size_t x = 0; x < n && !bad; x++) {
+    size_t i = ks[first + x].i;
+    sl_decision dec;
+    int allowed;
+    int64_t rnow;
+    if (rs_parse(&call[i], r, &dec, &allowed, &rnow))
+      bad = 1;
+    else
+      level[i] = dec.remaining;
+  }
+  if (bad) {
+    if (r || failed != ENG_LEVEL_UNSENT)
+      engine_sync_count(s->e, ENG_SYNC_ERRORS, 1);
+    for (size_t x = 0; x < n; x++) level[ks[first + x].i] = bad_level;
+  }
+  if (r) freeReplyObject(r);
+}
+
+/*
+ * TRYAGAIN for batch b (its keys partly migrated, or, asked, not all on
+ * the target yet): each key's call on its own (rc_batch_split: a request
+ * is one key here), from the slot map, followed on its own; the key's
+ * rs_call then reads a reply of its own. 0, or -1 when b cannot be split
+ * (left to take()).
+ */
+static int split_batch(rs_sync *s, const sync_batch *b, const sync_key *ks,
+                       rs_call *call, int64_t *level) {
+  rc_split *sp = rc_batch_split(b->cmd, b->len);
+  if (!sp || sp->n != b->n) {
+    rc_split_free(sp);
+    return -1;
+  }
+  for (size_t x = 0; x < sp->n; x++) {
+    size_t i = ks[b->first + x].i;
+    call[i].at = 1;
+    call[i].elements = 2 + 6 * call[i].nu;
+    int nd = slot_node(s, ks[b->first + x].slot);
+    int64_t failed;
+    redisReply *r =
+        call_node(s, nd, 0, 0, sp->part[x].cmd, sp->part[x].len, &failed);
+    r = follow(s, nd, sp->part[x].cmd, sp->part[x].len, r, &failed);
+    take(s, b->first + x, 1, ks, call, level, r, failed);
+  }
+  rc_split_free(sp);
+  return 0;
+}
 
 /*
  * One pipelined pass: charges cost[i] (> 0) to key i by force and fills
  * level[i]: the fleet's signed level after it; ENG_LEVEL_UNSENT when Redis
  * did not run the call (not sent: no connection; or refused unrun: MOVED,
- * NOSCRIPT, ...); ENG_LEVEL_UNKNOWN when it may have (sent, no reply).
- * Keys of one node (one slot in a cluster) go RS_BATCH_MAX to a call.
+ * NOSCRIPT, ... that following them, below, did not get past);
+ * ENG_LEVEL_UNKNOWN when it may have (sent, no reply). Keys of one node
+ * (one slot in a cluster) go RS_BATCH_MAX to a call.
  */
 static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
                  int64_t *level) {
@@ -163,7 +312,7 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
            ks[k + m].slot == ks[k].slot)
       m++;
     sync_batch *b = &bs[nb++];
-    *b = (sync_batch){k, m, 0};
+    *b = (sync_batch){k, m, 0, NULL, 0};
     k += m;
     redisContext *c = node_ctx(s, ks[b->first].node);
     if (!c) continue;
@@ -182,13 +331,17 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
       ok++;
     }
     char *cmd = NULL;
-    size_t len;
+    size_t len = 0;
     if (ok == m && !rs_format_batch(req, m, RS_FORCE, -1, &cmd, &len) &&
         redisAppendFormattedCommand(c, cmd, len) == REDIS_OK)
       b->sent = 1;
-    free(cmd);
+    b->cmd = cmd;
+    b->len = len;
     for (size_t x = 0; x < ok; x++) free(words[x]);
   }
+  /* The replies to follow (a slot on the move), once every pipelined
+     reply is in. */
+  redisReply **held = calloc(nb ? nb : 1, sizeof *held);
   for (size_t k = 0; k < nb; k++) {
     sync_batch *b = &bs[k];
     int nd = ks[b->first].node;
@@ -207,26 +360,25 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
           level[ks[bs[k2].first + x].i] = ENG_LEVEL_UNKNOWN;
       continue;
     }
-    int bad = r->type == REDIS_REPLY_ERROR;
-    int64_t bad_level = bad && refused_unrun(r->str) ? ENG_LEVEL_UNSENT
-                                                     : ENG_LEVEL_UNKNOWN;
-    if (bad && !strncmp(r->str, "MOVED ", 6)) learn_moved(s, r->str);
-    for (size_t x = 0; x < b->n && !bad; x++) {
-      size_t i = ks[b->first + x].i;
-      sl_decision dec;
-      int allowed;
-      int64_t rnow;
-      if (rs_parse(&call[i], r, &dec, &allowed, &rnow))
-        bad = 1;
-      else
-        level[i] = dec.remaining;
-    }
-    if (bad) {
-      engine_sync_count(s->e, ENG_SYNC_ERRORS, 1);
-      for (size_t x = 0; x < b->n; x++) level[ks[b->first + x].i] = bad_level;
-    }
-    freeReplyObject(r);
+    if (held && followable(r))
+      held[k] = r;
+    else
+      take(s, b->first, b->n, ks, call, level, r, ENG_LEVEL_UNKNOWN);
   }
+  for (size_t k = 0; held && k < nb; k++) {
+    sync_batch *b = &bs[k];
+    if (!held[k]) continue;
+    int64_t failed = ENG_LEVEL_UNKNOWN;
+    redisReply *r =
+        follow(s, ks[b->first].node, b->cmd, b->len, held[k], &failed);
+    if (r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "TRYAGAIN", 8) &&
+        !split_batch(s, b, ks, call, level))
+      freeReplyObject(r);
+    else
+      take(s, b->first, b->n, ks, call, level, r, failed);
+  }
+  free(held);
+  for (size_t k = 0; k < nb; k++) free(bs[k].cmd);
   free(ks);
   free(call);
   free(bs);
