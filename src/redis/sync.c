@@ -40,9 +40,12 @@
  */
 #include "sync.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "../server/server.h"
@@ -71,7 +74,24 @@ static int64_t mono_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Whether an idle connection was closed by its peer (a Redis restarted
+   since the last round): between rounds Redis has nothing to say, so
+   anything to read is its EOF or reset. A round written to it could not
+   tell "not run" from "run, then the reply lost", and would not push its
+   charges again. */
+static int peer_closed(const redisContext *c) {
+  struct pollfd p = {.fd = c->fd, .events = POLLIN};
+  if (poll(&p, 1, 0) <= 0) return 0;
+  char b;
+  ssize_t r = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
 static redisContext *node_ctx(rs_sync *s, int n) {
+  if (s->ctx[n] && peer_closed(s->ctx[n])) {
+    redisFree(s->ctx[n]); /* reconnect now: Redis may be back already */
+    s->ctx[n] = NULL;
+  }
   if (s->ctx[n]) return s->ctx[n];
   if (mono_ms() < s->down_until[n]) return NULL;
   char err[256];

@@ -672,11 +672,23 @@ fi
 # denies), its state in Redis; reset through z2.
 ar=areset-$(now_ms)
 akey="sl:{}a8:gcra:3/h$ar"
+for i in 1 2 3; do sv_use "z$i"; snap "$tmp/ar.z$i"; done
 for p in $(echo "$z_resp" | tr ',' ' '); do
   for i in 1 2 3 4; do rcli "$p" SL.THROTTLE "$ar" gcra:3/h >/dev/null; done
 done
 akey_is() { [ "$(rcli "$RP" EXISTS "$akey")" = "$1" ]; }
 if waitfor 30 akey_is 1; then pass; else fail "approx reset: the key never reached Redis"; fi
+# Every daemon's charges pushed (a round with charges on each since, and
+# 3 intervals for a round that took only some of them), so that no late
+# push brings the key back after the reset's DEL.
+all_pushed() {
+  for _zi in 1 2 3; do
+    sv_use "z$_zi"
+    [ $(($(metric sluice_sync_rounds_total) - $(metric sluice_sync_rounds_total "$tmp/ar.z$_zi"))) -ge 1 ] || return 1
+  done
+}
+if waitfor 50 all_pushed; then pass; else fail "approx reset: some daemon never pushed its charges"; fi
+sleep 0.3
 eq "approx reset: every daemon has nothing left (remaining)" "0 0 0" \
   "$(nth_words 3 "$z_resp" SL.THROTTLE "$ar" gcra:3/h 0)"
 sv_use z1
@@ -749,7 +761,14 @@ done
 # Charges waiting to be pushed again (Redis down) are forgotten by a reset
 # too: Redis killed, a key charged, a round fails and keeps the charges,
 # the reset (which cannot reach Redis: an error, but the local state and
-# the waiting charges go), Redis back: the key never reaches it.
+# the waiting charges go), Redis back: the key never reaches it. The sync
+# has a connection when Redis dies (a key pushed first): it must see that
+# its idle connection was closed, and not write the round to it (sent, no
+# reply: not pushed again).
+snap "$tmp/m0"
+rcli "$RESP" SL.THROTTLE "warm-$(now_ms)" gcra:3/h >/dev/null
+synced() { snap "$tmp/m1"; [ "$(mdelta sluice_sync_calls_total "$tmp/m0" "$tmp/m1")" -ge 1 ]; }
+if waitfor 30 synced; then pass; else fail "approx reset: zs never pushed its warm-up key"; fi
 rs_kill main KILL
 snap "$tmp/m0"
 _ck=carried-$(now_ms)
