@@ -75,7 +75,6 @@ struct eng_delta {
   int64_t cost;
   uint64_t h;
   uint32_t key_len, rkey_len;
-  uint32_t tag_len; /* the request's hash tag: rkey + 4 (exact mode's) */
   char *rkey;      /* the key's name in Redis */
   int64_t failed;  /* carried: when its push first failed (mono ns) */
   int64_t counted; /* of cost, what sluice_sync_retried_cost_total has */
@@ -1158,7 +1157,7 @@ static int job_end_now(eng_job *j, int rc) {
   return rc;
 }
 
-/* The request's hash tag (its Redis keys'): the value of the domain's hash_tag
+/* The request's hash tag (exact mode): the value of the domain's hash_tag
    entry, the first one sent with a value; "" without one. */
 static void request_tag(const cfg_domain *dom, const eng_request *req,
                         const char **tag, size_t *tag_len) {
@@ -1237,16 +1236,14 @@ static int check_remote(engine_thread *t, const eng_request *req,
 #define SYNC_CARRY_NS (10 * 1000000000LL)
 #define SYNC_CARRY_MAX 262144
 
-/* A keyed hash (SipHash, the engine's random key: keys and tags are the
-   clients' choice) of (lim, tag, key). */
+/* A keyed hash (SipHash, the engine's random key: keys are the clients'
+   choice), mixed with the limiter. */
 static uint64_t delta_hash(const engine *e, const sl_limiter *lim,
-                           const void *tag, size_t tag_len, const void *key,
-                           size_t n) {
-  uint64_t h, ht = 0;
+                           const void *key, size_t n) {
+  uint64_t h;
   crypto_shorthash((unsigned char *)&h, n ? key : (const void *)"", n,
                    e->delta_key);
-  if (tag_len) crypto_shorthash((unsigned char *)&ht, tag, tag_len, e->delta_key);
-  h ^= (uint64_t)(uintptr_t)lim * 0x9e3779b97f4a7c15u ^ (ht << 17 | ht >> 47);
+  h ^= (uint64_t)(uintptr_t)lim * 0x9e3779b97f4a7c15u;
   return h ^ h >> 29;
 }
 
@@ -1273,26 +1270,17 @@ static void delta_table_free(delta_table *t) {
   free(t);
 }
 
-/* The table's entry for (lim, tag, key) of hash h, or NULL (t may be
-   NULL). */
+/* The table's entry for (lim, key) of hash h, or NULL (t may be NULL). */
 static eng_delta *delta_find(const delta_table *t, const sl_limiter *lim,
-                             const void *tag, size_t tag_len, const void *key,
-                             size_t key_len, uint64_t h) {
+                             const void *key, size_t key_len, uint64_t h) {
   if (!t) return NULL;
   for (size_t i = h & t->mask;; i = (i + 1) & t->mask) {
-    const eng_delta *d = t->slot[i].d;
-    if (!d) return NULL;
-    if (t->slot[i].h == h && d->lim == lim && d->key_len == key_len &&
-        d->tag_len == tag_len && !memcmp(d->key, key, key_len) &&
-        !memcmp(d->rkey + 4, tag, tag_len))
-      return t->slot[i].d;
+    const delta_slot *s = &t->slot[i];
+    if (!s->d) return NULL;
+    if (s->h == h && s->d->lim == lim && s->d->key_len == key_len &&
+        !memcmp(s->d->key, key, key_len))
+      return s->d;
   }
-}
-
-/* The entry of d's (lim, tag, key) in t. */
-static eng_delta *delta_find_as(const delta_table *t, const eng_delta *d) {
-  return delta_find(t, d->lim, d->rkey + 4, d->tag_len, d->key, d->key_len,
-                    d->h);
 }
 
 /* Adds entry d (not in the table yet) to the slots and to the list. -1
@@ -1350,26 +1338,25 @@ static size_t put_uint(char *dst, size_t v) {
   return n;
 }
 
-/* Records a local charge for the next sync (approximate mode). Its name
-   in Redis is exact mode's (redis_key): the request's hash tag, and the
-   limiter's ident rule "|" policy (a rule's) or canon (id_b NULL: an
-   ad-hoc policy's). One lock, and for a key new this interval an entry
-   from the thread table's arena. */
-static void note_charge(engine_thread *t, sl_limiter *lim, const char *tag,
-                        size_t tag_len, const char *id_a, const char *id_b,
-                        const void *key, size_t key_len, int64_t cost) {
+/* Records a local charge for the next sync (approximate mode). The
+   limiter's name in Redis is rule "|" policy (a rule's) or canon (id_b
+   NULL: an ad-hoc policy's), as in exact mode (redis_key). One lock, and
+   for a key new this interval an entry from the thread table's arena. */
+static void note_charge(engine_thread *t, sl_limiter *lim, const char *id_a,
+                        const char *id_b, const void *key, size_t key_len,
+                        int64_t cost) {
   if (cost <= 0) return;
-  uint64_t h = delta_hash(t->e, lim, tag, tag_len, key, key_len);
+  uint64_t h = delta_hash(t->e, lim, key, key_len);
   pthread_mutex_lock(&t->dlock);
   if (!t->dt) t->dt = delta_table_new();
-  eng_delta *d = delta_find(t->dt, lim, tag, tag_len, key, key_len, h);
+  eng_delta *d = delta_find(t->dt, lim, key, key_len, h);
   if (d) {
     d->cost += cost;
   } else if (t->dt) {
     size_t la = strlen(id_a), lb = id_b ? strlen(id_b) : 0;
     size_t id_len = la + (id_b ? 1 + lb : 0);
-    /* "sl:{" tag "}" kind id_len ":" id key (redis_key) */
-    size_t rmax = 6 + tag_len + 20 + 1 + id_len + key_len;
+    /* "sl:{}" kind id_len ":" id key (redis_key, no tag) */
+    size_t rmax = 6 + 20 + 1 + id_len + key_len;
     d = delta_alloc(t->dt, sizeof *d + key_len + rmax);
     if (d) {
       d->lim = lim;
@@ -1379,13 +1366,11 @@ static void note_charge(engine_thread *t, sl_limiter *lim, const char *tag,
       d->failed = 0;
       d->counted = 0;
       d->key_len = (uint32_t)key_len;
-      d->tag_len = (uint32_t)tag_len;
       memcpy(d->key, key, key_len);
       char *r = d->rkey = (char *)d->key + key_len;
-      memcpy(r, "sl:{", 4);
-      memcpy(r + 4, tag, tag_len);
-      size_t n = 4 + tag_len;
-      r[n++] = '}';
+      size_t n = 0;
+      memcpy(r, "sl:{}", 5);
+      n = 5;
       r[n++] = id_b ? 'r' : 'a';
       n += put_uint(r + n, id_len);
       r[n++] = ':';
@@ -1410,16 +1395,16 @@ static void note_charge(engine_thread *t, sl_limiter *lim, const char *tag,
    and not yet handed to the sync is dropped (the entry's cost becomes 0:
    the sync sends nothing for it and applies no level). Returns whether
    there was any. What a round has already taken is in flight: not here. */
-static int forget_charges(engine *e, const sl_limiter *lim, const char *tag,
-                          size_t tag_len, const void *key, size_t key_len) {
-  uint64_t h = delta_hash(e, lim, tag, tag_len, key, key_len);
+static int forget_charges(engine *e, const sl_limiter *lim, const void *key,
+                          size_t key_len) {
+  uint64_t h = delta_hash(e, lim, key, key_len);
   int found = 0;
   pthread_mutex_lock(&e->threads_lock);
   for (unsigned i = 0; i < ENG_MAX_THREADS; i++) {
     engine_thread *t = e->threads[i];
     if (!t) continue;
     pthread_mutex_lock(&t->dlock);
-    eng_delta *d = delta_find(t->dt, lim, tag, tag_len, key, key_len, h);
+    eng_delta *d = delta_find(t->dt, lim, key, key_len, h);
     if (d && d->cost > 0) {
       d->cost = 0;
       found = 1;
@@ -1428,7 +1413,7 @@ static int forget_charges(engine *e, const sl_limiter *lim, const char *tag,
   }
   pthread_mutex_unlock(&e->threads_lock);
   pthread_mutex_lock(&e->carry_lock); /* and what waits to be pushed again */
-  eng_delta *d = delta_find(e->carry, lim, tag, tag_len, key, key_len, h);
+  eng_delta *d = delta_find(e->carry, lim, key, key_len, h);
   if (d && d->cost > 0) {
     d->cost = 0;
     found = 1;
@@ -1494,7 +1479,7 @@ eng_delta *engine_sync_take(engine *e) {
     }
     for (eng_delta *d = dt->head, *next; d; d = next) {
       next = d->next;
-      eng_delta *x = delta_find_as(all, d);
+      eng_delta *x = delta_find(all, d->lim, d->key, d->key_len, d->h);
       if (x)
         x->cost += d->cost;
       else if (delta_link(all, d))
@@ -1534,7 +1519,7 @@ static void pending_costs(engine *e, eng_delta *list, int64_t *pend) {
       pthread_mutex_lock(&t->dlock);
       for (size_t m = 0; d && m < 256; d = d->next, k++, m++) {
         eng_delta *x =
-            d->lim ? delta_find_as(t->dt, d) : NULL;
+            d->lim ? delta_find(t->dt, d->lim, d->key, d->key_len, d->h) : NULL;
         if (x) pend[k] += x->cost;
       }
       pthread_mutex_unlock(&t->dlock);
@@ -1703,18 +1688,13 @@ int engine_check_async(engine_thread *t, const eng_request *req, int64_t now,
   if (nc) rc = sl_take_all(checks, nc, now, dec, &all);
   observe_latency(t, mono_ns() - t0);
   if (rc) return rc;
-  if (t->e->o.sync && all && !blocked) {
-    const char *tag;
-    size_t tag_len;
-    request_tag(dom, req, &tag, &tag_len);
+  if (t->e->o.sync && all && !blocked)
     for (size_t c = 0; c < nc; c++) {
       const cfg_limit *l = out->st[check_of[c]].limit;
       if (dec[c].allowed)
-        note_charge(t, checks[c].limiter, tag, tag_len, l->rule,
-                    l->policy_str, checks[c].key, checks[c].key_len,
-                    checks[c].cost);
+        note_charge(t, checks[c].limiter, l->rule, l->policy_str,
+                    checks[c].key, checks[c].key_len, checks[c].cost);
     }
-  }
   if (blocked) all = 0; /* the others report their own (peeked) figures */
   for (size_t c = 0; c < nc; c++) out->st[check_of[c]].d = dec[c];
   out->allowed = all;
@@ -1808,7 +1788,7 @@ static int adhoc_decide(engine_thread *t, const adhoc_entry *a,
   observe_latency(t, mono_ns() - t0);
   if (rc) return rc;
   if (t->e->o.sync && s->d.allowed)
-    note_charge(t, a->lim, "", 0, a->canon, NULL, key, key_len, cost);
+    note_charge(t, a->lim, a->canon, NULL, key, key_len, cost);
   out->allowed = s->d.allowed;
   out->worst = 0;
   out->by_descriptor[0] = 0;
@@ -1944,8 +1924,7 @@ static void reset_add(reset_job *j, sl_limiter *lim, sl_limiter *local,
   int had = 0;
   if (lim) had |= sl_limiter_reset(lim, key, key_len) == 1;
   if (local) had |= sl_limiter_reset(local, key, key_len) == 1;
-  if (e && e->o.sync && lim)
-    had |= forget_charges(e, lim, tag, tag_len, key, key_len);
+  if (e && e->o.sync && lim) had |= forget_charges(e, lim, key, key_len);
   if (!j->remote) {
     j->out->dropped += had;
     return;
@@ -2159,10 +2138,10 @@ int engine_reset_descriptor_async(engine_thread *t, const eng_request *req,
   int rc;
   reset_job *j = reset_job_new(e, t, out, done, ud, &rc);
   if (!j) return rc;
-  /* Redis keys carry the request's hash tag (both modes). */
-  const char *tag;
-  size_t tag_len;
-  request_tag(dom, req, &tag, &tag_len);
+  /* Exact mode's keys carry the request's hash tag; the sync's none. */
+  const char *tag = "";
+  size_t tag_len = 0;
+  if (e->o.remote) request_tag(dom, req, &tag, &tag_len);
   for (size_t i = 0; i < req->n; i++) {
     const eng_descriptor *d = &req->descriptors[i];
     const cfg_node *node = config_match(dom, d->entries, d->n);

