@@ -17,7 +17,7 @@
  *
  * Cluster: the slot map comes from CLUSTER SLOTS at start; MOVED updates it
  * (that slot, to the named node, which may be new) and resends; ASK
- * resends once to the named node after ASKING. NOSCRIPT (a restarted or
+ * resends to the named node after ASKING (up to 5 redirects a command). NOSCRIPT (a restarted or
  * flushed Redis) loads the script and resends (after ASKING again when the
  * command was an ASK's). TRYAGAIN (a slot in mid-migration, a call's keys
  * on both sides): a batch of requests is sent again as one call per

@@ -32,7 +32,7 @@
  * In a cluster whose slots move, what a node answers instead of running a
  * call is followed within the round, once the pipeline is read, so that a
  * migration neither delays nor loses charges: MOVED (the slot's node,
- * learned for later rounds too, new nodes included), ASK (once, after
+ * learned for later rounds too, new nodes included), ASK (to the named node, after
  * ASKING), NOSCRIPT (the script loaded, after ASKING again for an ASK's
  * call) and TRYAGAIN (a batch whose keys are partly migrated: one call per
  * key, each followed on its own). Only what still fails goes again with
@@ -87,11 +87,17 @@ static int peer_closed(const redisContext *c) {
   return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
-static redisContext *node_ctx(rs_sync *s, int n) {
+/* Drops node n's connection if Redis closed it while it sat idle (only
+   while nothing is appended or pending on it: then a reply would look the
+   same); node_ctx reconnects at once, Redis may be back already. */
+static void drop_if_closed(rs_sync *s, int n) {
   if (s->ctx[n] && peer_closed(s->ctx[n])) {
-    redisFree(s->ctx[n]); /* reconnect now: Redis may be back already */
+    redisFree(s->ctx[n]);
     s->ctx[n] = NULL;
   }
+}
+
+static redisContext *node_ctx(rs_sync *s, int n) {
   if (s->ctx[n]) return s->ctx[n];
   if (mono_ms() < s->down_until[n]) return NULL;
   char err[256];
@@ -140,12 +146,15 @@ static int slot_node(const rs_sync *s, int slot) {
 }
 
 /* Whether an error reply says the command was not run at all (a redirect,
-   a missing script, a node not ready): its charges can go again. */
+   a missing script, a node not ready): its charges can go again. An error
+   raised inside the script (Redis 7 says "script:") may come after some
+   keys were written: not that. */
 static int refused_unrun(const char *err) {
-  static const char *const code[] = {"MOVED ", "ASK ",       "TRYAGAIN",
+  static const char *const code[] = {"MOVED ",   "ASK ",        "TRYAGAIN",
                                      "NOSCRIPT", "CLUSTERDOWN", "LOADING",
                                      "MASTERDOWN", "READONLY",  "BUSY",
-                                     "NOAUTH",   "NOPERM"};
+                                     "NOAUTH"};
+  if (strstr(err, "script:")) return 0;
   for (size_t i = 0; i < sizeof code / sizeof *code; i++)
     if (!strncmp(err, code[i], strlen(code[i]))) return 1;
   return 0;
@@ -177,6 +186,7 @@ static int followable(const redisReply *r) {
  */
 static redisReply *call_node(rs_sync *s, int nd, int load, int asking,
                              const char *cmd, size_t len, int64_t *failed) {
+  drop_if_closed(s, nd); /* nothing pending on any connection now */
   redisContext *c = node_ctx(s, nd);
   *failed = ENG_LEVEL_UNSENT;
   if (!c) return NULL;
@@ -317,6 +327,9 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
     free(ks), free(call), free(bs);
     return;
   }
+  /* Before anything is appended: a connection dropped later in the pass
+     would take its unwritten batches with it. */
+  for (int nd = 0; nd < s->topo.nnodes && nd < 64; nd++) drop_if_closed(s, nd);
   for (size_t i = 0; i < n; i++) {
     if (cost[i] <= 0) continue;
     size_t klen;

@@ -1416,6 +1416,7 @@ static int forget_charges(engine *e, const sl_limiter *lim, const void *key,
   eng_delta *d = delta_find(e->carry, lim, key, key_len, h);
   if (d && d->cost > 0) {
     d->cost = 0;
+    d->counted = d->failed = 0; /* charges after it start afresh */
     found = 1;
   }
   pthread_mutex_unlock(&e->carry_lock);
@@ -1970,8 +1971,9 @@ static void reset_add(reset_job *j, sl_limiter *lim, sl_limiter *local,
     return;
   }
   size_t n = 0;
-  memcpy(cmd, "*2\r\n$3\r\nDEL\r\n$", 14);
-  n = 14;
+  /* UNLINK: a sliding_log hash is freed off Redis's main thread */
+  memcpy(cmd, "*2\r\n$6\r\nUNLINK\r\n$", 17);
+  n = 17;
   n += put_uint(cmd + n, rlen);
   memcpy(cmd + n, "\r\n", 2);
   n += 2;
@@ -2003,7 +2005,7 @@ static void reset_reply(void *ud, const redisReply *r, const char *err) {
       snprintf(why, sizeof why, "redis: %.140s", r->str);
     else
       snprintf(why, sizeof why, "redis: %.140s",
-               err ? err : "unexpected reply to DEL");
+               err ? err : "unexpected reply to UNLINK");
     reset_fail(j, why);
   }
   if (--j->waiting) return;

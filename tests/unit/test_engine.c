@@ -1775,21 +1775,21 @@ static void fake_free(fake_redis *f) {
   memset(f, 0, sizeof *f);
 }
 
-/* Whether command i is "DEL key" (key_len bytes). */
+/* Whether command i is "UNLINK key" (key_len bytes). */
 static int is_del(const fake_redis *f, int i, const void *key, size_t key_len) {
   char want[2048];
-  int n = snprintf(want, sizeof want, "*2\r\n$3\r\nDEL\r\n$%zu\r\n", key_len);
+  int n = snprintf(want, sizeof want, "*2\r\n$6\r\nUNLINK\r\n$%zu\r\n", key_len);
   memcpy(want + n, key, key_len);
   memcpy(want + n + key_len, "\r\n", 2);
   return f->len[i] == (size_t)n + key_len + 2 &&
          !memcmp(f->cmd[i], want, f->len[i]);
 }
 
-/* The key of a recorded "DEL key" (its length in *len). */
+/* The key of a recorded "UNLINK key" (its length in *len). */
 static const char *del_key(const fake_redis *f, int i, size_t *len) {
-  assert_memory_equal(f->cmd[i], "*2\r\n$3\r\nDEL\r\n$", 14);
+  assert_memory_equal(f->cmd[i], "*2\r\n$6\r\nUNLINK\r\n$", 17);
   char *end;
-  *len = strtoul(f->cmd[i] + 14, &end, 10);
+  *len = strtoul(f->cmd[i] + 17, &end, 10);
   return end + 2;
 }
 
