@@ -2087,6 +2087,11 @@ static int reset_key(engine *e, engine_thread *t, const char *key,
     reset_job_free(j);
     return SL_EKEY;
   }
+  if (spec && !spec_len) { /* named, but empty: not "every policy" */
+    snprintf(out->err, sizeof out->err, "policy is empty");
+    reset_job_free(j);
+    return SL_EPOLICY;
+  }
   if (spec_len) {
     char buf[256], canon[64];
     sl_policy p;

@@ -176,6 +176,7 @@ eq "SL.RESET: then s1 starts afresh" '1 1 0 0 3600000 0' \
   "$(rc SL.THROTTLE s1 gcra:1/h)"
 eq "SL.RESET: an unknown key" 0 "$(rc SL.RESET never-seen)"
 like "SL.RESET: without a key" '^\(error\) ERR wrong number' "$(rcn SL.RESET)"
+like "SL.RESET: an empty policy is an error, not every policy" '^\(error\) ERR invalid policy: policy is empty' "$(rcn SL.RESET s1 "")"
 like "SL.RESET: too many arguments" '^\(error\) ERR wrong number' \
   "$(rcn SL.RESET s1 gcra:1/h x)"
 # SL.RESET key policy: only that policy's state (spelled any way that
