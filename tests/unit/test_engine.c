@@ -15,19 +15,9 @@
 #include "config/config.h"
 #include "redis/slot.h"
 #include "server/engine.h"
+#include "engine_fixture.h"
 
-/* ---- local helpers ---- */
-
-static sl_config *cfg_of(const char *yaml) {
-  cfg_errors e = {0};
-  sl_config *c = config_load_string(yaml, strlen(yaml), "t.yaml", &e);
-  if (!c) {
-    for (size_t i = 0; i < e.n; i++) print_error("%s\n", e.msgs[i]);
-    cfg_errors_free(&e);
-    fail_msg("the config did not load");
-  }
-  return c;
-}
+/* ---- local helpers (the shared ones: engine_fixture.h) ---- */
 
 static engine *engine_of(const char *yaml) {
   char err[256] = "";
@@ -36,32 +26,7 @@ static engine *engine_of(const char *yaml) {
   return e;
 }
 
-/* One engine and one worker thread on it. */
-typedef struct fixture {
-  engine *e;
-  engine_thread *t;
-} fixture;
-
-static fixture fixture_of(const char *yaml) {
-  fixture f;
-  f.e = engine_of(yaml);
-  f.t = engine_thread_new(f.e);
-  assert_non_null(f.t);
-  return f;
-}
-
-static void fixture_free(fixture *f) {
-  engine_thread_free(f->t);
-  engine_free(f->e);
-}
-
-/* Reloads from the test's own thread: it must not hold a generation while
-   engine_reload waits for every online thread. */
-static void reload(fixture *f, const char *yaml) {
-  engine_thread_offline(f->t);
-  assert_int_equal(engine_reload(f->e, cfg_of(yaml)), 0);
-  engine_thread_quiesce(f->t);
-}
+static fixture fixture_of(const char *yaml) { return fixture_with(NULL, yaml); }
 
 #define MAX_PAIRS 8
 
@@ -909,15 +874,6 @@ static void an_invalid_new_config_keeps_the_old_one_and_is_counted(
 
 /* ---- ad-hoc policies ---- */
 
-static eng_result throttle(engine_thread *t, const char *key, const char *spec,
-                           int64_t cost, int64_t now) {
-  eng_result r;
-  char err[256] = "";
-  int rc = engine_throttle(t, key, strlen(key), spec, strlen(spec), cost, now,
-                           &r, err, sizeof err);
-  if (rc) fail_msg("engine_throttle(%s, %s): rc=%d %s", key, spec, rc, err);
-  return r;
-}
 
 static void throttle_decides_under_an_ad_hoc_policy(void **state) {
   (void)state;

@@ -20,61 +20,15 @@
 
 #include "config/config.h"
 #include "server/engine.h"
+#include "engine_fixture.h"
 
-/* ---- local helpers (the config and fixture ones from test_engine.c) ---- */
-
-static sl_config *cfg_of(const char *yaml) {
-  cfg_errors e = {0};
-  sl_config *c = config_load_string(yaml, strlen(yaml), "t.yaml", &e);
-  if (!c) {
-    for (size_t i = 0; i < e.n; i++) print_error("%s\n", e.msgs[i]);
-    cfg_errors_free(&e);
-    fail_msg("the config did not load");
-  }
-  return c;
-}
+/* ---- local helpers (the shared ones: engine_fixture.h) ---- */
 
 /* One approximate-mode engine (no Redis) and one worker thread on it. */
-typedef struct fixture {
-  engine *e;
-  engine_thread *t;
-} fixture;
-
 static fixture sync_fixture(const char *yaml) {
   engine_opts o = {0};
   o.sync = 1;
-  char err[256] = "";
-  fixture f;
-  f.e = engine_new(&o, cfg_of(yaml), err, sizeof err);
-  if (!f.e) fail_msg("engine_new: %s", err);
-  f.t = engine_thread_new(f.e);
-  assert_non_null(f.t);
-  return f;
-}
-
-static void fixture_free(fixture *f) {
-  engine_thread_free(f->t);
-  engine_free(f->e);
-}
-
-/* Reloads from the test's own thread: it must not hold a generation while
-   engine_reload waits for every online thread. */
-static void reload(fixture *f, const char *yaml) {
-  engine_thread_offline(f->t);
-  assert_int_equal(engine_reload(f->e, cfg_of(yaml)), 0);
-  engine_thread_quiesce(f->t);
-}
-
-/* An ad-hoc decision of `cost` for a NUL-terminated key; asserts rc 0. */
-static eng_result throttle(engine_thread *t, const char *key,
-                           const char *spec, int64_t cost, int64_t now) {
-  eng_result r;
-  char err[128] = "";
-  int rc = engine_throttle(t, key, strlen(key), spec, strlen(spec), cost, now,
-                           &r, err, sizeof err);
-  if (rc) fail_msg("engine_throttle(%s, %s, %lld): rc %d %s", key, spec,
-                   (long long)cost, rc, err);
-  return r;
+  return fixture_with(&o, yaml);
 }
 
 /* What a peek (cost 0) reports as remaining for an ad-hoc key. */
