@@ -25,7 +25,7 @@
 #                            connection to PORT, so that the daemon reads
 #                            them in one pass (one batched script call when
 #                            their keys share a slot); the summary as
-#                            fl_load's (without ra, maxlat and per)
+#                            fl_load's (fl_load --pipe 1)
 #   say TEXT                 prints "NAME: TEXT" (figures worth reading)
 #
 # The load client (python3, written to $tmp/fleet_load.py): JOBFILE has one
@@ -48,6 +48,9 @@
 #     --io-timeout S   a request with no answer after S s is an error (5)
 #     --rate R         at most R requests a second in all (paced: the i-th
 #                      starts no earlier than i / R s after the first)
+#     --pipe 1         every request (resp lines only) written at once on
+#                      one connection to the first --resp port, replies
+#                      read in order (fl_pipe)
 # The summary: one line per TAG,
 #     TAG allowed=A denied=D errors=E ra=R maxlat=MS per=A0/A1/...
 # (R: denials that carried Retry-After, HTTP only; MS: the slowest answer in
@@ -118,66 +121,7 @@ fl_load_bg() {
 }
 
 fl_pipe() {
-  "$PY" - "$@" <<'EOF'
-import socket, sys
-
-port, jobfile = int(sys.argv[1]), sys.argv[2]
-lines = []
-for ln in open(jobfile):
-    if ln.strip():
-        f = ln.rstrip("\n").split("\t")
-        lines.append((f[0], int(f[1]), f[3:]))
-jobs, r = [], 0
-while any(r < n for _, n, _ in lines):
-    jobs += [(tag, a) for tag, n, a in lines if r < n]
-    r += 1
-
-
-def read(f):
-    line = f.readline()
-    if not line.endswith(b"\r\n"):
-        raise EOFError("connection closed")
-    t, v = line[:1], line[1:-2]
-    if t == b"*":
-        return [read(f) for _ in range(int(v))]
-    if t == b"$":
-        return None if int(v) < 0 else f.read(int(v) + 2)[:-2]
-    if t == b":":
-        return int(v)
-    return Exception(v.decode())
-
-
-out = []
-for _, a in jobs:
-    out.append(b"*%d\r\n" % len(a))
-    for w in a:
-        out.append(b"$%d\r\n%s\r\n" % (len(w.encode()), w.encode()))
-s = socket.create_connection(("127.0.0.1", port), timeout=10)
-s.sendall(b"".join(out))
-f = s.makefile("rb")
-stats, errors, lost = {}, [], None
-for tag, a in jobs:
-    st = stats.setdefault(tag, [0, 0, 0])
-    try:
-        if lost:
-            raise lost
-        rep = read(f)
-        if not isinstance(rep, list) or not rep or not isinstance(rep[0], int):
-            raise ValueError("reply %r" % (rep,))
-        st[0 if rep[0] == 1 else 1] += 1
-    except Exception as e:
-        st[2] += 1
-        if len(errors) < 5 and e is not lost:
-            errors.append("%s: %s: %s" % (tag, type(e).__name__, e))
-        if isinstance(e, (EOFError, OSError)):
-            lost = e  # the connection is gone: the rest are errors too
-for tag in sorted(stats):
-    a, d, e = stats[tag]
-    print("%s allowed=%d denied=%d errors=%d" % (tag, a, d, e))
-print("ALL requests=%d errors=%d" % (len(jobs), sum(v[2] for v in stats.values())))
-for e in errors:
-    print("ERR " + e)
-EOF
+  fl_load --resp "$1" --pipe 1 "$2"
 }
 
 _fl_write_load() {
@@ -186,7 +130,7 @@ import os, socket, sys, threading, time
 
 args = sys.argv[1:]
 opt = {"--resp": "", "--http": "", "--threads": "6", "--until": "",
-       "--log": "", "--io-timeout": "5", "--rate": "0"}
+       "--log": "", "--io-timeout": "5", "--rate": "0", "--pipe": ""}
 while args and args[0].startswith("--"):
     opt[args[0]] = args[1]
     args = args[2:]
@@ -300,6 +244,42 @@ def note(tag, d, outcome, lat, start, ra=False):
             logf.write("%d %d %s %s %.1f\n" % (start * 1000, d, tag, outcome, lat))
 
 
+def resp_outcome(a, rep):
+    """A (allowed) or D (denied) from the reply to command a."""
+    if not (isinstance(rep, list) and rep and isinstance(rep[0], int)):
+        raise ValueError("reply %r" % (rep,))
+    # CL.THROTTLE's first is "limited" (redis-cell's reply)
+    ok = 0 if a[0].upper() == "CL.THROTTLE" else 1
+    return "A" if rep[0] == ok else "D"
+
+
+def pipe():
+    """--pipe: every job (RESP) written at once on one connection to the
+    first --resp port, so that the daemon reads them in one pass; the
+    replies read in order."""
+    start = time.time()
+    lost = None
+    try:
+        s = socket.create_connection(("127.0.0.1", resp_ports[0]),
+                                     timeout=io_timeout)
+        s.sendall(b"".join(resp_cmd(a) for _, _, a, _ in jobs))
+        f = s.makefile("rb")
+    except OSError as e:
+        lost = e
+    for tag, _, a, _ in jobs:
+        try:
+            if lost:
+                raise lost
+            outcome = resp_outcome(a, read_resp(f))
+            note(tag, 0, outcome, (time.time() - start) * 1000, start)
+        except Exception as e:
+            note(tag, 0, "E", (time.time() - start) * 1000, start)
+            if len(errors) < 5 and e is not lost:
+                errors.append("%s: %s: %s" % (tag, type(e).__name__, e))
+            if isinstance(e, (EOFError, OSError)):
+                lost = e  # the connection is gone: the rest are errors too
+
+
 def worker():
     conns = {}
 
@@ -338,13 +318,7 @@ def worker():
             s, f = conn(ckind, d)
             if kind == "resp":
                 s.sendall(resp_cmd(a))
-                rep = read_resp(f)
-                if isinstance(rep, list) and rep and isinstance(rep[0], int):
-                    # CL.THROTTLE's first is "limited" (redis-cell's reply)
-                    ok = 0 if a[0].upper() == "CL.THROTTLE" else 1
-                    outcome = "A" if rep[0] == ok else "D"
-                else:
-                    raise ValueError("reply %r" % (rep,))
+                outcome = resp_outcome(a, read_resp(f))
                 ra = False
             else:
                 body = a[1].encode() if kind == "post" else b""
@@ -372,11 +346,14 @@ def worker():
                 c[0].close()
 
 
-ts = [threading.Thread(target=worker) for _ in range(nthreads)]
-for t in ts:
-    t.start()
-for t in ts:
-    t.join()
+if opt["--pipe"]:
+    pipe()
+else:
+    ts = [threading.Thread(target=worker) for _ in range(nthreads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
 allmax = 0.0
 for tag in sorted(stats):
     s = stats[tag]
