@@ -201,8 +201,8 @@ static int prepare(const rs_check *checks, size_t n, rs_call *call,
   }
   call->n = n;
   call->nu = nu;
-  call->at = 1;
-  call->elements = 2 + 6 * nu;
+  call->force = force;
+  rs_call_alone(call);
 
   char *buf = malloc(total), *p = buf;
   if (!buf) return SL_ENOMEM;
@@ -223,6 +223,11 @@ static int prepare(const rs_check *checks, size_t n, rs_call *call,
   *words = buf;
   *len = (size_t)(p - buf);
   return 0;
+}
+
+void rs_call_alone(rs_call *call) {
+  call->at = call->force ? 0 : 1;
+  call->elements = call->force ? call->nu : 2 + 6 * call->nu;
 }
 
 int rs_prepare(const rs_check *checks, size_t n, rs_call *call, char **words,
@@ -277,15 +282,21 @@ int rs_format_batch(const rs_request *reqs, size_t n, int mode, int64_t now_ns,
     for (size_t i = 0; i < n; i++) sizes[1 + i] = (char)reqs[i].call->nu;
     p = put_bulk(p, sizes, 1 + n);
   }
-  size_t at = 1;
+  size_t at = mode == RS_FORCE ? 0 : 1;
   for (size_t i = 0; i < n; i++) {
+    rs_call *c = reqs[i].call;
     memcpy(p, reqs[i].words + reqs[i].keys_len,
            reqs[i].len - reqs[i].keys_len);
     p += reqs[i].len - reqs[i].keys_len;
-    reqs[i].call->at = at;
-    reqs[i].call->elements = 1 + n + 6 * nk;
-    reqs[i].call->force = mode == RS_FORCE;
-    at += 1 + 6 * reqs[i].call->nu;
+    c->force = mode == RS_FORCE;
+    c->at = at;
+    if (c->force) { /* key `at` of the reply's nk (level, limit) pairs */
+      c->elements = nk;
+      at += c->nu;
+    } else {
+      c->elements = 1 + n + 6 * nk;
+      at += 1 + 6 * c->nu;
+    }
   }
   *cmd = buf;
   *len = (size_t)(p - buf);
@@ -337,6 +348,30 @@ static int get_num(const redisReply *e, int strings, int64_t max,
   return -1;
 }
 
+/* A forced call's reply (decide.lua's REPLY_F): { now, a string of
+   (level, limit) '<i8i8' per key }; this request's keys from key `at`. */
+static int parse_forced(const rs_call *call, const redisReply *r,
+                        sl_decision *dec, int64_t *now) {
+  const redisReply *lv = r->element[1];
+  if (r->elements != 2 || !lv || lv->type != REDIS_REPLY_STRING ||
+      lv->len != 16 * call->elements || call->at + call->nu > call->elements ||
+      get_num(r->element[0], 1, SL_TIME_MAX_NS - 1, now))
+    return SL_EINVAL;
+  for (size_t u = 0; u < call->nu; u++) {
+    const unsigned char *b = (const unsigned char *)lv->str + 16 * (call->at + u);
+    uint64_t v[2] = {0, 0};
+    for (int w = 0; w < 2; w++)
+      for (int x = 7; x >= 0; x--) v[w] = v[w] << 8 | b[8 * w + x];
+    int64_t level = (int64_t)v[0], limit = (int64_t)v[1];
+    /* signed, at least -2^53 (algo_fill_max) */
+    if (level < -(INT64_C(1) << 53) || level > SL_LIMIT_MAX || limit <= 0 ||
+        limit > SL_LIMIT_MAX)
+      return SL_EINVAL;
+    dec[u] = (sl_decision){1, limit, level, 0, 0, 0};
+  }
+  return 0;
+}
+
 int rs_parse(const rs_call *call, const redisReply *r, sl_decision *out,
              int *allowed, int64_t *now_ns) {
   if (allowed) *allowed = 0;
@@ -346,33 +381,31 @@ int rs_parse(const rs_call *call, const redisReply *r, sl_decision *out,
     return SL_EINVAL;
   for (size_t i = 0; i < call->n; i++)
     if (call->map[i] >= call->nu) return SL_EINVAL;
-  /* A call made before rs_format set them (tests): a call of its own. */
-  size_t at = call->elements ? call->at : 1;
-  size_t elements = call->elements ? call->elements : 2 + 6 * call->nu;
-  if (r->type != REDIS_REPLY_ARRAY || !r->element || r->elements != elements ||
-      at < 1 || at + 6 * call->nu >= elements)
-    return SL_EINVAL;
-
-  int64_t now, all;
-  if (get_num(r->element[0], 1, SL_TIME_MAX_NS - 1, &now) ||
-      get_num(r->element[at], 0, 1, &all))
-    return SL_EINVAL;
+  if (r->type != REDIS_REPLY_ARRAY || !r->element) return SL_EINVAL;
   sl_decision dec[RS_CHECKS_MAX];
-  for (size_t u = 0; u < call->nu; u++) {
-    redisReply *const *e = r->element + at + 1 + 6 * u;
-    int64_t ok, limit, rem = 0, reset, retry, delay;
-    /* A forced charge's level: signed, at least -2^53 (algo_fill_max). */
-    int level_ok = call->force && e[2] && e[2]->type == REDIS_REPLY_INTEGER &&
-                   e[2]->integer >= -(INT64_C(1) << 53) &&
-                   e[2]->integer <= SL_LIMIT_MAX;
-    if (level_ok) rem = e[2]->integer;
-    if (get_num(e[0], 0, 1, &ok) || get_num(e[1], 0, SL_LIMIT_MAX, &limit) ||
-        limit == 0 || (!level_ok && get_num(e[2], 0, SL_LIMIT_MAX, &rem)) ||
-        get_num(e[3], 1, INT64_MAX, &reset) ||
-        get_num(e[4], 1, INT64_MAX, &retry) ||
-        get_num(e[5], 1, INT64_MAX, &delay))
+  int64_t now, all = 1;
+  if (call->force) {
+    if (parse_forced(call, r, dec, &now)) return SL_EINVAL;
+  } else {
+    /* A call made before rs_format set them (tests): a call of its own. */
+    size_t at = call->elements ? call->at : 1;
+    size_t elements = call->elements ? call->elements : 2 + 6 * call->nu;
+    if (r->elements != elements || at < 1 || at + 6 * call->nu >= elements)
       return SL_EINVAL;
-    dec[u] = (sl_decision){(int)ok, limit, rem, reset, retry, delay};
+    if (get_num(r->element[0], 1, SL_TIME_MAX_NS - 1, &now) ||
+        get_num(r->element[at], 0, 1, &all))
+      return SL_EINVAL;
+    for (size_t u = 0; u < call->nu; u++) {
+      redisReply *const *e = r->element + at + 1 + 6 * u;
+      int64_t ok, limit, rem, reset, retry, delay;
+      if (get_num(e[0], 0, 1, &ok) || get_num(e[1], 0, SL_LIMIT_MAX, &limit) ||
+          limit == 0 || get_num(e[2], 0, SL_LIMIT_MAX, &rem) ||
+          get_num(e[3], 1, INT64_MAX, &reset) ||
+          get_num(e[4], 1, INT64_MAX, &retry) ||
+          get_num(e[5], 1, INT64_MAX, &delay))
+        return SL_EINVAL;
+      dec[u] = (sl_decision){(int)ok, limit, rem, reset, retry, delay};
+    }
   }
   for (size_t i = 0; i < call->n; i++) out[i] = dec[call->map[i]];
   *allowed = (int)all;

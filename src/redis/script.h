@@ -54,7 +54,10 @@ typedef struct rs_call {
   uint8_t map[RS_CHECKS_MAX]; /* check i -> distinct key map[i] */
   /* Where this request's answer is in the call's reply: its overall
      allowed at element `at`, six per key after it; the reply has
-     `elements` in all. Set by rs_format / rs_format_batch. */
+     `elements` in all. Forced (RS_FORCE: the reply is now and one string
+     of (level, limit) per key): its first key is the at-th of the call's
+     `elements` keys. Set by rs_prepare* (a call of its own) and
+     rs_format_batch. */
   size_t at, elements;
   /* Charged by force (RS_FORCE): remaining is the signed level. */
   int force;
@@ -111,6 +114,10 @@ int rs_prepare_force(const rs_check *checks, size_t n, rs_call *call,
                      char **words, size_t *keys_len, size_t *len);
 int rs_format_batch(const rs_request *reqs, size_t n, int mode, int64_t now_ns,
                     char **cmd, size_t *len);
+
+/* Sets call's place in the reply back to that of a call of its own (a
+   batch's request sent again alone). */
+void rs_call_alone(rs_call *call);
 
 /*
  * Reads the script's reply (of one call, or this request's part of a

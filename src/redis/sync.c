@@ -294,8 +294,7 @@ static int split_batch(rs_sync *s, const sync_batch *b, const sync_key *ks,
   }
   for (size_t x = 0; x < sp->n; x++) {
     size_t i = ks[b->first + x].i;
-    call[i].at = 1;
-    call[i].elements = 2 + 6 * call[i].nu;
+    rs_call_alone(&call[i]);
     int nd = slot_node(s, ks[b->first + x].slot);
     int64_t failed;
     redisReply *r =

@@ -126,15 +126,20 @@ static rs_check chk(const sl_policy *p, const char *key, int64_t cost,
 }
 
 /* A reply tree from RESP text (the script's reply as Redis sends it). */
-static redisReply *reply_of(const char *resp) {
+/* A reply from its n bytes of RESP (binary strings included). */
+static redisReply *reply_n(const char *resp, size_t n) {
   redisReader *rd = redisReaderCreate();
   assert_non_null(rd);
-  assert_int_equal(redisReaderFeed(rd, resp, strlen(resp)), REDIS_OK);
+  assert_int_equal(redisReaderFeed(rd, resp, n), REDIS_OK);
   void *r = NULL;
   assert_int_equal(redisReaderGetReply(rd, &r), REDIS_OK);
   assert_non_null(r);
   redisReaderFree(rd);
   return r;
+}
+
+static redisReply *reply_of(const char *resp) {
+  return reply_n(resp, strlen(resp));
 }
 
 static rs_call call_of(size_t n, size_t nu, const uint8_t *map) {
@@ -617,18 +622,31 @@ static void force_mode_formats_f_and_reads_signed_levels(void **state) {
   assert_int_equal(k.force, 1);
   freeReplyObject(w);
   free(cmd);
-  /* the reply: level -7 (owed), read signed */
-  const char *resp = "*8\r\n" NOW ":1\r\n" ":1\r\n:5\r\n:-7\r\n:0\r\n:0\r\n:0\r\n";
-  redisReply *r = reply_of(resp);
+  /* the reply: now, then (level, limit) '<i8i8' per key: level -7 (owed),
+     read signed, limit 5 */
+  static const char resp[] = "*2\r\n" NOW "$16\r\n"
+      "\xf9\xff\xff\xff\xff\xff\xff\xff\x05\0\0\0\0\0\0\0\r\n";
+  redisReply *r = reply_n(resp, sizeof resp - 1);
   sl_decision out;
   int allowed = 0;
   assert_int_equal(rs_parse(&k, r, &out, &allowed, NULL), 0);
+  assert_int_equal(allowed, 1);
+  assert_int_equal(out.allowed, 1);
   assert_int_equal(out.remaining, -7);
+  assert_int_equal(out.limit, 5);
+  assert_int_equal(out.reset_ns + out.retry_after_ns + out.delay_ns, 0);
   /* the same reply to an ordinary call is malformed */
   assert_int_equal(rs_format_batch(&q, 1, RS_DECIDE, -1, &cmd, &len), 0);
   free(cmd);
   assert_int_equal(k.force, 0);
-  assert_int_equal(parse_rc(&k, resp), SL_EINVAL);
+  assert_int_equal(rs_parse(&k, r, &out, &allowed, NULL), SL_EINVAL);
+  freeReplyObject(r);
+  /* a forced reply of another length is malformed */
+  k.force = 1;
+  rs_call_alone(&k);
+  static const char wrong[] = "*2\r\n" NOW "$8\r\n\x05\0\0\0\0\0\0\0\r\n";
+  r = reply_n(wrong, sizeof wrong - 1);
+  assert_int_equal(rs_parse(&k, r, &out, &allowed, NULL), SL_EINVAL);
   freeReplyObject(r);
   /* RS_DRY takes one request; an unknown mode none */
   assert_int_equal(rs_format_batch(&q, 1, 3, -1, &cmd, &len), SL_EINVAL);
