@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "limiter.h"
 #include "store/mem.h"
 
 struct sl_limiter {
@@ -78,6 +79,13 @@ int sl_limiter_force(sl_limiter *lim, const void *key, size_t key_len,
   store_ref r;
   store_ref_init(lim->store, &r, &lim->p, lim->id, key, key_len);
   return store_force(lim->store, &r, cost, now_ns, level);
+}
+
+void limiter_prefetch(const sl_limiter *lim, const void *key, size_t key_len) {
+  if (!lim || (!key && key_len) || key_len > SL_KEY_MAX) return;
+  store_ref r;
+  store_ref_init(lim->store, &r, &lim->p, lim->id, key, key_len);
+  store_prefetch(lim->store, &r);
 }
 
 #define BATCH_AHEAD 16

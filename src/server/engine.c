@@ -33,6 +33,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../limiter.h"
 #include "../redis/script.h"
 #include "../redis/slot.h"
 
@@ -1528,6 +1529,10 @@ const sl_policy *engine_delta_policy(const eng_delta *d) { return &d->policy; }
 int64_t engine_delta_cost(const eng_delta *d) { return d->cost; }
 eng_delta *engine_delta_next(const eng_delta *d) { return d->next; }
 
+/* How many keys ahead of the one at hand the sync's passes over a round
+   start loading the next ones' table slots and states. */
+#define DELTA_AHEAD 8
+
 /* Adds to pend[i] what the threads have charged to the list's i-th
    (limiter, key) since the round took it: not in the fleet's level yet.
    A thread's table is locked for 256 keys at a time, so that its charges
@@ -1537,12 +1542,21 @@ static void pending_costs(engine *e, eng_delta *list, int64_t *pend) {
   for (unsigned i = 0; i < ENG_MAX_THREADS; i++) {
     engine_thread *t = e->threads[i];
     if (!t) continue;
-    eng_delta *d = list;
+    eng_delta *d = list, *ahead = list;
+    size_t ahead_k = 0;
     for (size_t k = 0; d;) {
       pthread_mutex_lock(&t->dlock);
+      const delta_table *dt = t->dt;
+      if (!dt) { /* nothing charged since the round took the tables */
+        pthread_mutex_unlock(&t->dlock);
+        break;
+      }
       for (size_t m = 0; d && m < 256; d = d->next, k++, m++) {
+        /* the slot of the key DELTA_AHEAD on starts loading meanwhile */
+        for (; ahead && ahead_k < k + DELTA_AHEAD; ahead = ahead->next, ahead_k++)
+          __builtin_prefetch(&dt->slot[ahead->h & dt->mask]);
         eng_delta *x =
-            d->lim ? delta_find(t->dt, d->lim, d->key, d->key_len, d->h) : NULL;
+            d->lim ? delta_find(dt, d->lim, d->key, d->key_len, d->h) : NULL;
         if (x) pend[k] += x->cost;
       }
       pthread_mutex_unlock(&t->dlock);
@@ -1588,8 +1602,14 @@ void engine_sync_apply(engine *e, eng_delta *list, const int64_t *level,
   pthread_mutex_lock(&e->reload_lock);
   if (pend) pending_costs(e, list, pend);
   int64_t mono = mono_ns();
-  size_t i = 0;
+  size_t i = 0, ahead_i = 0;
+  eng_delta *ahead = level ? list : NULL;
   for (eng_delta *d = list; d; d = d->next, i++) {
+    /* the local state of the key DELTA_AHEAD on starts loading meanwhile */
+    for (; ahead && ahead_i < i + DELTA_AHEAD; ahead = ahead->next, ahead_i++)
+      if (ahead->lim && level[ahead_i] != ENG_LEVEL_UNSENT &&
+          level[ahead_i] != ENG_LEVEL_UNKNOWN)
+        limiter_prefetch(ahead->lim, ahead->key, ahead->key_len);
     if (!level || level[i] == ENG_LEVEL_UNSENT) {
       carry(e, d, mono);
       continue;
