@@ -88,6 +88,16 @@ void limiter_prefetch(const sl_limiter *lim, const void *key, size_t key_len) {
   store_prefetch(lim->store, &r);
 }
 
+int limiter_force_to(sl_limiter *lim, const void *key, size_t key_len,
+                     int64_t target, int64_t now_ns, int64_t *level) {
+  if (!level || !lim) return SL_EINVAL;
+  int rc = check_request(lim, key, key_len, 0, now_ns);
+  if (rc) return rc;
+  store_ref r;
+  store_ref_init(lim->store, &r, &lim->p, lim->id, key, key_len);
+  return store_force_to(lim->store, &r, target, now_ns, level);
+}
+
 #define BATCH_AHEAD 16
 
 int sl_limiter_take_batch(sl_limiter *lim, const sl_request *reqs, size_t n,

@@ -14,4 +14,10 @@
    a round's levels key after key, each a cache miss otherwise). */
 void limiter_prefetch(const sl_limiter *lim, const void *key, size_t key_len);
 
+/* sl_limiter_force of what brings key's level down to `target`, if it is
+   above (approximate mode's sync: this daemon's level follows the
+   fleet's): *level gets the signed remaining after it. One lookup. */
+int limiter_force_to(sl_limiter *lim, const void *key, size_t key_len,
+                     int64_t target, int64_t now_ns, int64_t *level);
+
 #endif /* SLUICE_LIMITER_H */

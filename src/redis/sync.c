@@ -337,7 +337,8 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
     int nd = s->topo.slot_node[slot] < s->topo.nnodes ? s->topo.slot_node[slot] : 0;
     ks[nk++] = (sync_key){i, nd, slot};
   }
-  qsort(ks, nk, sizeof *ks, by_node_slot);
+  if (s->cfg.cluster) /* else one node, slot 0: in order already */
+    qsort(ks, nk, sizeof *ks, by_node_slot);
   for (size_t k = 0; k < nk;) {
     size_t m = 1;
     while (k + m < nk && m < RS_BATCH_MAX && ks[k + m].node == ks[k].node &&

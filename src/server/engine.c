@@ -1623,10 +1623,7 @@ void engine_sync_apply(engine *e, eng_delta *list, const int64_t *level,
        by force, debt included, so that this daemon's level is the fleet's
        less what it has charged since the round began (pushed next round). */
     int64_t mine;
-    if (sl_limiter_force(d->lim, d->key, d->key_len, 0, now, &mine)) continue;
-    int64_t target = level[i] - pend[i];
-    if (mine > target)
-      sl_limiter_force(d->lim, d->key, d->key_len, mine - target, now, &mine);
+    limiter_force_to(d->lim, d->key, d->key_len, level[i] - pend[i], now, &mine);
   }
   delta_table_free(e->round); /* list's entries live in its arena */
   e->round = NULL;

@@ -721,6 +721,26 @@ int store_force(sl_store *s, const store_ref *r, int64_t cost, int64_t now,
   return rc;
 }
 
+int store_force_to(sl_store *s, const store_ref *r, int64_t target,
+                   int64_t now, int64_t *level) {
+  store_prefetch(s, r);
+  store_lock(s, r->shard);
+  shard *sh = &s->shards[r->shard];
+  long i = find(sh, r);
+  const algo_state *st = i >= 0 ? &sh->slots[i].st : NULL;
+  algo_state next = {0, 0};
+  int64_t cost = 0;
+  int change = r->p->ops->force(r->p, st, now, &cost, level, &next);
+  if (*level > target) {
+    cost = *level - target;
+    next = (algo_state){0, 0};
+    change = r->p->ops->force(r->p, st, now, &cost, level, &next);
+  }
+  int rc = settle(s, sh, r, i, now, change, cost, &next, NULL);
+  store_unlock(s, r->shard);
+  return rc;
+}
+
 void store_undo_locked(sl_store *s, const store_ref *r,
                        const store_undo *undo) {
   shard *sh = &s->shards[r->shard];

@@ -70,6 +70,12 @@ int store_take(sl_store *s, const store_ref *r, int64_t cost, int64_t now,
 int store_force(sl_store *s, const store_ref *r, int64_t cost, int64_t now,
                 int64_t *level);
 
+/* store_force's cost is what brings r's level down to `target`, if it is
+   above: one lookup where reading the level then charging would take two.
+   *level gets the signed remaining after it. */
+int store_force_to(sl_store *s, const store_ref *r, int64_t target,
+                   int64_t now, int64_t *level);
+
 /* Drops r's state. Returns 1 if it existed, 0 if not. */
 int store_remove(sl_store *s, const store_ref *r);
 
