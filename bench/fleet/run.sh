@@ -32,6 +32,17 @@
 #           that refills more per interval than its burst); the same spray
 #           over the exact-mode daemons, for comparison
 #
+# Two layouts of the processes on the machine's cores, each configuration
+# of -c 50 with --threads 1 measured in both (the others in the first):
+#   shared  every process may run on every core (the scheduler places them)
+#   pinned  redis-server alone on the last core, sluice and the load
+#           generator on the others (taskset): Redis as a fleet runs it, on
+#           a machine of its own, so that what it spends is not taken from
+#           the daemon measured; memory mode and the anchor in the same
+#           places (the anchor's client and Redis then have a core each).
+#           Needs 2 cores or more (BENCH_LAYOUTS="shared" leaves it out).
+# The verdicts are given for each layout.
+#
 # Every figure is the best of BENCH_REPEAT runs (default 3) of about
 # BENCH_SECONDS (default 2) each, the configurations interleaved round by
 # round, after one warm-up run each (50000 requests; it sizes the runs).
@@ -62,7 +73,7 @@
 # run takes about 3 minutes.
 #
 # Knobs: BENCH_SECONDS, BENCH_REPEAT, BENCH_THREADS ("1 2"), BENCH_WINDOWS
-# ("0 200"), BENCH_SYNC (100), BENCH_REDIS_TIMEOUT (the daemon's default),
+# ("0 200"), BENCH_LAYOUTS ("shared pinned"), BENCH_SYNC (100), BENCH_REDIS_TIMEOUT (the daemon's default),
 # BENCH_OVERSHOOT_POLICY, BENCH_OVERSHOOT_FAST_POLICY,
 # BENCH_OVERSHOOT_SECONDS (2), BENCH_NOISE (0.25 cores), BENCH_PATIENCE (30 s).
 set -eu
@@ -71,6 +82,7 @@ S=${BENCH_SECONDS:-2}
 R=${BENCH_REPEAT:-3}
 THREADS=${BENCH_THREADS:-1 2}
 WINDOWS=${BENCH_WINDOWS:-0 200}
+LAYOUTS=${BENCH_LAYOUTS:-shared pinned}
 SYNC=${BENCH_SYNC:-100}
 NOISE=${BENCH_NOISE:-0.25}
 PATIENCE=${BENCH_PATIENCE:-30}
@@ -87,10 +99,21 @@ SLUICE=$(cd "$(dirname "$SLUICE")" && pwd)/$(basename "$SLUICE")
 BENCH=bench-fleet
 . "$here/../lib.sh"
 
-need redis-server redis-cli redis-benchmark curl
+need redis-server redis-cli redis-benchmark curl taskset
 [ -x "$SLUICE" ] || die "$SLUICE not built"
 
 
+# The cores this script may use (its affinity list, ranges expanded): the
+# pinned layout gives the last one to redis-server and the others to
+# everything else.
+ALL_CPUS=$(taskset -cp $$ | sed 's/.*: //' | tr ',' '\n' |
+  awk -F- '{ for (c = $1; c <= ($2 == "" ? $1 : $2); c++) printf "%s%d", (n++ ? "," : ""), c }')
+REDIS_CPU=${ALL_CPUS##*,}
+REST_CPUS=${ALL_CPUS%,*}
+if [ "$REDIS_CPU" = "$ALL_CPUS" ]; then
+  echo "# one core only: no pinned layout"
+  LAYOUTS=$(echo "$LAYOUTS" | sed 's/pinned//')
+fi
 echo "# machine: $(nproc) cores, $(uname -m); $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "# $(redis-server --version | cut -d' ' -f1-3), $("$SLUICE" --version 2>/dev/null || echo 'sluice ?')"
 
@@ -199,6 +222,21 @@ sluice_counters() {
     END { print d + 0, c + 0, f + 0 }'
 }
 
+# place LAYOUT SLUICE_PID: puts redis-server and the daemon (-: none) where
+# the layout says (every thread: taskset -a), and the load generator's
+# cores in CLIENT_CPUS.
+place() {
+  if [ "$1" = pinned ]; then
+    taskset -a -p -c "$REDIS_CPU" "$redis_pid" >/dev/null
+    [ "$2" = - ] || taskset -a -p -c "$REST_CPUS" "$2" >/dev/null
+    CLIENT_CPUS=$REST_CPUS
+  else
+    taskset -a -p -c "$ALL_CPUS" "$redis_pid" >/dev/null
+    [ "$2" = - ] || taskset -a -p -c "$ALL_CPUS" "$2" >/dev/null
+    CLIENT_CPUS=$ALL_CPUS
+  fi
+}
+
 # resp_run LABEL PORT SLUICE_PIDS SYNC_TID HTTP CLIENTS PIPELINE N RUN
 # COMMAND...: one redis-benchmark run; prints "LABEL clients=C pipeline=P
 # run=RUN decisions_per_s=... p50_ms=... p99_ms=... redis_cores=... ..." (or
@@ -210,7 +248,7 @@ resp_run() {
   rc=0
   rc0=$(redis_counters) sc0=$(sluice_counters "$http") sw0=$(sync_warnings)
   meter_start "$redis_pid" "$spids" $sync
-  timeout $((S * 10 + 30)) redis-benchmark -h 127.0.0.1 -p "$port" -c "$c" -n "$n" \
+  timeout $((S * 10 + 30)) taskset -c "$CLIENT_CPUS" redis-benchmark -h 127.0.0.1 -p "$port" -c "$c" -n "$n" \
     -r $KEYS -P "$pl" --csv "$@" >"$tmp/rb.out" 2>"$tmp/rb.err" || rc=$?
   meter_end "$redis_pid" "$spids" $sync >"$tmp/cores" # not in $(...): `times` must see the client
   cores=$(cat "$tmp/cores")
@@ -254,23 +292,30 @@ resp_run() {
 # ---- the configurations ----
 # One per line: LABEL PORT SLUICE_PIDS SYNC_TID HTTP CLIENTS PIPELINE
 # COMMAND; label words joined by '+'; "-" for none.
+# The first layout runs every configuration; the others those of -c 50
+# at --threads 1 (exact mode's at --batch-window 0).
+L1=${LAYOUTS%% *}
 {
-  for pl in 1 16; do
-    echo "mode=anchor+cmd=EVALSHA_token_bucket $redis_port - - - 50 $pl EVALSHA $sha 1 key:__rand_int__ $TB_ARGS"
-  done
-  for d in $daemons; do
-    eval "p=\$${d}_resp pid=\$${d}_pid http=\$${d}_http"
-    sy=-; [ "${d#a_}" = "$d" ] || sy=$a_sync
-    case $d in
-      x_*) t=${d#x_t}; w=${t#*_w}; t=${t%_w*}
-           label="mode=exact+threads=$t+window_us=$w"
-           loads="50:1 200:1"; [ "$w" -ne 0 ] || loads="$loads 50:16" ;;
-      y_*) label="mode=exact1+threads=${d#y_t}+window_us=0+batch_max=1"; loads="50:1 50:16" ;;
-      a_*) label="mode=approx+threads=${d#a_t}+sync_ms=$SYNC"; loads="50:1 50:16" ;;
-      m_*) label="mode=memory+threads=${d#m_t}"; loads="50:1 50:16" ;;
-    esac
-    for ld in $loads; do
-      echo "$label $p $pid $sy $http ${ld%:*} ${ld#*:} SL.THROTTLE key:__rand_int__ $POLICY 1"
+  for lay in $LAYOUTS; do
+    for pl in 1 16; do
+      echo "mode=anchor+cmd=EVALSHA_token_bucket+layout=$lay $redis_port - - - 50 $pl EVALSHA $sha 1 key:__rand_int__ $TB_ARGS"
+    done
+    for d in $daemons; do
+      eval "p=\$${d}_resp pid=\$${d}_pid http=\$${d}_http"
+      sy=-; [ "${d#a_}" = "$d" ] || sy=$a_sync
+      case $d in
+        x_*) t=${d#x_t}; w=${t#*_w}; t=${t%_w*}
+             label="mode=exact+threads=$t+window_us=$w"
+             loads="50:1 200:1"; [ "$w" -ne 0 ] || loads="$loads 50:16"
+             [ "$lay" = "$L1" ] || { [ "$t" = "$T1" ] && [ "$w" -eq 0 ] && loads="50:1 50:16" || loads=""; } ;;
+        y_*) label="mode=exact1+threads=${d#y_t}+window_us=0+batch_max=1"; loads="50:1 50:16"
+             [ "$lay" = "$L1" ] || loads="" ;;
+        a_*) label="mode=approx+threads=${d#a_t}+sync_ms=$SYNC"; loads="50:1 50:16" ;;
+        m_*) label="mode=memory+threads=${d#m_t}"; loads="50:1 50:16" ;;
+      esac
+      for ld in $loads; do
+        echo "$label+layout=$lay $p $pid $sy $http ${ld%:*} ${ld#*:} SL.THROTTLE key:__rand_int__ $POLICY 1"
+      done
     done
   done
 } >"$tmp/configs"
@@ -282,6 +327,7 @@ run_config() {
   set -f; set -- $1; set +f
   label=$(echo "$1" | tr + ' ') port=$2 spid=$3 sync=$4 http=$5 c=$6 pl=$7
   shift 7
+  place "$(echo "$label" | sed -n 's/.*layout=\([a-z]*\).*/\1/p')" "$spid"
   for p in $redis_pid $spid; do # redis-benchmark waits forever for a server that is gone
     [ "$p" != - ] || continue
     kill -0 "$p" 2>/dev/null || { echo "$label clients=$c pipeline=$pl run=$ROUND FAILED: the server is gone"; return 0; }
@@ -386,6 +432,8 @@ grep -v FAILED "$tmp/runs.txt" | grep -v '^#' | awk '
     }
   }' | tee "$tmp/best.txt"
 
+place shared - # what follows starts daemons of its own, on every core
+
 # ---- overshoot ----
 # Three --sync daemons of their own on one key, round-robin: with the
 # policy of the verdict (BENCH_OVERSHOOT_POLICY), then with a fast one of
@@ -450,7 +498,7 @@ fi
 # second of Redis CPU, batched calls counted per decision).
 echo "# summary (best of the runs; the CPU split of that run)"
 sed 's/^/#   /' "$tmp/gone.txt"
-cat "$tmp/best.txt" "$tmp/overshoot.txt" | awk '
+cat "$tmp/best.txt" "$tmp/overshoot.txt" | awk -v layouts="$LAYOUTS" '
   function val(k,   i) { for (i = 1; i <= NF; i++) if (index($i, k "=") == 1) return substr($i, length(k) + 2); return "" }
   # a configuration with degraded runs only has no figure: not all its decisions were Redis ones
   function verdict(name, x, y, op, target,   a, b, nz, v) {
@@ -485,31 +533,42 @@ cat "$tmp/best.txt" "$tmp/overshoot.txt" | awk '
       }
     }
   }
+  # names in the first layout as they are, in another with "_" LAYOUT
   /^best / {
-    c = val("clients"); pl = val("pipeline"); m = val("mode")
-    if (m == "anchor") keep("lua" pl, "anchor tokenbucket.lua -c 50 -P " pl)
-    else if (m == "exact") keep("ex" c "_" pl, "exact -c " c " -P " pl)
-    else if (m == "exact1") keep("e1_" pl, "exact --batch-max 1 -c 50 -P " pl)
-    else if (m == "approx") keep("ap" pl, "approx --sync " val("sync_ms") " -c 50 -P " pl)
-    else if (m == "memory") keep("mem" pl, "memory -c 50 -P " pl)
+    c = val("clients"); pl = val("pipeline"); m = val("mode"); lay = val("layout")
+    x = (lay == L[1] ? "" : "_" lay); lt = "[" lay "] "
+    if (m == "anchor") keep("lua" pl x, lt "anchor tokenbucket.lua -c 50 -P " pl)
+    else if (m == "exact") keep("ex" c "_" pl x, lt "exact -c " c " -P " pl)
+    else if (m == "exact1") keep("e1_" pl x, lt "exact --batch-max 1 -c 50 -P " pl)
+    else if (m == "approx") keep("ap" pl x, lt "approx --sync " val("sync_ms") " -c 50 -P " pl)
+    else if (m == "memory") keep("mem" pl x, lt "memory -c 50 -P " pl)
   }
   /^overshoot mode=/ { m = val("mode"); o[m] = val("overshoot"); ob[m] = val("bound"); ol[m] = $0; od[m] = / degraded$/ }
+  BEGIN { nl = split(layouts, L, " ") }
   END {
     split("lua1 lua16 ex50_1 ex200_1 ex50_16 e1_1 e1_16 ap1 mem1 ap16 mem16", names, " ")
-    for (i = 1; i <= 11; i++) if (names[i] in desc) print "#   " desc[names[i]]
+    for (j = 1; j <= nl; j++) {
+      x = (j == 1 ? "" : "_" L[j])
+      for (i = 1; i <= 11; i++) if ((names[i] x) in desc) print "#   " desc[names[i] x]
+    }
     split("sync sync_fast exact", om, " ")
     for (i = 1; i <= 3; i++) if (om[i] in ol) print "#   " ol[om[i]]
-    print "# verdicts"
-    verdict("ratio_exact_p1", "ex50_1", "lua1", ">=", 2)
-    info("ratio_exact_p1_vs_anchor_p16", "ex50_1", "lua16")
-    info("ratio_exact_p1_c200", "ex200_1", "lua1")
-    info("ratio_exact_p1_c200_vs_anchor_p16", "ex200_1", "lua16")
-    info("ratio_exact_p16", "ex50_16", "lua16")
-    info("ratio_exact_batch1_p1", "e1_1", "lua1")
-    info("ratio_exact_batch1_p16", "e1_16", "lua16")
-    info("ratio_memory_p1_vs_anchor_p1", "mem1", "lua1")
-    verdict("ratio_approx_p1", "ap1", "mem1", ">=", 0.8)
-    verdict("ratio_approx_p16", "ap16", "mem16", ">=", 0.8)
+    print "# verdicts (the first layout'"'"'s names bare, the others'"'"' with _LAYOUT)"
+    for (j = 1; j <= nl; j++) {
+      x = (j == 1 ? "" : "_" L[j])
+      verdict("ratio_exact_p1" x, "ex50_1" x, "lua1" x, ">=", 2)
+      info("ratio_exact_p1_vs_anchor_p16" x, "ex50_1" x, "lua16" x)
+      if (j == 1) {
+        info("ratio_exact_p1_c200", "ex200_1", "lua1")
+        info("ratio_exact_p1_c200_vs_anchor_p16", "ex200_1", "lua16")
+        info("ratio_exact_batch1_p1", "e1_1", "lua1")
+        info("ratio_exact_batch1_p16", "e1_16", "lua16")
+      }
+      info("ratio_exact_p16" x, "ex50_16" x, "lua16" x)
+      info("ratio_memory_p1_vs_anchor_p1" x, "mem1" x, "lua1" x)
+      verdict("ratio_approx_p1" x, "ap1" x, "mem1" x, ">=", 0.8)
+      verdict("ratio_approx_p16" x, "ap16" x, "mem16" x, ">=", 0.8)
+    }
     for (i = 1; i <= 2; i++) {
       m = om[i]
       if (m in o) printf "overshoot_%s=%s target<=%s %s%s\n", m, o[m], ob[m], (o[m] + 0 <= ob[m] + 0 ? "ok" : "MISS"),

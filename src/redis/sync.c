@@ -306,24 +306,89 @@ static int split_batch(rs_sync *s, const sync_batch *b, const sync_key *ks,
   return 0;
 }
 
+/* The most calls a pass has written to one node and not read the reply
+   of: each reply read makes room for the next call. A round of 100,000
+   keys written as one pipeline held megabytes in both directions, and its
+   write could wait on Redis past the timeout: every call of it then
+   counted as sent without a reply, charges Redis had likely taken or
+   would take. With a window, a failure leaves at most the window's calls
+   unconfirmed; those not yet written are pushed again. */
+#define SYNC_WINDOW 8
+
+/* A pass: the round's keys by node and slot, their batches, and per node
+   the next batch whose reply is to be read and how many are in flight. */
+typedef struct sync_pass {
+  sync_key *ks;
+  rs_call *call;
+  sync_batch *bs;
+  redisReply **held; /* replies to follow once all are in (may be NULL) */
+  int64_t *level;
+  size_t nb;
+  size_t next[64];
+  int inflight[64];
+} sync_pass;
+
+/* Reads the reply of node nd's oldest call in flight: its keys' levels,
+   or held to be followed. When the read fails, the node is dropped and
+   each of its calls in flight may have run (ENG_LEVEL_UNKNOWN). */
+static void read_one(rs_sync *s, sync_pass *ps, int nd) {
+  size_t k = ps->next[nd];
+  while (k < ps->nb && !(ps->bs[k].sent && ps->ks[ps->bs[k].first].node == nd))
+    k++;
+  if (k >= ps->nb) { /* nothing written to nd after all */
+    ps->inflight[nd] = 0;
+    return;
+  }
+  sync_batch *b = &ps->bs[k];
+  ps->next[nd] = k + 1;
+  ps->inflight[nd]--;
+  engine_sync_count(s->e, ENG_SYNC_CALLS, 1);
+  redisReply *r = NULL;
+  if (redisGetReply(s->ctx[nd], (void **)&r) != REDIS_OK || !r) {
+    srv_log("warn", "sync: redis %s:%d: %s", s->topo.nodes[nd].host,
+            s->topo.nodes[nd].port, s->ctx[nd]->errstr);
+    node_drop(s, nd);
+    engine_sync_count(s->e, ENG_SYNC_ERRORS, 1);
+    /* This call and the node's others in flight (all its sent calls from
+       this one on) were written, or partly: Redis may run them. */
+    for (size_t k2 = k; k2 < ps->nb; k2++) {
+      sync_batch *b2 = &ps->bs[k2];
+      if (!b2->sent || ps->ks[b2->first].node != nd) continue;
+      for (size_t x = 0; x < b2->n; x++)
+        ps->level[ps->ks[b2->first + x].i] = ENG_LEVEL_UNKNOWN;
+    }
+    ps->next[nd] = ps->nb;
+    ps->inflight[nd] = 0;
+    return;
+  }
+  if (ps->held && followable(r))
+    ps->held[k] = r;
+  else
+    take(s, b->first, b->n, ps->ks, ps->call, ps->level, r, ENG_LEVEL_UNKNOWN);
+}
+
 /*
- * One pipelined pass: charges cost[i] (> 0) to key i by force and fills
- * level[i]: the fleet's signed level after it; ENG_LEVEL_UNSENT when Redis
- * did not run the call (not sent: no connection; or refused unrun: MOVED,
+ * One pass: charges cost[i] (> 0) to key i by force and fills level[i]:
+ * the fleet's signed level after it; ENG_LEVEL_UNSENT when Redis did not
+ * run the call (not sent: no connection; or refused unrun: MOVED,
  * NOSCRIPT, ... that following them, below, did not get past);
  * ENG_LEVEL_UNKNOWN when it may have (sent, no reply). Keys of one node
- * (one slot in a cluster) go RS_BATCH_MAX to a call.
+ * (one slot in a cluster) go RS_BATCH_MAX to a call, pipelined up to
+ * SYNC_WINDOW calls ahead of their replies.
  */
 static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
                  int64_t *level) {
   /* On the heap: a round can hold every key of an interval (100k+). */
-  sync_key *ks = malloc(n * sizeof *ks);
-  rs_call *call = malloc(n * sizeof *call);
-  sync_batch *bs = malloc(n * sizeof *bs);
+  sync_pass ps = {0};
+  sync_key *ks = ps.ks = malloc(n * sizeof *ks);
+  rs_call *call = ps.call = malloc(n * sizeof *call);
+  sync_batch *bs = ps.bs = malloc(n * sizeof *bs);
+  ps.held = calloc(n ? n : 1, sizeof *ps.held);
+  ps.level = level;
   size_t nk = 0, nb = 0;
   for (size_t i = 0; i < n; i++) level[i] = ENG_LEVEL_UNSENT;
   if (!ks || !call || !bs) {
-    free(ks), free(call), free(bs);
+    free(ks), free(call), free(bs), free(ps.held);
     return;
   }
   /* Before anything is appended: a connection dropped later in the pass
@@ -345,9 +410,11 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
            ks[k + m].slot == ks[k].slot)
       m++;
     sync_batch *b = &bs[nb++];
+    ps.nb = nb;
     *b = (sync_batch){k, m, 0, NULL, 0};
     k += m;
-    redisContext *c = node_ctx(s, ks[b->first].node);
+    int nd = ks[b->first].node;
+    redisContext *c = node_ctx(s, nd);
     if (!c) continue;
     rs_request req[RS_BATCH_MAX];
     char *words[RS_BATCH_MAX];
@@ -366,51 +433,31 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
     char *cmd = NULL;
     size_t len = 0;
     if (ok == m && !rs_format_batch(req, m, RS_FORCE, -1, &cmd, &len) &&
-        redisAppendFormattedCommand(c, cmd, len) == REDIS_OK)
+        redisAppendFormattedCommand(c, cmd, len) == REDIS_OK) {
       b->sent = 1;
+      if (++ps.inflight[nd] >= SYNC_WINDOW) read_one(s, &ps, nd);
+    }
     b->cmd = cmd;
     b->len = len;
     for (size_t x = 0; x < ok; x++) free(words[x]);
   }
+  for (int nd = 0; nd < 64; nd++)
+    while (ps.inflight[nd] > 0) read_one(s, &ps, nd);
   /* The replies to follow (a slot on the move), once every pipelined
      reply is in. */
-  redisReply **held = calloc(nb ? nb : 1, sizeof *held);
-  for (size_t k = 0; k < nb; k++) {
+  for (size_t k = 0; ps.held && k < nb; k++) {
     sync_batch *b = &bs[k];
-    int nd = ks[b->first].node;
-    if (!b->sent || !s->ctx[nd]) continue; /* unsent: pushed again */
-    engine_sync_count(s->e, ENG_SYNC_CALLS, 1);
-    redisReply *r = NULL;
-    if (redisGetReply(s->ctx[nd], (void **)&r) != REDIS_OK || !r) {
-      srv_log("warn", "sync: redis %s:%d: %s", s->topo.nodes[nd].host,
-              s->topo.nodes[nd].port, s->ctx[nd]->errstr);
-      node_drop(s, nd);
-      engine_sync_count(s->e, ENG_SYNC_ERRORS, 1);
-      /* This call and the node's later ones were written (the pipeline
-         goes out at the first read): Redis may run them yet. */
-      for (size_t k2 = k; k2 < nb && ks[bs[k2].first].node == nd; k2++)
-        for (size_t x = 0; bs[k2].sent && x < bs[k2].n; x++)
-          level[ks[bs[k2].first + x].i] = ENG_LEVEL_UNKNOWN;
-      continue;
-    }
-    if (held && followable(r))
-      held[k] = r;
-    else
-      take(s, b->first, b->n, ks, call, level, r, ENG_LEVEL_UNKNOWN);
-  }
-  for (size_t k = 0; held && k < nb; k++) {
-    sync_batch *b = &bs[k];
-    if (!held[k]) continue;
+    if (!ps.held[k]) continue;
     int64_t failed = ENG_LEVEL_UNKNOWN;
     redisReply *r =
-        follow(s, ks[b->first].node, b->cmd, b->len, held[k], &failed);
+        follow(s, ks[b->first].node, b->cmd, b->len, ps.held[k], &failed);
     if (r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "TRYAGAIN", 8) &&
         !split_batch(s, b, ks, call, level))
       freeReplyObject(r);
     else
       take(s, b->first, b->n, ks, call, level, r, failed);
   }
-  free(held);
+  free(ps.held);
   for (size_t k = 0; k < nb; k++) free(bs[k].cmd);
   free(ks);
   free(call);
