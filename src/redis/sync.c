@@ -17,11 +17,11 @@
  * does not accumulate: over any span the fleet admits at most one
  * limiter's allowance plus that bound (docs/fleet.md has the figures).
  *
- * Keys go RS_BATCH_MAX to a script call (one node, one slot), all of a
- * round in one pipeline per node. It uses hiredis's blocking API on its own
+ * Keys go RS_BATCH_MAX to a script call (one node, one slot), pipelined
+ * up to SYNC_WINDOW calls per node ahead of their replies. It uses hiredis's blocking API on its own
  * connections: this thread does nothing else, and a dead Redis only delays
- * the next round (each read waits at most the longer of --redis-timeout
- * and the interval). Local decisions never wait for it. The charges of a
+ * the next round (each read waits at most the longest of --redis-timeout,
+ * the interval and 1 s). Local decisions never wait for it. The charges of a
  * call Redis did not run (no connection, MOVED, NOSCRIPT, ...) are pushed
  * again with every round for up to 10 s (engine_sync_apply;
  * sluice_sync_retried_cost_total), then counted lost
@@ -51,6 +51,9 @@
 #include "../server/server.h"
 #include "script.h"
 #include "slot.h"
+
+/* The shortest wait for a reply (rs_sync_start). */
+#define SYNC_TIMEOUT_MIN_MS 1000
 
 /* The most redirects (MOVED, ASK, NOSCRIPT) one call follows. */
 #define SYNC_MAX_FOLLOW 5
@@ -519,9 +522,14 @@ rs_sync *rs_sync_start(engine *e, const rc_config *c, const rc_topology *t,
     s->topo.nnodes = 1;
   }
   s->interval_ms = interval_ms;
-  /* A round pushes a whole interval's keys: its calls may wait up to an
-     interval (or the timeout, if longer) before the round gives up. */
+  /* No request waits on the sync, and a call given up on leaves its
+     charges unconfirmed (Redis may still run it): its reads wait as long
+     as the interval, --redis-timeout, or SYNC_TIMEOUT_MIN_MS, whichever
+     is longest, so that a Redis that stalls for a moment (a fork, a slow
+     command of another client, a busy core) loses nothing. */
   if (s->cfg.timeout_ms < interval_ms) s->cfg.timeout_ms = interval_ms;
+  if (s->cfg.timeout_ms < SYNC_TIMEOUT_MIN_MS)
+    s->cfg.timeout_ms = SYNC_TIMEOUT_MIN_MS;
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->cond, NULL);
   if (pthread_create(&s->tid, NULL, sync_main, s)) {
