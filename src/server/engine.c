@@ -807,22 +807,40 @@ void engine_thread_set_remote(engine_thread *t, eng_send_fn send, void *io) {
 
 /*
  * A state key in Redis: "sl:{TAG}" KIND LEN ":" ID KEY, where ID names the
- * limiter (rule and policy: the same on every daemon with the same config)
- * and KEY is the store key. "{}" (no tag) makes Redis Cluster hash the
- * whole key; a tag (hash_tag) puts a request's keys in one slot.
+ * limiter, LEN bytes: a rule's id_a "|" id_b (kind 'r': rule and policy,
+ * the same on every daemon with the same config), or an ad-hoc policy's
+ * id_a (kind 'a', id_b NULL: its canonical form); KEY is the store key.
+ * "{}" (no tag) makes Redis Cluster hash the whole key; a tag (hash_tag)
+ * puts a request's keys in one slot. The one builder of these names:
+ * exact mode's calls, approximate mode's pushes and resets.
  */
+static size_t put_uint(char *dst, size_t v);
+
+/* The most bytes redis_key writes: for a tag, id parts and key of these
+   lengths. */
+#define REDIS_KEY_MAX(tag_len, id_len, key_len) \
+  (4 + (tag_len) + 2 + 20 + 1 + (id_len) + 1 + (key_len))
+
 static size_t redis_key(char *dst, const char *tag, size_t tag_len, char kind,
-                        const char *id, const void *key, size_t key_len) {
-  size_t n = 0, id_len = strlen(id);
+                        const char *id_a, const char *id_b, const void *key,
+                        size_t key_len) {
+  size_t la = strlen(id_a), lb = id_b ? strlen(id_b) : 0;
+  size_t n = 0;
   memcpy(dst, "sl:{", 4);
   n = 4;
   memcpy(dst + n, tag, tag_len);
   n += tag_len;
   dst[n++] = '}';
   dst[n++] = kind;
-  n += (size_t)sprintf(dst + n, "%zu:", id_len);
-  memcpy(dst + n, id, id_len);
-  n += id_len;
+  n += put_uint(dst + n, la + (id_b ? 1 + lb : 0));
+  dst[n++] = ':';
+  memcpy(dst + n, id_a, la);
+  n += la;
+  if (id_b) {
+    dst[n++] = '|';
+    memcpy(dst + n, id_b, lb);
+    n += lb;
+  }
   memcpy(dst + n, key, key_len);
   return n + key_len;
 }
@@ -1200,8 +1218,9 @@ static int check_remote(engine_thread *t, const eng_request *req,
   size_t total = 0;
   for (size_t c = 0; c < nc; c++) {
     const cfg_limit *l = out->st[check_of[c]].limit;
-    total += 32 + tag_len + strlen(l->rule) + strlen(l->policy_str) +
-             2 * checks[c].key_len;
+    total += REDIS_KEY_MAX(tag_len, strlen(l->rule) + strlen(l->policy_str),
+                           checks[c].key_len) +
+             checks[c].key_len;
   }
   j->keys = malloc(total);
   if (!j->keys) return job_end_now(j, SL_ENOMEM);
@@ -1209,12 +1228,10 @@ static int check_remote(engine_thread *t, const eng_request *req,
   for (size_t c = 0; c < nc; c++) {
     const cfg_limit *l = out->st[check_of[c]].limit;
     job_check *jc = &j->c[c];
-    char id[1200];
-    snprintf(id, sizeof id, "%s|%s", l->rule, l->policy_str);
     jc->rc.policy = &l->policy;
     jc->rc.key = p;
-    jc->rc.key_len = redis_key(p, tag, tag_len, 'r', id, checks[c].key,
-                               checks[c].key_len);
+    jc->rc.key_len = redis_key(p, tag, tag_len, 'r', l->rule, l->policy_str,
+                               checks[c].key, checks[c].key_len);
     p += jc->rc.key_len;
     jc->rc.cost = checks[c].cost;
     jc->rc.shadow = checks[c].shadow;
@@ -1371,10 +1388,8 @@ static void note_charge(engine_thread *t, sl_limiter *lim, const char *id_a,
   if (d) {
     d->cost += cost;
   } else if (t->dt) {
-    size_t la = strlen(id_a), lb = id_b ? strlen(id_b) : 0;
-    size_t id_len = la + (id_b ? 1 + lb : 0);
-    /* "sl:{}" kind id_len ":" id key (redis_key, no tag) */
-    size_t rmax = 6 + 20 + 1 + id_len + key_len;
+    size_t id_len = strlen(id_a) + (id_b ? 1 + strlen(id_b) : 0);
+    size_t rmax = REDIS_KEY_MAX(0, id_len, key_len);
     d = delta_alloc(t->dt, sizeof *d + key_len + rmax);
     if (d) {
       d->lim = lim;
@@ -1385,22 +1400,9 @@ static void note_charge(engine_thread *t, sl_limiter *lim, const char *id_a,
       d->counted = 0;
       d->key_len = (uint32_t)key_len;
       memcpy(d->key, key, key_len);
-      char *r = d->rkey = (char *)d->key + key_len;
-      size_t n = 0;
-      memcpy(r, "sl:{}", 5);
-      n = 5;
-      r[n++] = id_b ? 'r' : 'a';
-      n += put_uint(r + n, id_len);
-      r[n++] = ':';
-      memcpy(r + n, id_a, la);
-      n += la;
-      if (id_b) {
-        r[n++] = '|';
-        memcpy(r + n, id_b, lb);
-        n += lb;
-      }
-      memcpy(r + n, key, key_len);
-      d->rkey_len = (uint32_t)(n + key_len);
+      d->rkey = (char *)d->key + key_len;
+      d->rkey_len = (uint32_t)redis_key(d->rkey, "", 0, id_b ? 'r' : 'a',
+                                        id_a, id_b, key, key_len);
       if (delta_link(t->dt, d)) d = NULL;
     }
   }
@@ -1798,12 +1800,13 @@ static int adhoc_remote(engine_thread *t, const adhoc_entry *a,
   j->adhoc = 1;
   j->nc = 1;
   j->check_of[0] = 0;
-  j->keys = malloc(32 + 2 * strlen(a->canon) + 2 * key_len);
+  j->keys = malloc(REDIS_KEY_MAX(0, strlen(a->canon), key_len) + key_len);
   if (!j->keys) return job_end_now(j, SL_ENOMEM);
   job_check *jc = &j->c[0];
   jc->rc.policy = &a->policy;
   jc->rc.key = j->keys;
-  jc->rc.key_len = redis_key(j->keys, "", 0, 'a', a->canon, key, key_len);
+  jc->rc.key_len =
+      redis_key(j->keys, "", 0, 'a', a->canon, NULL, key, key_len);
   jc->rc.cost = cost;
   jc->rc.shadow = 0;
   jc->mode = limit_mode(t->e, NULL);
@@ -1986,35 +1989,16 @@ static void reset_add(reset_job *j, sl_limiter *lim, sl_limiter *local,
     j->it = grown;
     j->cap = cap;
   }
-  /* The limiter's name: as check_remote's id[1200] and note_charge make it
-     (a rule's "rule|policy"; an ad-hoc policy's canonical form). */
-  size_t la = strlen(id_a), lb = id_b ? strlen(id_b) : 0;
-  char *id = malloc(la + lb + 2);
-  size_t rmax = 4 + tag_len + 2 + 20 + 1 + la + lb + 1 + key_len;
-  char *cmd = malloc(rmax + 64);
-  if (!id || !cmd) {
-    free(id);
+  size_t id_len = strlen(id_a) + (id_b ? 1 + strlen(id_b) : 0);
+  size_t rmax = REDIS_KEY_MAX(tag_len, id_len, key_len);
+  char *cmd = malloc(rmax + 64), *rkey = malloc(rmax);
+  if (!cmd || !rkey) {
     free(cmd);
+    free(rkey);
     j->oom = 1;
     return;
   }
-  memcpy(id, id_a, la);
-  if (id_b) {
-    id[la] = '|';
-    memcpy(id + la + 1, id_b, lb);
-  }
-  size_t il = la + (id_b ? 1 + lb : 0);
-  if (!e->o.sync && il > 1199) il = 1199; /* check_remote's snprintf */
-  id[il] = '\0';
-  char *rkey = malloc(rmax);
-  size_t rlen =
-      rkey ? redis_key(rkey, tag, tag_len, kind, id, key, key_len) : 0;
-  free(id);
-  if (!rkey) {
-    free(cmd);
-    j->oom = 1;
-    return;
-  }
+  size_t rlen = redis_key(rkey, tag, tag_len, kind, id_a, id_b, key, key_len);
   size_t n = 0;
   /* UNLINK: a sliding_log hash is freed off Redis's main thread */
   memcpy(cmd, "*2\r\n$6\r\nUNLINK\r\n$", 17);
