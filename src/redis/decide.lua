@@ -265,6 +265,10 @@ if u1 or u5 then
         call('SET', key, spack('<i8i4i8', now_ms + (s - sm) / 1e6, sm,
              k * Lg - after), 'PX', ceil(k / 1e6))
       end
+      -- A debt past fill_max by under a ns (d not past floor(most/Lg) + 1
+      -- above; a clock behind the TAT) is reported at the stop too: where
+      -- T < 1 ns that ns holds whole units.
+      if after > most then after = most end
       return 1, floor((cap - after) / Wg), 0, 0, 0
     end
     if after <= cap or cost == 0 then -- a peek is always allowed

@@ -13,7 +13,9 @@
 # the same clock, every field of every decision compared (rounds of several
 # requests in one batched call too; forced charges, decide.lua's "f" mode
 # against sl_limiter_force, level for level, with ordinary requests deciding
-# on the debts they leave), TTLs and key hygiene checked, for a
+# on the debts they leave, and fixed gcra and leaky_bucket traces where a
+# clock behind the TAT sees a debt past fill_max by under a ns), TTLs and
+# key hygiene checked, for a
 # few seeds; then once on Redis's own clock (TIME), the
 # engine deciding at the instant the script reports. Every failure is
 # printed as "FAIL: <check>: <why>" with parity's first mismatches; exits 1

@@ -63,7 +63,12 @@
  * Fixed traces (on the test clock, after sliding_window's random ones)
  * reach the products where the script's double estimate of floor(a*b/c)
  * is one too high or one too low, so that its exact fix-ups in both
- * directions are compared with the engine too (wide_traces).
+ * directions are compared with the engine too (wide_traces). Fixed forced
+ * traces of gcra and leaky_bucket (after their random ones) read and
+ * charge a debt that a clock a ns or two behind the TAT sees past
+ * algo_fill_max by under a ns, where T < 1 ns or T = 1 ns puts a whole
+ * unit in that ns (past_fm_traces); the engine's levels there are checked
+ * against the ones each trace was built for.
  *
  * Prints "parity: ALGO decisions=N mismatches=M" per algorithm (forced
  * charges are decisions too), then "parity: forced charges=N negative
@@ -704,9 +709,12 @@ static void trace_open(trace *tr, sl_algo algo, const char *kind, int id,
        trace of a seed stays as it was). Redis 7.0's PEXPIRE can delete a
        key of a 1-2 ms TTL within the script (see guarded_exec), and a
        later request of the same batch may create it again, out of the
-       guard's sight. The other traces keep such windows, guarded. */
+       guard's sight. A forced call is such a batch too (its keys repeat:
+       seed 89 at --steps 200 --traces 20 once read level 0 for -26 on a
+       1 ms window). The other traces keep such windows, guarded. */
     tpol wider;
-    if (!fixed && algo == SL_SLIDING_LOG && !strcmp(kind, "batch") &&
+    if (!fixed && algo == SL_SLIDING_LOG &&
+        (!strcmp(kind, "batch") || !strcmp(kind, "force")) &&
         tr->pol[i].p.period_ns < 3 * NS_MS &&
         make_pol(&wider, algo, tr->pol[i].p.limit, 0, 3 * NS_MS) == 0)
       tr->pol[i] = wider;
@@ -1115,8 +1123,8 @@ static void force_mismatch(trace *tr, int step, const char *what,
     past |= past_fill_max(&tr->pol[q[i].pi[0]], lvl[i]);
     over |= lvl[i] > lim[i]; /* no level exceeds the limit */
   }
-  fprintf(stderr, "MISMATCH %s (forced: %s), force trace %d, step %d%s%s\n",
-          sl_algo_name(tr->algo), what, tr->id, step,
+  fprintf(stderr, "MISMATCH %s (forced: %s), %s trace %d, step %d%s%s\n",
+          sl_algo_name(tr->algo), what, tr->kind, tr->id, step,
           past ? " [the engine's debt is past fill_max: a clock behind the "
                  "stored TAT]" : "",
           over ? " [the engine's level is above the limit: it overflowed]"
@@ -1141,29 +1149,17 @@ static void force_mismatch(trace *tr, int step, const char *what,
             rd[i].retry_after_ns, rd[i].delay_ns);
 }
 
-/* One forced call at t (step `step` of tr), compared and probed. */
-static void forced_step(trace *tr, int step, int64_t t) {
+/* One forced call of the k requests q (one check each, all at q[0].t;
+   step `step` of tr), compared and probed. */
+static void force_call(trace *tr, int step, const treq *q, int k) {
   const sl_algo algo = tr->algo;
-  int k = (int)rnd(1, MAXF), nu = 0;
-  treq q[MAXF];
+  const int64_t t = q[0].t;
+  int nu = 0;
   rs_call calls[MAXF];
   rs_request reqs[MAXF];
   int upi[MAXF], uki[MAXF], map[MAXF];
   int64_t ucost[MAXF], before[MAXF], cur[MAXF];
   for (int i = 0; i < k; i++) {
-    memset(&q[i], 0, sizeof q[i]);
-    q[i].m = 1;
-    q[i].force = 1;
-    q[i].t = t;
-    if (i && pct(40)) { /* the same key again */
-      int j = (int)rnd(0, i - 1);
-      q[i].pi[0] = q[j].pi[0];
-      q[i].ki[0] = q[j].ki[0];
-    } else {
-      q[i].pi[0] = (int)rnd(0, tr->np - 1);
-      q[i].ki[0] = (int)rnd(0, NKEYS - 1);
-    }
-    q[i].cost[0] = rnd_force_cost(&tr->pol[q[i].pi[0]]);
     int u = 0;
     while (u < nu && !(upi[u] == q[i].pi[0] && uki[u] == q[i].ki[0])) u++;
     if (u == nu) {
@@ -1294,6 +1290,29 @@ static void forced_step(trace *tr, int step, int64_t t) {
   freeReplyObject(whole);
 }
 
+/* One random forced call at t (step `step` of tr): 1..MAXF requests of
+   one key each, keys repeating, rnd_force_cost's costs (force_call). */
+static void forced_step(trace *tr, int step, int64_t t) {
+  int k = (int)rnd(1, MAXF);
+  treq q[MAXF];
+  for (int i = 0; i < k; i++) {
+    memset(&q[i], 0, sizeof q[i]);
+    q[i].m = 1;
+    q[i].force = 1;
+    q[i].t = t;
+    if (i && pct(40)) { /* the same key again */
+      int j = (int)rnd(0, i - 1);
+      q[i].pi[0] = q[j].pi[0];
+      q[i].ki[0] = q[j].ki[0];
+    } else {
+      q[i].pi[0] = (int)rnd(0, tr->np - 1);
+      q[i].ki[0] = (int)rnd(0, NKEYS - 1);
+    }
+    q[i].cost[0] = rnd_force_cost(&tr->pol[q[i].pi[0]]);
+  }
+  force_call(tr, step, q, k);
+}
+
 /* Forced calls (forced_step) and ordinary requests (decide_step) in turn
    on one trace, on the test clock (next_time), steps of them. */
 static void force_trace(sl_algo algo, int id, int steps) {
@@ -1328,6 +1347,101 @@ static void force_trace(sl_algo algo, int id, int steps) {
         if (level_of(&tr, p, kk, t) < 0) owed[p][kk] = 1;
   }
   trace_close(&tr);
+}
+
+/* ---- forced charges past fill_max by under a ns ---- */
+
+/*
+ * gcra's and leaky_bucket's forced level seen from a clock behind the
+ * stored TAT, where the debt passes algo_fill_max (fm) by a ns at most:
+ * fm < debt <= (floor(fm/Lg) + 1)*Lg ticks. Like any debt past fm it is
+ * reported at the stop, floor((cap - fm)/Wg) (algo_tat_force), and a
+ * charge on it changes nothing. The script reported such a debt as it
+ * stood, floor((cap - debt)/Wg), wherever its distance d in ns did not
+ * pass floor(fm/Lg) + 1 (its test for a debt beyond the stop): a lower
+ * level wherever a multiple of Wg lies between, which is always the case
+ * when T < 1 ns (Lg > Wg) and the debt passes fm by a unit or more, and
+ * sometimes at T = 1 ns (Lg = Wg = 1: a debt of fm + 1). Random traces
+ * reach fm only with bursts near the largest the script takes (their
+ * costs are at most 4 B; fm is then within 2 units of cap), and the band
+ * only through steps of a ns or two, forward then back. Each row is a
+ * trace on key "a" at S + dt; `want` is the level the engine must read at
+ * each forced step's instant afterwards (a take is compared as ever).
+ */
+#define NFSTEP 6
+static const struct {
+  int64_t limit, burst, period_ns;
+  int n;
+  struct {
+    int64_t dt;
+    int force; /* 0: an ordinary take of cost */
+    int64_t cost, want;
+  } s[NFSTEP];
+} past_fm[] = {
+    /* Lg = 2147483627, Wg = 161000000, cap = 27972655 Wg; fm = cap +
+       49773738, so the stop is at level -1. At S+1 the debt is
+       fm - Lg + Wg, level 12; seen from S it is fm + Wg: level -2 in the
+       script, d = floor(fm/Lg) + 1 exactly. */
+    {4294967254, 27972655, 322 * NS_MS, 6,
+     {{0, 1, 100055310, -1},
+      {1, 1, 1, 12},
+      {0, 1, 0, -1},
+      {0, 1, 42109064, -1}, /* past the stop: nothing changes */
+      {0, 0, 1, 0},         /* denied */
+      {1, 1, 0, 12}}},
+    /* An ordinary take of B - 1, then a reading 1 ns before it: a debt
+       of cap - Wg + Lg = fm + 1936709889 (script: -13); 2 ns before,
+       d passes floor(fm/Lg) + 1 (the script's other branch). */
+    {4294967254, 27972655, 322 * NS_MS, 5,
+     {{0, 0, 27972654, 0},
+      {-1, 1, 0, -1},
+      {-1, 1, 3, -1},
+      {-2, 1, 0, -1},
+      {0, 1, 0, 1}}},
+    /* T = 1 ns (Lg = Wg = 1), cap = 10^6, fm = 2^53 - 2 - 10^6: charged
+       to the stop, then to it again 1 ns later; from S the debt is
+       fm + 1 (script: one less). */
+    {1000000, 1000000, NS_MS, 4,
+     {{0, 1, INT64_C(1) << 53, -INT64_C(9007199252740990)},
+      {1, 1, 1, -INT64_C(9007199252740990)},
+      {0, 1, 0, -INT64_C(9007199252740990)},
+      {0, 1, 5, -INT64_C(9007199252740990)}}},
+};
+#define NPASTFM (sizeof past_fm / sizeof past_fm[0])
+
+static void past_fm_traces(sl_algo algo) {
+  const int64_t S = INT64_C(1767225600) * NS_S + 123456789;
+  for (size_t r = 0; r < NPASTFM; r++) {
+    tpol pol;
+    if (make_pol(&pol, algo, past_fm[r].limit, past_fm[r].burst,
+                 past_fm[r].period_ns) != 0) {
+      fprintf(stderr, "parity: past_fm row %zu refused\n", r);
+      exit(2);
+    }
+    trace tr;
+    trace_open(&tr, algo, "past-fm", (int)r, &pol);
+    tr.hist = calloc(NFSTEP, sizeof *tr.hist);
+    if (!tr.hist) exit(2);
+    for (int i = 0; i < past_fm[r].n; i++) {
+      treq q;
+      memset(&q, 0, sizeof q);
+      q.m = 1;
+      q.t = S + past_fm[r].s[i].dt;
+      q.cost[0] = past_fm[r].s[i].cost;
+      q.force = past_fm[r].s[i].force;
+      if (!q.force) {
+        decide_step(&tr, i, q);
+        continue;
+      }
+      force_call(&tr, i, &q, 1);
+      int64_t got = level_of(&tr, 0, 0, q.t);
+      if (got != past_fm[r].s[i].want)
+        fail_msg(&tr, i, "a", "the engine's level %" PRId64 ", not the %"
+                 PRId64 " this trace was built for", got,
+                 past_fm[r].s[i].want);
+    }
+    trace_close(&tr);
+  }
 }
 
 /* ---- sliding_window's wide products ---- */
@@ -1640,6 +1754,8 @@ int main(int argc, char **argv) {
       force_trace(order[a], id, steps);
     sl_algo al = order[a];
     if (al == SL_SLIDING_WINDOW && !time_mode) wide_traces();
+    if ((al == SL_GCRA || al == SL_LEAKY_BUCKET) && !time_mode)
+      past_fm_traces(al);
     /* The forced traces must have reached what they are for. */
     if (!time_mode && n_forced[al] >= 200 &&
         (!n_negative[al] || !n_on_debt[al] || !n_repaid[al])) {

@@ -381,6 +381,40 @@ static void bucket_debt_stops_at_fill_max(void **state) {
   sl_store_free(s);
 }
 
+/*
+ * 4294967254/322ms, burst 27972655 (the largest the Redis script takes):
+ * Lg = 2147483627 ticks a ns and Wg = 161000000 a unit (T < 1 ns), cap =
+ * 27972655 Wg and fill_max = cap + 49773738, so a debt stops at level
+ * floor(-49773738 / Wg) = -1. Charged to the stop at T0, then 1 unit at
+ * T0 + 1: the debt is fill_max - Lg + Wg there, level
+ * floor((-49773738 + Lg - Wg) / Wg) = 12. gcra and leaky_bucket, seen from
+ * T0 again, owe fill_max + Wg: past the stop by under a ns, read at the
+ * stop (-1, not -2), and a charge there changes nothing (12 at T0 + 1
+ * still). (token_bucket takes an earlier time as its last update: it
+ * never sees a debt past its stop.) decide.lua once read such a debt as
+ * it stood (parity's past_fm_traces).
+ */
+static void a_debt_past_fill_max_by_under_a_ns_reads_at_the_stop(
+    void **state) {
+  (void)state;
+  sl_store *s = store_opts(0, 0);
+  static const char *const tat[] = {"gcra", "leaky_bucket"};
+  for (size_t i = 0; i < 2; i++) {
+    char spec[96];
+    snprintf(spec, sizeof spec, "%s:4294967254/322ms:burst=27972655",
+             tat[i]);
+    sl_limiter *lim = limiter_of(s, spec);
+    assert_int_equal(force(lim, "k", 100055310, T0), -1);
+    assert_int_equal(force(lim, "k", 1, T0 + 1), 12);
+    assert_int_equal(level_of(lim, "k", T0), -1);
+    assert_int_equal(force(lim, "k", 42109064, T0), -1);
+    assert_int_equal(level_of(lim, "k", T0 + 1), 12);
+    assert_false(take(lim, "k", 1, T0).allowed);
+    sl_limiter_free(lim);
+  }
+  sl_store_free(s);
+}
+
 /* ---- the windows ---- */
 
 /*
@@ -702,6 +736,7 @@ int main(void) {
       cmocka_unit_test(bucket_debt_is_repaid_at_the_exact_refill_instant),
       cmocka_unit_test(buckets_in_debt_agree_with_a_model),
       cmocka_unit_test(bucket_debt_stops_at_fill_max),
+      cmocka_unit_test(a_debt_past_fill_max_by_under_a_ns_reads_at_the_stop),
       cmocka_unit_test(fixed_window_debt_denies_until_the_window_ends),
       cmocka_unit_test(sliding_window_debt_denies_until_the_estimate_drops),
       cmocka_unit_test(
