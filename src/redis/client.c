@@ -28,7 +28,7 @@
 #include "script.h"
 #include "slot.h"
 
-#define MAX_NODES 64
+#define MAX_NODES RC_MAX_NODES
 #define MAX_REDIRECTS 5
 /* TRYAGAIN: the first pause before trying again, doubled each time up to
    RETRY_DOUBLINGS times (1 ms .. 32 ms), while the deadline allows. */
@@ -245,15 +245,6 @@ redisContext *rc_connect_sync(const rc_config *c, const rc_addr *a,
   }
   freeReplyObject(rep);
   return r;
-}
-
-int rc_topology_node(rc_topology *t, const char *host, int port) {
-  for (int i = 0; i < t->nnodes; i++)
-    if (t->nodes[i].port == port && !strcmp(t->nodes[i].host, host)) return i;
-  if (t->nnodes == 64 || strlen(host) >= sizeof t->nodes[0].host) return -1;
-  snprintf(t->nodes[t->nnodes].host, sizeof t->nodes[0].host, "%s", host);
-  t->nodes[t->nnodes].port = port;
-  return t->nnodes++;
 }
 
 int rc_discover(const rc_config *c, rc_topology *t, char *err, size_t len) {

@@ -60,8 +60,8 @@ struct rs_sync {
   rc_config cfg;
   rc_topology topo;
   int interval_ms;
-  redisContext *ctx[64];
-  int64_t down_until[64];
+  redisContext *ctx[RC_MAX_NODES];
+  int64_t down_until[RC_MAX_NODES];
   pthread_t tid;
   pthread_mutex_t lock;
   pthread_cond_t cond;
@@ -328,7 +328,7 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
   }
   /* Before anything is appended: a connection dropped later in the pass
      would take its unwritten batches with it. */
-  for (int nd = 0; nd < s->topo.nnodes && nd < 64; nd++) drop_if_closed(s, nd);
+  for (int nd = 0; nd < s->topo.nnodes; nd++) drop_if_closed(s, nd);
   for (size_t i = 0; i < n; i++) {
     if (cost[i] <= 0) continue;
     size_t klen;
@@ -491,7 +491,7 @@ void rs_sync_stop(rs_sync *s) {
   pthread_mutex_unlock(&s->lock);
   pthread_join(s->tid, NULL);
   round_(s); /* what the last interval charged */
-  for (int n = 0; n < 64; n++)
+  for (int n = 0; n < RC_MAX_NODES; n++)
     if (s->ctx[n]) redisFree(s->ctx[n]);
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->cond);
