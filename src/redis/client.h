@@ -11,7 +11,10 @@
  *
  * Failures. Every command has a deadline (--redis-timeout); a command past
  * it fails, and with it the connection (a pipeline cannot skip a late
- * reply). A node whose connection failed is "down" for the breaker interval:
+ * reply). A command sent again (a redirect, NOSCRIPT, TRYAGAIN) keeps its
+ * request's deadline and fails alone at it; its node fails only if it
+ * leaves the resend unanswered for the timeout. A node whose connection
+ * failed is "down" for the breaker interval:
  * commands for it fail at once, without waiting. After the interval the
  * next command reconnects (the probe); if that works the node is up again.
  *
