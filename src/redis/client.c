@@ -61,6 +61,10 @@ typedef struct pending {
   int internal; /* handshake / ASKING / SCRIPT LOAD: no callback */
   int alone;    /* resent: times out on its own (above) */
   int answered; /* its callback (or split) was told: the reply is dropped */
+  /* A SCRIPT LOAD after NOSCRIPT: the command queued behind it that waits
+     for the script (it cannot be answered before the load is). */
+  struct pending *waiter;
+  int load_refused; /* (the waiter) its SCRIPT LOAD failed: no other */
   int64_t deadline;
   int64_t reply_by;
   int64_t retry_at; /* in the client's retry list: when to send again */
@@ -96,6 +100,7 @@ typedef struct node {
   size_t wlen, wcap;
   char *inflight;              /* the buffer h2o is writing */
   int64_t queued_at;           /* when the first queued command came */
+  int64_t quiet_until;         /* no warning of a refused load before */
 } node;
 
 struct rc_client {
@@ -425,15 +430,20 @@ static void node_fail(node *n, const char *why) {
     }
 }
 
+/* Room for `more` bytes in n's write buffer: 0, or -1 (out of memory). */
+static int wbuf_reserve(node *n, size_t more) {
+  if (n->wlen + more <= n->wcap) return 0;
+  size_t cap = n->wcap ? n->wcap : 4096;
+  while (cap < n->wlen + more) cap *= 2;
+  char *b = realloc(n->wbuf, cap);
+  if (!b) return -1;
+  n->wbuf = b;
+  n->wcap = cap;
+  return 0;
+}
+
 static int wbuf_add(node *n, const char *cmd, size_t len) {
-  if (n->wlen + len > n->wcap) {
-    size_t cap = n->wcap ? n->wcap : 4096;
-    while (cap < n->wlen + len) cap *= 2;
-    char *b = realloc(n->wbuf, cap);
-    if (!b) return -1;
-    n->wbuf = b;
-    n->wcap = cap;
-  }
+  if (wbuf_reserve(n, len)) return -1;
   memcpy(n->wbuf + n->wlen, cmd, len);
   n->wlen += len;
   return 0;
@@ -471,39 +481,59 @@ static pending *internal_cmd(const char *cmd, size_t len, int64_t deadline) {
   return p;
 }
 
-static int enqueue_internal(node *n, int argc, const char **argv,
-                            const size_t *lens, int64_t deadline) {
+/* Queues an internal command of argv on n: it, or NULL (out of memory). */
+static pending *enqueue_internal(node *n, int argc, const char **argv,
+                                 const size_t *lens, int64_t deadline) {
   char *cmd;
   int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
-  if (len < 0) return -1;
+  if (len < 0) return NULL;
   pending *p = internal_cmd(cmd, (size_t)len, deadline);
   free(cmd);
   if (!p || enqueue(n, p)) {
     if (p) finish(p, NULL, NULL);
-    return -1;
+    return NULL;
   }
-  return 0;
+  return p;
 }
 
 static int node_down(const node *n) {
   return n->state == N_DOWN && now_ns() < n->down_until;
 }
 
+/* Queues ASKING and then p on n, both or neither: ASKING's flag lasts one
+   command, and a lone one would flag whatever is queued on n next (a
+   command for another slot, which the importing node would then serve).
+   0, or -1 (out of memory). */
+static int enqueue_asking(node *n, pending *p) {
+  static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
+  size_t alen = sizeof asking - 1;
+  pending *a = wbuf_reserve(n, alen + p->len)
+                   ? NULL
+                   : internal_cmd(asking, alen, p->deadline);
+  if (!a) return -1;
+  enqueue(n, a); /* (cannot fail now: the room is reserved) */
+  enqueue(n, p);
+  return 0;
+}
+
 /* Queues p, a resend, for node `to`, after ASKING when p->asking: a node
    importing a slot serves its keys only to a command so flagged, and the
    flag lasts one command (a resend, after NOSCRIPT say, needs it again).
    A node that is down fails p at once, like any command for it. From now
-   on p times out on its own (pending's comment). */
-static void send_to(node *to, pending *p) {
-  static const char *asking[] = {"ASKING"};
-  static const size_t asking_len[] = {6};
+   on p times out on its own (pending's comment). 0: queued; -1: p was
+   answered and freed. */
+static int send_to(node *to, pending *p) {
   p->alone = 1;
-  if (node_down(to))
+  if (node_down(to)) {
     finish(p, NULL, "node down");
-  else if ((p->asking &&
-            enqueue_internal(to, 1, asking, asking_len, p->deadline)) ||
-           enqueue(to, p)) /* written (or connected) at the flush */
+    return -1;
+  }
+  /* written (or connected) at the flush */
+  if (p->asking ? enqueue_asking(to, p) : enqueue(to, p)) {
     finish(p, NULL, "out of memory");
+    return -1;
+  }
+  return 0;
 }
 
 /* The node the slot map says serves slot (-1: the first). */
@@ -650,6 +680,24 @@ static void node_write(node *n) {
   h2o_socket_write(n->sock, &iov, 1, on_write);
 }
 
+/*
+ * The SCRIPT LOAD that NOSCRIPT made (load) failed with r (out of memory,
+ * an ACL, a script Redis will not compile): the command that waited for
+ * it is answered with its NOSCRIPT when that comes (load_refused), not
+ * loaded for again; the node and its other commands go on (a handshake's
+ * failure would fail the node). Warns once per breaker interval.
+ */
+static void load_refused(node *n, pending *load, redisReply *r) {
+  load->waiter->load_refused = 1;
+  int64_t now = now_ns();
+  if (now >= n->quiet_until) {
+    srv_log("warn", "redis %s:%d: SCRIPT LOAD after NOSCRIPT: %.120s",
+            n->addr.host, n->addr.port, r->str ? r->str : "error");
+    n->quiet_until = now + (int64_t)n->c->cfg.breaker_ms * 1000000;
+  }
+  finish(load, r, NULL);
+}
+
 /* A reply for the oldest sent command. Cluster errors are followed here:
    MOVED (learn the slot's node, resend there), ASK (resend there once,
    after ASKING), NOSCRIPT (load the script, resend, after ASKING again if
@@ -682,22 +730,26 @@ static void on_reply(node *n, redisReply *r) {
         freeReplyObject(r);
         p->redirects++;
         p->asking = rd.ask;
+        p->load_refused = 0; /* another node: a load of its own */
         send_to(to, p);
         return;
       }
     }
-    if (!strncmp(r->str, "NOSCRIPT", 8) && p->redirects < MAX_REDIRECTS) {
-      /* A restarted or flushed node: load the script, then resend. */
+    if (!strncmp(r->str, "NOSCRIPT", 8) && p->redirects < MAX_REDIRECTS &&
+        !p->load_refused) {
+      /* A restarted or flushed node: load the script, then resend (p
+         waits for the load: load_refused). */
       size_t sl;
       const char *src = rs_script(&sl);
       const char *argv[] = {"SCRIPT", "LOAD", src};
       size_t lens[] = {6, 4, sl};
       freeReplyObject(r);
       p->redirects++;
-      if (enqueue_internal(n, 3, argv, lens, p->deadline))
+      pending *load = enqueue_internal(n, 3, argv, lens, p->deadline);
+      if (!load)
         finish(p, NULL, "out of memory");
-      else
-        send_to(n, p);
+      else if (send_to(n, p) == 0)
+        load->waiter = p; /* behind it on n: alive when its reply comes */
       return;
     }
     if (!strncmp(r->str, "TRYAGAIN", 8)) {
@@ -705,6 +757,10 @@ static void on_reply(node *n, redisReply *r) {
       if (split_batch(c, p)) retry_later(c, p);
       return;
     }
+  }
+  if (p->internal && r->type == REDIS_REPLY_ERROR && p->waiter) {
+    load_refused(n, p, r);
+    return;
   }
   if (p->internal && r->type == REDIS_REPLY_ERROR && r->str &&
       strncmp(r->str, "ASK", 3)) {
@@ -789,24 +845,25 @@ static int node_connect(node *n) {
   if (c->cfg.password[0]) {
     const char *argv[] = {"AUTH", c->cfg.user, c->cfg.password};
     size_t lens[] = {4, strlen(c->cfg.user), strlen(c->cfg.password)};
-    rc |= c->cfg.user[0] ? enqueue_internal(n, 3, argv, lens, deadline)
-                         : enqueue_internal(n, 2, (const char *[]){"AUTH",
-                                                                c->cfg.password},
-                                            (size_t[]){4, lens[2]}, deadline);
+    rc |= !(c->cfg.user[0]
+                ? enqueue_internal(n, 3, argv, lens, deadline)
+                : enqueue_internal(n, 2,
+                                   (const char *[]){"AUTH", c->cfg.password},
+                                   (size_t[]){4, lens[2]}, deadline));
   }
   if (!c->cfg.cluster && c->cfg.db) {
     char db[16];
     snprintf(db, sizeof db, "%d", c->cfg.db);
     const char *argv[] = {"SELECT", db};
     size_t lens[] = {6, strlen(db)};
-    rc |= enqueue_internal(n, 2, argv, lens, deadline);
+    rc |= !enqueue_internal(n, 2, argv, lens, deadline);
   }
   /* The script, so that a restarted Redis needs no NOSCRIPT round trip. */
   size_t sl;
   const char *src = rs_script(&sl);
   const char *load[] = {"SCRIPT", "LOAD", src};
   size_t load_lens[] = {6, 4, sl};
-  rc |= enqueue_internal(n, 3, load, load_lens, deadline);
+  rc |= !enqueue_internal(n, 3, load, load_lens, deadline);
   if (rc || (oldlen && wbuf_add(n, old, oldlen))) rc = -1;
   free(old);
   if (n->qtail)

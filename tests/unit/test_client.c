@@ -1,7 +1,8 @@
 /*
  * test_client.c — exact mode's Redis client (src/redis/client.c) on a
  * fake event loop: what it writes and when it fails a request, the node
- * or nothing, as a node answers TRYAGAIN, NOSCRIPT, ASK or not in time.
+ * or nothing, as a node answers TRYAGAIN, NOSCRIPT (and refuses the
+ * SCRIPT LOAD), ASK, or nothing in time, and as memory runs out.
  *
  * client.c is compiled into this test (#include) with its h2o calls
  * played here: a "socket" records what the client writes, and the test
@@ -109,8 +110,7 @@ h2o_socket_t *h2o_socket_connect(h2o_loop_t *loop, struct sockaddr *addr,
   return &f->sock;
 }
 
-h2o_socket_t *h2o_evloop_socket_create(h2o_evloop_t *loop, int fd,
-                                       int flags) {
+h2o_socket_t *h2o_evloop_socket_create(h2o_evloop_t *loop, int fd, int flags) {
   (void)loop, (void)flags;
   return &sock_new(fd)->sock;
 }
@@ -337,11 +337,101 @@ static void tryagain_near_the_deadline_is_not_retried(void **state) {
   rc_client_free(c);
 }
 
+/* ---- NOSCRIPT, then SCRIPT LOAD refused ---- */
+
+#define NOSCRIPT "-NOSCRIPT No matching script. Please use EVAL.\r\n"
+
+/* A node that answers NOSCRIPT and then refuses the SCRIPT LOAD (out of
+   memory, an ACL, ...) fails the request that waited for the script, not
+   the node and the other requests on it. */
+static void a_refused_script_load_fails_only_its_request(void **state) {
+  (void)state;
+  rc_client *c = client_of(1, 100);
+  outcome a = {0}, b = {0}, d = {0};
+  send_get(c, -1, "a", &a);
+  rc_flush(c);
+  connect_node(c, 0);
+  feed(c, 0, NOSCRIPT);
+  /* b goes behind the SCRIPT LOAD and a's resend */
+  send_get(c, -1, "b", &b);
+  rc_flush(c);
+  assert_int_equal(sent(c, 0, "SCRIPT"), 2);
+  assert_int_equal(sent(c, 0, "$1\r\na\r\n"), 2);
+  feed(c, 0, "-OOM command not allowed when used memory > 'maxmemory'.\r\n");
+  assert_int_equal(downs, 0);
+  assert_int_equal(c->nodes[0]->state, N_UP);
+  assert_int_equal(a.calls, 0);
+  /* a, still without its script: failed, not sent a third time */
+  feed(c, 0, NOSCRIPT);
+  assert_int_equal(a.calls, 1);
+  assert_int_equal(a.type, REDIS_REPLY_ERROR);
+  rc_flush(c);
+  assert_int_equal(sent(c, 0, "$1\r\na\r\n"), 2);
+  feed(c, 0, REPLY);
+  assert_int_equal(b.calls, 1);
+  assert_int_equal(b.type, REDIS_REPLY_STRING);
+  /* the node goes on */
+  send_get(c, -1, "d", &d);
+  rc_flush(c);
+  feed(c, 0, REPLY);
+  assert_int_equal(d.type, REDIS_REPLY_STRING);
+  assert_int_equal(downs, 0);
+  rc_client_free(c);
+}
+
+/* ---- out of memory ---- */
+
+/* A command of `len` bytes (a GET of a long key). */
+static char *long_cmd(size_t len) {
+  char *cmd = malloc(len);
+  assert_non_null(cmd);
+  size_t klen = len - 22; /* "*2\r\n$3\r\nGET\r\n$NNNN\r\n" ... "\r\n" */
+  int n = sprintf(cmd, "*2\r\n$3\r\nGET\r\n$%zu\r\n", klen);
+  assert_int_equal((size_t)n + klen + 2, len);
+  memset(cmd + n, 'k', klen);
+  memcpy(cmd + n + klen, "\r\n", 2);
+  return cmd;
+}
+
+/* ASK: the resend goes after ASKING, whose flag lasts one command. When
+   the resend cannot be queued, neither is its ASKING: a lone ASKING would
+   flag the next command for that node, whatever its slot, and the
+   importing node would serve it (a key the source still holds, created
+   anew there). */
+static void no_asking_is_queued_without_its_command(void **state) {
+  (void)state;
+  rc_client *c = client_of(2, 100);
+  c->slot_node[5] = 1;
+  outcome a = {0}, b = {0};
+  size_t len = 5000;
+  assert_int_equal(rc_send(c, 0, long_cmd(len), len, record, &a), 0);
+  rc_flush(c);
+  connect_node(c, 0);
+  /* node 1's buffer can take ASKING (its first 4096 bytes), not both */
+  fail_from = 8192;
+  feed(c, 0, "-ASK 0 127.0.0.1:7001\r\n");
+  fail_from = 0;
+  assert_int_equal(a.calls, 1);
+  assert_int_equal(a.type, -1);
+  assert_null(c->nodes[1]->qhead);
+  assert_int_equal(c->nodes[1]->wlen, 0);
+  /* the next command for node 1 goes without ASKING */
+  send_get(c, 5, "b", &b);
+  rc_flush(c);
+  connect_node(c, 1);
+  assert_int_equal(sent(c, 1, "ASKING"), 0);
+  feed(c, 1, REPLY);
+  assert_int_equal(b.type, REDIS_REPLY_STRING);
+  rc_client_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_retried_request_past_its_deadline_fails_alone),
       cmocka_unit_test(a_silent_node_still_fails_after_a_retry),
       cmocka_unit_test(tryagain_near_the_deadline_is_not_retried),
+      cmocka_unit_test(a_refused_script_load_fails_only_its_request),
+      cmocka_unit_test(no_asking_is_queued_without_its_command),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   socks_free();
