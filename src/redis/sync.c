@@ -192,16 +192,17 @@ static redisReply *call_node(rs_sync *s, int nd, int load, int asking,
   if (!c) return NULL;
   size_t sl;
   const char *src = rs_script(&sl);
-  int pre = 0;
-  if (load) pre += redisAppendCommand(c, "SCRIPT LOAD %b", src, sl) == REDIS_OK;
-  if (asking) pre += redisAppendCommand(c, "ASKING") == REDIS_OK;
-  if (redisAppendFormattedCommand(c, cmd, len) != REDIS_OK) {
-    node_drop(s, nd); /* what was appended before it is never read */
+  if ((load && redisAppendCommand(c, "SCRIPT LOAD %b", src, sl) != REDIS_OK) ||
+      (asking && redisAppendCommand(c, "ASKING") != REDIS_OK) ||
+      redisAppendFormattedCommand(c, cmd, len) != REDIS_OK) {
+    /* Out of memory: nothing was written (hiredis writes at the read),
+       and the context is unusable; what was appended goes with it. */
+    node_drop(s, nd);
     return NULL;
   }
   engine_sync_count(s->e, ENG_SYNC_CALLS, 1);
   redisReply *r = NULL;
-  for (int i = 0; i <= pre; i++) {
+  for (int i = 0; i <= load + asking; i++) {
     if (r) freeReplyObject(r);
     r = NULL;
     if (redisGetReply(c, (void **)&r) != REDIS_OK || !r) {
@@ -252,8 +253,8 @@ static redisReply *follow(rs_sync *s, int nd, const char *cmd, size_t len,
  * ENG_LEVEL_UNKNOWN when it may have (written without a reply, another
  * error, a malformed reply). All but the unwritten count as a failed call.
  */
-static void take(rs_sync *s, size_t first, size_t n, const sync_key *ks,
-                 rs_call *call, int64_t *level, redisReply *r, int64_t failed) {
+static void settle(rs_sync *s, size_t first, size_t n, const sync_key *ks,
+                   rs_call *call, int64_t *level, redisReply *r, int64_t failed) {
   int bad = !r || r->type == REDIS_REPLY_ERROR;
   int64_t bad_level = ENG_LEVEL_UNKNOWN;
   if (!r)
@@ -283,7 +284,7 @@ static void take(rs_sync *s, size_t first, size_t n, const sync_key *ks,
  * the target yet): each key's call on its own (rc_batch_split: a request
  * is one key here), from the slot map, followed on its own; the key's
  * rs_call then reads a reply of its own. 0, or -1 when b cannot be split
- * (left to take()).
+ * (left to settle()).
  */
 static int split_batch(rs_sync *s, const sync_batch *b, const sync_key *ks,
                        rs_call *call, int64_t *level) {
@@ -300,19 +301,32 @@ static int split_batch(rs_sync *s, const sync_batch *b, const sync_key *ks,
     redisReply *r =
         call_node(s, nd, 0, 0, sp->part[x].cmd, sp->part[x].len, &failed);
     r = follow(s, nd, sp->part[x].cmd, sp->part[x].len, r, &failed);
-    take(s, b->first + x, 1, ks, call, level, r, failed);
+    settle(s, b->first + x, 1, ks, call, level, r, failed);
   }
   rc_split_free(sp);
   return 0;
 }
 
+/* An append to node nd's connection failed (out of memory): the context
+   is unusable, and nothing of the pass was written to it (hiredis writes
+   at the first read). Its batches appended so far (the last ones of bs
+   [0..nb), which go by node) are unsent, and the connection is dropped:
+   its later batches find the node down and stay unsent too. */
+static void append_failed(rs_sync *s, sync_batch *bs, size_t nb,
+                          const sync_key *ks, int nd) {
+  for (size_t k = nb; k-- > 0 && ks[bs[k].first].node == nd;) bs[k].sent = 0;
+  srv_log("warn", "sync: redis %s:%d: %s", s->topo.nodes[nd].host,
+          s->topo.nodes[nd].port, s->ctx[nd]->errstr);
+  node_drop(s, nd);
+}
+
 /*
  * One pipelined pass: charges cost[i] (> 0) to key i by force and fills
  * level[i]: the fleet's signed level after it; ENG_LEVEL_UNSENT when Redis
- * did not run the call (not sent: no connection; or refused unrun: MOVED,
- * NOSCRIPT, ... that following them, below, did not get past);
- * ENG_LEVEL_UNKNOWN when it may have (sent, no reply). Keys of one node
- * (one slot in a cluster) go RS_BATCH_MAX to a call.
+ * did not run the call (not sent: no connection, out of memory; or
+ * refused unrun: MOVED, NOSCRIPT, ... that following them, below, did not
+ * get past); ENG_LEVEL_UNKNOWN when it may have (sent, no reply). Keys of
+ * one node (one slot in a cluster) go RS_BATCH_MAX to a call.
  */
 static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
                  int64_t *level) {
@@ -364,9 +378,12 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
     }
     char *cmd = NULL;
     size_t len = 0;
-    if (ok == m && !rs_format_batch(req, m, RS_FORCE, -1, &cmd, &len) &&
-        redisAppendFormattedCommand(c, cmd, len) == REDIS_OK)
-      b->sent = 1;
+    if (ok == m && !rs_format_batch(req, m, RS_FORCE, -1, &cmd, &len)) {
+      if (redisAppendFormattedCommand(c, cmd, len) == REDIS_OK)
+        b->sent = 1;
+      else
+        append_failed(s, bs, nb, ks, ks[b->first].node);
+    }
     b->cmd = cmd;
     b->len = len;
     for (size_t x = 0; x < ok; x++) free(words[x]);
@@ -395,7 +412,7 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
     if (held && followable(r))
       held[k] = r;
     else
-      take(s, b->first, b->n, ks, call, level, r, ENG_LEVEL_UNKNOWN);
+      settle(s, b->first, b->n, ks, call, level, r, ENG_LEVEL_UNKNOWN);
   }
   for (size_t k = 0; held && k < nb; k++) {
     sync_batch *b = &bs[k];
@@ -407,7 +424,7 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
         !split_batch(s, b, ks, call, level))
       freeReplyObject(r);
     else
-      take(s, b->first, b->n, ks, call, level, r, failed);
+      settle(s, b->first, b->n, ks, call, level, r, failed);
   }
   free(held);
   for (size_t k = 0; k < nb; k++) free(bs[k].cmd);
