@@ -32,11 +32,20 @@
  * In a cluster whose slots move, what a node answers instead of running a
  * call is followed within the round, once the pipeline is read, so that a
  * migration neither delays nor loses charges: MOVED (the slot's node,
- * learned for later rounds too, new nodes included), ASK (to the named node, after
- * ASKING), NOSCRIPT (the script loaded, after ASKING again for an ASK's
- * call) and TRYAGAIN (a batch whose keys are partly migrated: one call per
- * key, each followed on its own). Only what still fails goes again with
- * the next rounds.
+ * learned for later rounds too, new nodes included), ASK (to the named
+ * node, after ASKING), NOSCRIPT (the script loaded, after ASKING again for
+ * an ASK's call) and TRYAGAIN (a batch whose keys are partly migrated: one
+ * call per key, each followed on its own). Only what still fails goes
+ * again with the next rounds.
+ *
+ * A round's time is its interval: rounds start every interval (one that
+ * ran long is followed at once), and the follow-up calls, one at a time,
+ * start only within the interval since the round's start. Those it has no
+ * time for were not run: their charges go with the next round (carried,
+ * as any unsent call's), which sends them straight to a slot's new node
+ * (the MOVED is learned all the same). Without the bound, a migration's
+ * follow-ups (a call per key after TRYAGAIN) could hold a round for many
+ * intervals, and every daemon would go on deciding alone meanwhile.
  */
 #include "sync.h"
 
@@ -62,6 +71,7 @@ struct rs_sync {
   int interval_ms;
   redisContext *ctx[RC_MAX_NODES];
   int64_t down_until[RC_MAX_NODES];
+  int64_t until; /* (ms) the round's follow-up calls start before this */
   pthread_t tid;
   pthread_mutex_t lock;
   pthread_cond_t cond;
@@ -216,14 +226,20 @@ static redisReply *call_node(rs_sync *s, int nd, int load, int asking,
   return r;
 }
 
+/* Whether the round's time is up (rs_sync.until): no follow-up call is
+   started after it. */
+static int out_of_time(const rs_sync *s) { return mono_ms() >= s->until; }
+
 /*
  * Follows r, what node nd answered cmd instead of running it: MOVED: the
  * slot's node is learned and the call sent there; ASK: sent there, after
  * ASKING; NOSCRIPT: the script is loaded and the call sent again (after
  * ASKING again when it was an ASK's: the flag lasts one command). At most
- * SYNC_MAX_FOLLOW steps. Takes r (NULL: returned as it is); returns the
- * last reply (owned: a TRYAGAIN among them, for the caller to split), or
- * NULL when a call failed (*failed: call_node's).
+ * SYNC_MAX_FOLLOW steps, and none once the round's time is up (a MOVED is
+ * still learned, for the next round). Takes r (NULL: returned as it is);
+ * returns the last reply (owned: a TRYAGAIN among them, for the caller to
+ * split), or NULL when a call failed or was not made (*failed:
+ * call_node's; ENG_LEVEL_UNSENT when out of time).
  */
 static redisReply *follow(rs_sync *s, int nd, const char *cmd, size_t len,
                           redisReply *r, int64_t *failed) {
@@ -240,6 +256,10 @@ static redisReply *follow(rs_sync *s, int nd, const char *cmd, size_t len,
       break; /* TRYAGAIN */
     }
     freeReplyObject(r);
+    if (out_of_time(s)) { /* not run: carried to the next round */
+      *failed = ENG_LEVEL_UNSENT;
+      return NULL;
+    }
     r = call_node(s, nd, load, asking, cmd, len, failed);
   }
   return r;
@@ -282,9 +302,10 @@ static void settle(rs_sync *s, size_t first, size_t n, const sync_key *ks,
 /*
  * TRYAGAIN for batch b (its keys partly migrated, or, asked, not all on
  * the target yet): each key's call on its own (rc_batch_split: a request
- * is one key here), from the slot map, followed on its own; the key's
- * rs_call then reads a reply of its own. 0, or -1 when b cannot be split
- * (left to settle()).
+ * is one key here), from the slot map, followed on its own, while the
+ * round has time (the rest: unsent, carried); the key's rs_call then
+ * reads a reply of its own. 0, or -1 when b cannot be split (left to
+ * settle()).
  */
 static int split_batch(rs_sync *s, const sync_batch *b, const sync_key *ks,
                        rs_call *call, int64_t *level) {
@@ -297,10 +318,12 @@ static int split_batch(rs_sync *s, const sync_batch *b, const sync_key *ks,
     size_t i = ks[b->first + x].i;
     rs_call_alone(&call[i]);
     int nd = slot_node(s, ks[b->first + x].slot);
-    int64_t failed;
-    redisReply *r =
-        call_node(s, nd, 0, 0, sp->part[x].cmd, sp->part[x].len, &failed);
-    r = follow(s, nd, sp->part[x].cmd, sp->part[x].len, r, &failed);
+    int64_t failed = ENG_LEVEL_UNSENT;
+    redisReply *r = NULL;
+    if (!out_of_time(s)) {
+      r = call_node(s, nd, 0, 0, sp->part[x].cmd, sp->part[x].len, &failed);
+      r = follow(s, nd, sp->part[x].cmd, sp->part[x].len, r, &failed);
+    }
     settle(s, b->first + x, 1, ks, call, level, r, failed);
   }
   rc_split_free(sp);
@@ -323,13 +346,16 @@ static void append_failed(rs_sync *s, sync_batch *bs, size_t nb,
 /*
  * One pipelined pass: charges cost[i] (> 0) to key i by force and fills
  * level[i]: the fleet's signed level after it; ENG_LEVEL_UNSENT when Redis
- * did not run the call (not sent: no connection, out of memory; or
- * refused unrun: MOVED, NOSCRIPT, ... that following them, below, did not
- * get past); ENG_LEVEL_UNKNOWN when it may have (sent, no reply). Keys of
- * one node (one slot in a cluster) go RS_BATCH_MAX to a call.
+ * did not run the call (not sent: no connection, out of memory, out of
+ * time; or refused unrun: MOVED, NOSCRIPT, ... that following them,
+ * below, did not get past); ENG_LEVEL_UNKNOWN when it may have (sent, no
+ * reply). Keys of one node (one slot in a cluster) go RS_BATCH_MAX to a
+ * call. The pass has the interval from its start for its follow-up
+ * calls (rs_sync.until).
  */
 static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
                  int64_t *level) {
+  s->until = mono_ms() + s->interval_ms;
   /* On the heap: a round can hold every key of an interval (100k+). */
   sync_key *ks = malloc(n * sizeof *ks);
   rs_call *call = malloc(n * sizeof *call);
@@ -458,18 +484,28 @@ static void round_(rs_sync *s) {
   free(level);
 }
 
+/* Rounds start every interval: the wait is what the last round left of
+   its interval (none when it ran past it). Measured on the monotonic
+   clock, the wait given to the condition's (realtime) clock from now: a
+   step of the wall clock moves no round. */
 static void *sync_main(void *arg) {
   rs_sync *s = arg;
+  int64_t took_ms = 0;
   pthread_mutex_lock(&s->lock);
   while (!s->stop) {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    int64_t ns = until.tv_nsec + (int64_t)s->interval_ms * 1000000;
-    until.tv_sec += ns / 1000000000;
-    until.tv_nsec = ns % 1000000000;
-    pthread_cond_timedwait(&s->cond, &s->lock, &until);
+    int64_t wait_ms = s->interval_ms - took_ms;
+    if (wait_ms > 0) {
+      struct timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      int64_t ns = until.tv_nsec + wait_ms * 1000000;
+      until.tv_sec += ns / 1000000000;
+      until.tv_nsec = ns % 1000000000;
+      pthread_cond_timedwait(&s->cond, &s->lock, &until);
+    }
     pthread_mutex_unlock(&s->lock);
+    int64_t start = mono_ms();
     round_(s);
+    took_ms = mono_ms() - start;
     pthread_mutex_lock(&s->lock);
   }
   pthread_mutex_unlock(&s->lock);

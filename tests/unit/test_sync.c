@@ -2,7 +2,8 @@
  * test_sync.c — approximate mode's sync thread (src/redis/sync.c): what a
  * round's pass sends, and what it reports for each key (the fleet's
  * level; UNSENT: Redis did not run it, carried to the next round;
- * UNKNOWN: it may have) when an append fails.
+ * UNKNOWN: it may have), when an append fails, and when following a
+ * moving slot's answers would run the round past its interval.
  *
  * sync.c is compiled into this test (#include) and runs on the test's
  * thread, one pass at a time, against a real engine in approximate mode
@@ -242,6 +243,18 @@ static void says(int nd, const char *bytes, size_t len) {
   f->reply_len[f->nreply++] = len;
 }
 
+/* Node nd's next reply to a forced call of one key: its level. */
+static void says_level(int nd, int64_t level) {
+  char b[128];
+  int n = sprintf(b, "*2\r\n:%lld\r\n$16\r\n", (long long)T0);
+  for (int w = 0; w < 2; w++) {
+    uint64_t v = w ? 100 : (uint64_t)level;
+    for (int x = 0; x < 8; x++) b[n++] = (char)(v >> (8 * x));
+  }
+  memcpy(b + n, "\r\n", 2);
+  says(nd, b, (size_t)n + 2);
+}
+
 /* How many commands named `name` node nd has received. */
 static int heard(int nd, const char *name) {
   int n = 0;
@@ -277,7 +290,6 @@ static void a_failed_append_leaves_the_nodes_batches_unsent(void **state) {
   assert_int_not_equal(r.slot[0], r.slot[1]); /* two batches, node 0 */
   fail_append = 2;
   pass(s, r.d, r.n, r.cost, r.level);
-  fprintf(stderr, "lv %llx %llx\n", (unsigned long long)r.level[0], (unsigned long long)r.level[1]);
   assert_int_equal(count_level(&r, ENG_LEVEL_UNSENT), 2);
   assert_int_equal(heard(0, "EVALSHA"), 0);
   round_done(f.e, &r);
@@ -305,11 +317,68 @@ static void a_failed_append_of_a_follow_up_leaves_it_unsent(void **state) {
   fixture_free(&f);
 }
 
+/* ---- the round's budget ---- */
+
+/* A round whose keys' slots all moved (MOVED to node 1, each its own
+   call there, 30 ms a reply) follows them only while its interval (100
+   ms) lasts: the calls not made are UNSENT (carried to the next round),
+   and every MOVED is learned all the same, so that the next round sends
+   them straight to node 1. */
+static void follow_ups_stop_at_the_end_of_the_interval(void **state) {
+  (void)state;
+  fixture f = sync_fixture();
+  charge_keys(f.t, 6);
+  rs_sync *s = sync_of(f.e, 2, 100);
+  pass_keys r = take_round(f.e);
+  assert_int_equal(r.n, 6);
+  /* node 0's answers, one call per slot in slot order */
+  int slots[6];
+  for (size_t i = 0; i < 6; i++) slots[i] = r.slot[i];
+  for (int i = 0; i < 6; i++)
+    for (int j = i + 1; j < 6; j++) {
+      assert_int_not_equal(slots[i], slots[j]);
+      if (slots[j] < slots[i]) {
+        int x = slots[i];
+        slots[i] = slots[j];
+        slots[j] = x;
+      }
+    }
+  for (int i = 0; i < 6; i++) {
+    char b[64];
+    int n = sprintf(b, "-MOVED %d 127.0.0.1:7001\r\n", slots[i]);
+    says(0, b, (size_t)n);
+    says_level(1, 90); /* (node 1's answer, should it be asked) */
+  }
+  fake[1].latency_ms = 30;
+  int64_t t0 = fake_ns;
+  pass(s, r.d, r.n, r.cost, r.level);
+  /* calls started at 0, 30, 60 and 90 ms; none at 120 */
+  assert_int_equal(heard(1, "EVALSHA"), 4);
+  assert_int_equal(count_level(&r, 90), 4);
+  assert_int_equal(count_level(&r, ENG_LEVEL_UNSENT), 2);
+  assert_true(fake_ns - t0 <= MS(120));
+  for (int i = 0; i < 6; i++)
+    assert_int_equal(s->topo.slot_node[slots[i]], 1);
+  round_done(f.e, &r);
+  /* the two come back with the next round, sent to node 1 at once */
+  pass_keys r2 = take_round(f.e);
+  assert_int_equal(r2.n, 2);
+  fake[1].latency_ms = 0;
+  pass(s, r2.d, r2.n, r2.cost, r2.level);
+  assert_int_equal(count_level(&r2, 90), 2);
+  assert_int_equal(heard(0, "EVALSHA"), 6);
+  assert_int_equal(heard(1, "EVALSHA"), 6);
+  round_done(f.e, &r2);
+  sync_free(s);
+  fixture_free(&f);
+}
+
 int main(void) {
   for (int i = 0; i < NODES; i++) fake[i].peer = -1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_failed_append_leaves_the_nodes_batches_unsent),
       cmocka_unit_test(a_failed_append_of_a_follow_up_leaves_it_unsent),
+      cmocka_unit_test(follow_ups_stop_at_the_end_of_the_interval),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
