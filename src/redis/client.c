@@ -28,15 +28,28 @@
 #include "script.h"
 #include "slot.h"
 
-#define MAX_NODES 64
+#define MAX_NODES RC_MAX_NODES
 #define MAX_REDIRECTS 5
 /* TRYAGAIN: the first pause before trying again, doubled each time up to
-   RETRY_DOUBLINGS times (1 ms .. 32 ms), while the deadline allows. */
+   RETRY_DOUBLINGS times (1 ms .. 32 ms), while the deadline allows (with
+   room for an answer: retry_margin). */
 #define RETRY_MIN_NS 1000000
 #define RETRY_DOUBLINGS 5
 
 typedef struct split_call split_call;
 
+/*
+ * A command, from its rc_send (or its internal making) to its reply.
+ * Two clocks: `deadline` is when the request must be answered (rc_send's
+ * time + the timeout, kept through every resend); `reply_by` is when the
+ * node it was last queued on must have answered it (that queuing + the
+ * timeout), or be taken for stalled and failed. For a command on its
+ * first node they are the same. A resent one (`alone`: MOVED, ASK,
+ * NOSCRIPT, TRYAGAIN, a split batch's part) keeps its own deadline, which
+ * can come first: then the request alone is answered (failed) at it, and
+ * the command stays in the node's FIFO, `answered`, until its reply comes
+ * and is dropped (a pipeline cannot skip a reply).
+ */
 typedef struct pending {
   struct pending *next;
   char *cmd; /* kept for a resend (MOVED, ASK, NOSCRIPT, TRYAGAIN) */
@@ -46,7 +59,14 @@ typedef struct pending {
   int asking;   /* sent after ASKING (an ASK's resend) */
   int tries;    /* TRYAGAINs so far */
   int internal; /* handshake / ASKING / SCRIPT LOAD: no callback */
+  int alone;    /* resent: times out on its own (above) */
+  int answered; /* its callback (or split) was told: the reply is dropped */
+  /* A SCRIPT LOAD after NOSCRIPT: the command queued behind it that waits
+     for the script (it cannot be answered before the load is). */
+  struct pending *waiter;
+  int load_refused; /* (the waiter) its SCRIPT LOAD failed: no other */
   int64_t deadline;
+  int64_t reply_by;
   int64_t retry_at; /* in the client's retry list: when to send again */
   rc_reply_fn cb;
   void *ud;
@@ -80,6 +100,7 @@ typedef struct node {
   size_t wlen, wcap;
   char *inflight;              /* the buffer h2o is writing */
   int64_t queued_at;           /* when the first queued command came */
+  int64_t quiet_until;         /* no warning of a refused load before */
 } node;
 
 struct rc_client {
@@ -247,15 +268,6 @@ redisContext *rc_connect_sync(const rc_config *c, const rc_addr *a,
   return r;
 }
 
-int rc_topology_node(rc_topology *t, const char *host, int port) {
-  for (int i = 0; i < t->nnodes; i++)
-    if (t->nodes[i].port == port && !strcmp(t->nodes[i].host, host)) return i;
-  if (t->nnodes == 64 || strlen(host) >= sizeof t->nodes[0].host) return -1;
-  snprintf(t->nodes[t->nnodes].host, sizeof t->nodes[0].host, "%s", host);
-  t->nodes[t->nnodes].port = port;
-  return t->nnodes++;
-}
-
 int rc_discover(const rc_config *c, rc_topology *t, char *err, size_t len) {
   memset(t->slot_node, 0xff, sizeof t->slot_node);
   t->nnodes = 0;
@@ -350,21 +362,34 @@ static node *node_by_addr(rc_client *c, const char *host, int port) {
 
 static void split_done(split_call *s);
 
-/* Ends p: its callback gets r, or NULL and err; r is freed here. A part
-   of a split batch gives its reply (NULL: it failed) to the split. */
-static void finish(pending *p, redisReply *r, const char *err) {
+/* Tells p's request its answer, once (p->answered): its callback gets r,
+   or NULL and err; r is freed here. A part of a split batch gives its
+   reply (NULL: it failed) to the split instead. p itself stays. */
+static void answer(pending *p, redisReply *r, const char *err) {
   split_call *s = p->split;
+  p->answered = 1;
+  p->split = NULL;
   if (s) {
     s->reply[p->part] = r;
     if (!r && !s->err[0])
       snprintf(s->err, sizeof s->err, "%s", err ? err : "failed");
-  } else if (!p->internal && p->cb) {
-    p->cb(p->ud, r, err);
+    if (--s->left == 0) split_done(s);
+    return;
   }
-  if (r && !s) freeReplyObject(r);
+  if (!p->internal && p->cb) p->cb(p->ud, r, err);
+  if (r) freeReplyObject(r);
+}
+
+/* Ends p: answers it (r, or NULL and err) unless it was answered already
+   (r is then dropped), and frees it. */
+static void finish(pending *p, redisReply *r, const char *err) {
+  if (p->answered) {
+    if (r) freeReplyObject(r);
+  } else {
+    answer(p, r, err);
+  }
   free(p->cmd);
   free(p);
-  if (s && --s->left == 0) split_done(s);
 }
 
 /* Every part answered: the batch's reply (a failed part fails only its
@@ -405,31 +430,39 @@ static void node_fail(node *n, const char *why) {
     }
 }
 
+/* Room for `more` bytes in n's write buffer: 0, or -1 (out of memory). */
+static int wbuf_reserve(node *n, size_t more) {
+  if (n->wlen + more <= n->wcap) return 0;
+  size_t cap = n->wcap ? n->wcap : 4096;
+  while (cap < n->wlen + more) cap *= 2;
+  char *b = realloc(n->wbuf, cap);
+  if (!b) return -1;
+  n->wbuf = b;
+  n->wcap = cap;
+  return 0;
+}
+
 static int wbuf_add(node *n, const char *cmd, size_t len) {
-  if (n->wlen + len > n->wcap) {
-    size_t cap = n->wcap ? n->wcap : 4096;
-    while (cap < n->wlen + len) cap *= 2;
-    char *b = realloc(n->wbuf, cap);
-    if (!b) return -1;
-    n->wbuf = b;
-    n->wcap = cap;
-  }
+  if (wbuf_reserve(n, len)) return -1;
   memcpy(n->wbuf + n->wlen, cmd, len);
   n->wlen += len;
   return 0;
 }
 
-/* Appends p to n's queue (its bytes to the write buffer). */
+/* Appends p to n's queue (its bytes to the write buffer); n has the
+   timeout from now to answer it (p->reply_by). */
 static int enqueue(node *n, pending *p) {
   if (wbuf_add(n, p->cmd, p->len)) return -1;
+  int64_t now = now_ns();
   p->next = NULL;
   if (n->qtail)
     n->qtail->next = p;
   else
     n->qhead = p;
   n->qtail = p;
-  if (!n->queued_at) n->queued_at = now_ns();
-  timer_arm(n->c, p->deadline);
+  if (!n->queued_at) n->queued_at = now;
+  p->reply_by = now + (int64_t)n->c->cfg.timeout_ms * 1000000;
+  timer_arm(n->c, p->deadline < p->reply_by ? p->deadline : p->reply_by);
   return 0;
 }
 
@@ -448,37 +481,59 @@ static pending *internal_cmd(const char *cmd, size_t len, int64_t deadline) {
   return p;
 }
 
-static int enqueue_internal(node *n, int argc, const char **argv,
-                            const size_t *lens, int64_t deadline) {
+/* Queues an internal command of argv on n: it, or NULL (out of memory). */
+static pending *enqueue_internal(node *n, int argc, const char **argv,
+                                 const size_t *lens, int64_t deadline) {
   char *cmd;
   int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
-  if (len < 0) return -1;
+  if (len < 0) return NULL;
   pending *p = internal_cmd(cmd, (size_t)len, deadline);
   free(cmd);
   if (!p || enqueue(n, p)) {
     if (p) finish(p, NULL, NULL);
-    return -1;
+    return NULL;
   }
-  return 0;
+  return p;
 }
 
 static int node_down(const node *n) {
   return n->state == N_DOWN && now_ns() < n->down_until;
 }
 
-/* Queues p for node `to`, after ASKING when p->asking: a node importing a
-   slot serves its keys only to a command so flagged, and the flag lasts
-   one command (a resend, after NOSCRIPT say, needs it again). A node that
-   is down fails p at once, like any command for it. */
-static void send_to(node *to, pending *p) {
-  static const char *asking[] = {"ASKING"};
-  static const size_t asking_len[] = {6};
-  if (node_down(to))
+/* Queues ASKING and then p on n, both or neither: ASKING's flag lasts one
+   command, and a lone one would flag whatever is queued on n next (a
+   command for another slot, which the importing node would then serve).
+   0, or -1 (out of memory). */
+static int enqueue_asking(node *n, pending *p) {
+  static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
+  size_t alen = sizeof asking - 1;
+  pending *a = wbuf_reserve(n, alen + p->len)
+                   ? NULL
+                   : internal_cmd(asking, alen, p->deadline);
+  if (!a) return -1;
+  enqueue(n, a); /* (cannot fail now: the room is reserved) */
+  enqueue(n, p);
+  return 0;
+}
+
+/* Queues p, a resend, for node `to`, after ASKING when p->asking: a node
+   importing a slot serves its keys only to a command so flagged, and the
+   flag lasts one command (a resend, after NOSCRIPT say, needs it again).
+   A node that is down fails p at once, like any command for it. From now
+   on p times out on its own (pending's comment). 0: queued; -1: p was
+   answered and freed. */
+static int send_to(node *to, pending *p) {
+  p->alone = 1;
+  if (node_down(to)) {
     finish(p, NULL, "node down");
-  else if ((p->asking &&
-            enqueue_internal(to, 1, asking, asking_len, p->deadline)) ||
-           enqueue(to, p)) /* written (or connected) at the flush */
+    return -1;
+  }
+  /* written (or connected) at the flush */
+  if (p->asking ? enqueue_asking(to, p) : enqueue(to, p)) {
     finish(p, NULL, "out of memory");
+    return -1;
+  }
+  return 0;
 }
 
 /* The node the slot map says serves slot (-1: the first). */
@@ -534,20 +589,29 @@ static int split_batch(rc_client *c, pending *p) {
   return 0;
 }
 
+/* What a retry's deadline must leave after its pause, for the answer: the
+   pause again, and at least a tenth of the timeout (5 ms of the default
+   50), so that a retry is not sent to miss its deadline by a hair. */
+static int64_t retry_margin(const rc_client *c, int64_t pause) {
+  int64_t tenth = (int64_t)c->cfg.timeout_ms * 100000;
+  return pause > tenth ? pause : tenth;
+}
+
 /*
  * TRYAGAIN for one request: its own keys are split between the source and
  * the target of a migrating slot (or, asked, the target has not all of
  * them yet), which only the migration's progress can change. As
  * redis-cli and the cluster clients do, p is sent again after a pause
  * (1 ms, doubled each time up to 32 ms), from the slot map again, while
- * the deadline leaves room for the pause and an answer (twice the pause):
- * a command that runs past its deadline fails its connection.
+ * the deadline leaves room for the pause and an answer (retry_margin);
+ * after that it fails, alone. A retry whose answer is late all the same
+ * fails alone at its deadline (check_deadlines), not its node.
  */
 static void retry_later(rc_client *c, pending *p) {
   int64_t now = now_ns();
   int64_t pause = (int64_t)RETRY_MIN_NS
                   << (p->tries < RETRY_DOUBLINGS ? p->tries : RETRY_DOUBLINGS);
-  if (now + 2 * pause > p->deadline) {
+  if (now + pause + retry_margin(c, pause) > p->deadline) {
     finish(p, NULL, "TRYAGAIN until the deadline");
     return;
   }
@@ -578,7 +642,10 @@ static void retry_due(rc_client *c, int64_t now) {
   while (due) {
     pending *p = due;
     due = p->next;
-    send_to(slot_owner(c, p->slot), p);
+    if (p->deadline <= now) /* the loop was held up past it */
+      finish(p, NULL, "TRYAGAIN until the deadline");
+    else
+      send_to(slot_owner(c, p->slot), p);
   }
   if (next) timer_arm(c, next);
 }
@@ -613,6 +680,24 @@ static void node_write(node *n) {
   h2o_socket_write(n->sock, &iov, 1, on_write);
 }
 
+/*
+ * The SCRIPT LOAD that NOSCRIPT made (load) failed with r (out of memory,
+ * an ACL, a script Redis will not compile): the command that waited for
+ * it is answered with its NOSCRIPT when that comes (load_refused), not
+ * loaded for again; the node and its other commands go on (a handshake's
+ * failure would fail the node). Warns once per breaker interval.
+ */
+static void load_refused(node *n, pending *load, redisReply *r) {
+  load->waiter->load_refused = 1;
+  int64_t now = now_ns();
+  if (now >= n->quiet_until) {
+    srv_log("warn", "redis %s:%d: SCRIPT LOAD after NOSCRIPT: %.120s",
+            n->addr.host, n->addr.port, r->str ? r->str : "error");
+    n->quiet_until = now + (int64_t)n->c->cfg.breaker_ms * 1000000;
+  }
+  finish(load, r, NULL);
+}
+
 /* A reply for the oldest sent command. Cluster errors are followed here:
    MOVED (learn the slot's node, resend there), ASK (resend there once,
    after ASKING), NOSCRIPT (load the script, resend, after ASKING again if
@@ -628,6 +713,10 @@ static void on_reply(node *n, redisReply *r) {
   n->head = p->next;
   if (!n->head) n->tail = NULL;
   rc_client *c = n->c;
+  if (p->answered) { /* timed out alone: nobody waits for this reply */
+    finish(p, r, NULL);
+    return;
+  }
   if (r->type == REDIS_REPLY_ERROR && !p->internal && r->str) {
     rc_redirect rd;
     if (p->redirects < MAX_REDIRECTS &&
@@ -641,22 +730,26 @@ static void on_reply(node *n, redisReply *r) {
         freeReplyObject(r);
         p->redirects++;
         p->asking = rd.ask;
+        p->load_refused = 0; /* another node: a load of its own */
         send_to(to, p);
         return;
       }
     }
-    if (!strncmp(r->str, "NOSCRIPT", 8) && p->redirects < MAX_REDIRECTS) {
-      /* A restarted or flushed node: load the script, then resend. */
+    if (!strncmp(r->str, "NOSCRIPT", 8) && p->redirects < MAX_REDIRECTS &&
+        !p->load_refused) {
+      /* A restarted or flushed node: load the script, then resend (p
+         waits for the load: load_refused). */
       size_t sl;
       const char *src = rs_script(&sl);
       const char *argv[] = {"SCRIPT", "LOAD", src};
       size_t lens[] = {6, 4, sl};
       freeReplyObject(r);
       p->redirects++;
-      if (enqueue_internal(n, 3, argv, lens, p->deadline))
+      pending *load = enqueue_internal(n, 3, argv, lens, p->deadline);
+      if (!load)
         finish(p, NULL, "out of memory");
-      else
-        send_to(n, p);
+      else if (send_to(n, p) == 0)
+        load->waiter = p; /* behind it on n: alive when its reply comes */
       return;
     }
     if (!strncmp(r->str, "TRYAGAIN", 8)) {
@@ -664,6 +757,10 @@ static void on_reply(node *n, redisReply *r) {
       if (split_batch(c, p)) retry_later(c, p);
       return;
     }
+  }
+  if (p->internal && r->type == REDIS_REPLY_ERROR && p->waiter) {
+    load_refused(n, p, r);
+    return;
   }
   if (p->internal && r->type == REDIS_REPLY_ERROR && r->str &&
       strncmp(r->str, "ASK", 3)) {
@@ -748,24 +845,25 @@ static int node_connect(node *n) {
   if (c->cfg.password[0]) {
     const char *argv[] = {"AUTH", c->cfg.user, c->cfg.password};
     size_t lens[] = {4, strlen(c->cfg.user), strlen(c->cfg.password)};
-    rc |= c->cfg.user[0] ? enqueue_internal(n, 3, argv, lens, deadline)
-                         : enqueue_internal(n, 2, (const char *[]){"AUTH",
-                                                                c->cfg.password},
-                                            (size_t[]){4, lens[2]}, deadline);
+    rc |= !(c->cfg.user[0]
+                ? enqueue_internal(n, 3, argv, lens, deadline)
+                : enqueue_internal(n, 2,
+                                   (const char *[]){"AUTH", c->cfg.password},
+                                   (size_t[]){4, lens[2]}, deadline));
   }
   if (!c->cfg.cluster && c->cfg.db) {
     char db[16];
     snprintf(db, sizeof db, "%d", c->cfg.db);
     const char *argv[] = {"SELECT", db};
     size_t lens[] = {6, strlen(db)};
-    rc |= enqueue_internal(n, 2, argv, lens, deadline);
+    rc |= !enqueue_internal(n, 2, argv, lens, deadline);
   }
   /* The script, so that a restarted Redis needs no NOSCRIPT round trip. */
   size_t sl;
   const char *src = rs_script(&sl);
   const char *load[] = {"SCRIPT", "LOAD", src};
   size_t load_lens[] = {6, 4, sl};
-  rc |= enqueue_internal(n, 3, load, load_lens, deadline);
+  rc |= !enqueue_internal(n, 3, load, load_lens, deadline);
   if (rc || (oldlen && wbuf_add(n, old, oldlen))) rc = -1;
   free(old);
   if (n->qtail)
@@ -785,17 +883,48 @@ static int node_connect(node *n) {
 
 /* ---- the client ---- */
 
+/* The earlier of two instants, 0 being none. */
+static int64_t earlier(int64_t a, int64_t b) {
+  return !a || (b && b < a) ? b : a;
+}
+
+/*
+ * Node n's commands at `now` (sent and queued): a command its node has
+ * not answered within the timeout of its queuing (reply_by) means a
+ * stalled or lost node: returns -1 (the caller fails it, and with it
+ * every command on it). Else each resent request past its own deadline
+ * is answered (failed) alone, its command left in place; returns when to
+ * look again (0: nothing waits).
+ */
+static int64_t node_deadlines(node *n, int64_t now) {
+  for (;;) {
+    pending *late = NULL;
+    int64_t next = 0;
+    pending *lists[2] = {n->head, n->qhead};
+    for (int l = 0; l < 2 && !late; l++)
+      for (pending *p = lists[l]; p && !late; p = p->next) {
+        if (p->reply_by <= now) return -1;
+        next = earlier(next, p->reply_by);
+        if (!p->alone || p->answered) continue;
+        if (p->deadline <= now)
+          late = p;
+        else
+          next = earlier(next, p->deadline);
+      }
+    if (!late) return next;
+    /* (its callback may queue more: the lists are walked again) */
+    answer(late, NULL, "timeout");
+  }
+}
+
 static void check_deadlines(rc_client *c, int64_t now) {
   int64_t next = 0;
   for (int i = 0; i < c->nnodes; i++) {
-    node *n = c->nodes[i];
-    pending *oldest = n->head ? n->head : n->qhead;
-    if (!oldest) continue;
-    if (oldest->deadline <= now) {
-      node_fail(n, "timeout");
-      continue;
-    }
-    if (!next || oldest->deadline < next) next = oldest->deadline;
+    int64_t at = node_deadlines(c->nodes[i], now);
+    if (at < 0)
+      node_fail(c->nodes[i], "timeout");
+    else
+      next = earlier(next, at);
   }
   if (next) timer_arm(c, next);
 }

@@ -11,7 +11,10 @@
  *
  * Failures. Every command has a deadline (--redis-timeout); a command past
  * it fails, and with it the connection (a pipeline cannot skip a late
- * reply). A node whose connection failed is "down" for the breaker interval:
+ * reply). A command sent again (a redirect, NOSCRIPT, TRYAGAIN) keeps its
+ * request's deadline and fails alone at it; its node fails only if it
+ * leaves the resend unanswered for the timeout. A node whose connection
+ * failed is "down" for the breaker interval:
  * commands for it fail at once, without waiting. After the interval the
  * next command reconnects (the probe); if that works the node is up again.
  *
@@ -36,12 +39,9 @@
 #define H2O_USE_EPOLL 1
 #include <h2o.h>
 
-#define RC_MAX_SEEDS 16
+#include "slot.h"
 
-typedef struct rc_addr {
-  char host[256];
-  int port;
-} rc_addr;
+#define RC_MAX_SEEDS 16
 
 /* What --store and the --redis-* flags say. */
 typedef struct rc_config {
@@ -62,16 +62,6 @@ typedef struct rc_config {
  * (timeouts untouched). Returns 0, or -1 with a message in err.
  */
 int rc_config_parse(const char *url, rc_config *c, char *err, size_t len);
-
-/* The slot map, shared read-only by the workers' clients at their start. */
-typedef struct rc_topology {
-  rc_addr nodes[64]; /* masters */
-  int nnodes;
-  uint8_t slot_node[16384]; /* index in nodes; 0xff = unknown */
-} rc_topology;
-
-/* The index of node HOST:PORT in t, added if new; -1 when t is full. */
-int rc_topology_node(rc_topology *t, const char *host, int port);
 
 /*
  * Connects to the seeds from the calling thread (blocking, with the

@@ -33,6 +33,18 @@ unsigned rc_key_slot(const char *key, size_t len) {
   return crc16(key, len) & 16383;
 }
 
+/* ---- the slot map ---- */
+
+int rc_topology_node(rc_topology *t, const char *host, int port) {
+  for (int i = 0; i < t->nnodes; i++)
+    if (t->nodes[i].port == port && !strcmp(t->nodes[i].host, host)) return i;
+  if (t->nnodes == RC_MAX_NODES || strlen(host) >= sizeof t->nodes[0].host)
+    return -1;
+  snprintf(t->nodes[t->nnodes].host, sizeof t->nodes[0].host, "%s", host);
+  t->nodes[t->nnodes].port = port;
+  return t->nnodes++;
+}
+
 /* ---- redirects ---- */
 
 /* A decimal in [p, end), 1 to 5 digits, at most max; -1 if not. */

@@ -10,10 +10,31 @@
 
 #include <hiredis/hiredis.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* CRC16 (XMODEM) of the key, or of its {hash tag} when it has a non-empty
    one, modulo 16384. */
 unsigned rc_key_slot(const char *key, size_t len);
+
+/* A node's address. */
+typedef struct rc_addr {
+  char host[256];
+  int port;
+} rc_addr;
+
+/* The slot map: the masters, and which serves each slot. The workers'
+   clients start from the one discovered at start; the sync thread keeps
+   its own. */
+#define RC_MAX_NODES 64
+typedef struct rc_topology {
+  rc_addr nodes[RC_MAX_NODES]; /* masters */
+  int nnodes;
+  uint8_t slot_node[16384]; /* index in nodes; 0xff = unknown */
+} rc_topology;
+
+/* The index of node HOST:PORT in t, added if new (indices never change);
+   -1 when t is full or the host too long. */
+int rc_topology_node(rc_topology *t, const char *host, int port);
 
 /* A redirect: "MOVED <slot> <host>:<port>" (the slot lives there now: send
    this and every later command for it there) or "ASK <slot> <host>:<port>"

@@ -32,11 +32,20 @@
  * In a cluster whose slots move, what a node answers instead of running a
  * call is followed within the round, once the pipeline is read, so that a
  * migration neither delays nor loses charges: MOVED (the slot's node,
- * learned for later rounds too, new nodes included), ASK (to the named node, after
- * ASKING), NOSCRIPT (the script loaded, after ASKING again for an ASK's
- * call) and TRYAGAIN (a batch whose keys are partly migrated: one call per
- * key, each followed on its own). Only what still fails goes again with
- * the next rounds.
+ * learned for later rounds too, new nodes included), ASK (to the named
+ * node, after ASKING), NOSCRIPT (the script loaded, after ASKING again for
+ * an ASK's call) and TRYAGAIN (a batch whose keys are partly migrated: one
+ * call per key, each followed on its own). Only what still fails goes
+ * again with the next rounds.
+ *
+ * A round's time is its interval: rounds start every interval (one that
+ * ran long is followed at once), and the follow-up calls, one at a time,
+ * start only within the interval since the round's start. Those it has no
+ * time for were not run: their charges go with the next round (carried,
+ * as any unsent call's), which sends them straight to a slot's new node
+ * (the MOVED is learned all the same). Without the bound, a migration's
+ * follow-ups (a call per key after TRYAGAIN) could hold a round for many
+ * intervals, and every daemon would go on deciding alone meanwhile.
  */
 #include "sync.h"
 
@@ -63,8 +72,9 @@ struct rs_sync {
   rc_config cfg;
   rc_topology topo;
   int interval_ms;
-  redisContext *ctx[64];
-  int64_t down_until[64];
+  redisContext *ctx[RC_MAX_NODES];
+  int64_t down_until[RC_MAX_NODES];
+  int64_t until; /* (ms) the round's follow-up calls start before this */
   pthread_t tid;
   pthread_mutex_t lock;
   pthread_cond_t cond;
@@ -195,16 +205,17 @@ static redisReply *call_node(rs_sync *s, int nd, int load, int asking,
   if (!c) return NULL;
   size_t sl;
   const char *src = rs_script(&sl);
-  int pre = 0;
-  if (load) pre += redisAppendCommand(c, "SCRIPT LOAD %b", src, sl) == REDIS_OK;
-  if (asking) pre += redisAppendCommand(c, "ASKING") == REDIS_OK;
-  if (redisAppendFormattedCommand(c, cmd, len) != REDIS_OK) {
-    node_drop(s, nd); /* what was appended before it is never read */
+  if ((load && redisAppendCommand(c, "SCRIPT LOAD %b", src, sl) != REDIS_OK) ||
+      (asking && redisAppendCommand(c, "ASKING") != REDIS_OK) ||
+      redisAppendFormattedCommand(c, cmd, len) != REDIS_OK) {
+    /* Out of memory: nothing was written (hiredis writes at the read),
+       and the context is unusable; what was appended goes with it. */
+    node_drop(s, nd);
     return NULL;
   }
   engine_sync_count(s->e, ENG_SYNC_CALLS, 1);
   redisReply *r = NULL;
-  for (int i = 0; i <= pre; i++) {
+  for (int i = 0; i <= load + asking; i++) {
     if (r) freeReplyObject(r);
     r = NULL;
     if (redisGetReply(c, (void **)&r) != REDIS_OK || !r) {
@@ -218,14 +229,20 @@ static redisReply *call_node(rs_sync *s, int nd, int load, int asking,
   return r;
 }
 
+/* Whether the round's time is up (rs_sync.until): no follow-up call is
+   started after it. */
+static int out_of_time(const rs_sync *s) { return mono_ms() >= s->until; }
+
 /*
  * Follows r, what node nd answered cmd instead of running it: MOVED: the
  * slot's node is learned and the call sent there; ASK: sent there, after
  * ASKING; NOSCRIPT: the script is loaded and the call sent again (after
  * ASKING again when it was an ASK's: the flag lasts one command). At most
- * SYNC_MAX_FOLLOW steps. Takes r (NULL: returned as it is); returns the
- * last reply (owned: a TRYAGAIN among them, for the caller to split), or
- * NULL when a call failed (*failed: call_node's).
+ * SYNC_MAX_FOLLOW steps, and none once the round's time is up (a MOVED is
+ * still learned, for the next round). Takes r (NULL: returned as it is);
+ * returns the last reply (owned: a TRYAGAIN among them, for the caller to
+ * split), or NULL when a call failed or was not made (*failed:
+ * call_node's; ENG_LEVEL_UNSENT when out of time).
  */
 static redisReply *follow(rs_sync *s, int nd, const char *cmd, size_t len,
                           redisReply *r, int64_t *failed) {
@@ -242,6 +259,10 @@ static redisReply *follow(rs_sync *s, int nd, const char *cmd, size_t len,
       break; /* TRYAGAIN */
     }
     freeReplyObject(r);
+    if (out_of_time(s)) { /* not run: carried to the next round */
+      *failed = ENG_LEVEL_UNSENT;
+      return NULL;
+    }
     r = call_node(s, nd, load, asking, cmd, len, failed);
   }
   return r;
@@ -255,8 +276,8 @@ static redisReply *follow(rs_sync *s, int nd, const char *cmd, size_t len,
  * ENG_LEVEL_UNKNOWN when it may have (written without a reply, another
  * error, a malformed reply). All but the unwritten count as a failed call.
  */
-static void take(rs_sync *s, size_t first, size_t n, const sync_key *ks,
-                 rs_call *call, int64_t *level, redisReply *r, int64_t failed) {
+static void settle(rs_sync *s, size_t first, size_t n, const sync_key *ks,
+                   rs_call *call, int64_t *level, redisReply *r, int64_t failed) {
   int bad = !r || r->type == REDIS_REPLY_ERROR;
   int64_t bad_level = ENG_LEVEL_UNKNOWN;
   if (!r)
@@ -284,9 +305,10 @@ static void take(rs_sync *s, size_t first, size_t n, const sync_key *ks,
 /*
  * TRYAGAIN for batch b (its keys partly migrated, or, asked, not all on
  * the target yet): each key's call on its own (rc_batch_split: a request
- * is one key here), from the slot map, followed on its own; the key's
- * rs_call then reads a reply of its own. 0, or -1 when b cannot be split
- * (left to take()).
+ * is one key here), from the slot map, followed on its own, while the
+ * round has time (the rest: unsent, carried); the key's rs_call then
+ * reads a reply of its own. 0, or -1 when b cannot be split (left to
+ * settle()).
  */
 static int split_batch(rs_sync *s, const sync_batch *b, const sync_key *ks,
                        rs_call *call, int64_t *level) {
@@ -299,11 +321,13 @@ static int split_batch(rs_sync *s, const sync_batch *b, const sync_key *ks,
     size_t i = ks[b->first + x].i;
     rs_call_alone(&call[i]);
     int nd = slot_node(s, ks[b->first + x].slot);
-    int64_t failed;
-    redisReply *r =
-        call_node(s, nd, 0, 0, sp->part[x].cmd, sp->part[x].len, &failed);
-    r = follow(s, nd, sp->part[x].cmd, sp->part[x].len, r, &failed);
-    take(s, b->first + x, 1, ks, call, level, r, failed);
+    int64_t failed = ENG_LEVEL_UNSENT;
+    redisReply *r = NULL;
+    if (!out_of_time(s)) {
+      r = call_node(s, nd, 0, 0, sp->part[x].cmd, sp->part[x].len, &failed);
+      r = follow(s, nd, sp->part[x].cmd, sp->part[x].len, r, &failed);
+    }
+    settle(s, b->first + x, 1, ks, call, level, r, failed);
   }
   rc_split_free(sp);
   return 0;
@@ -327,8 +351,9 @@ typedef struct sync_pass {
   redisReply **held; /* replies to follow once all are in (may be NULL) */
   int64_t *level;
   size_t nb;
-  size_t next[64];
-  int inflight[64];
+  size_t next[RC_MAX_NODES];
+  int inflight[RC_MAX_NODES];
+  size_t written[RC_MAX_NODES]; /* the node's batches below this one are written */
 } sync_pass;
 
 /* Reads the reply of node nd's oldest call in flight: its keys' levels,
@@ -347,6 +372,7 @@ static void read_one(rs_sync *s, sync_pass *ps, int nd) {
   ps->inflight[nd]--;
   engine_sync_count(s->e, ENG_SYNC_CALLS, 1);
   redisReply *r = NULL;
+  ps->written[nd] = ps->nb; /* hiredis writes all it holds, then reads */
   if (redisGetReply(s->ctx[nd], (void **)&r) != REDIS_OK || !r) {
     srv_log("warn", "sync: redis %s:%d: %s", s->topo.nodes[nd].host,
             s->topo.nodes[nd].port, s->ctx[nd]->errstr);
@@ -367,20 +393,47 @@ static void read_one(rs_sync *s, sync_pass *ps, int nd) {
   if (ps->held && followable(r))
     ps->held[k] = r;
   else
-    take(s, b->first, b->n, ps->ks, ps->call, ps->level, r, ENG_LEVEL_UNKNOWN);
+    settle(s, b->first, b->n, ps->ks, ps->call, ps->level, r,
+           ENG_LEVEL_UNKNOWN);
+}
+
+/* An append to node nd's connection failed (out of memory): the context
+   is unusable and is dropped. Its batches appended since its last read
+   were not written (hiredis writes at a read): unsent, pushed again; those
+   written and not read may have run (ENG_LEVEL_UNKNOWN). Its later batches
+   find the node down and stay unsent too. */
+static void append_failed(rs_sync *s, sync_pass *ps, int nd) {
+  srv_log("warn", "sync: redis %s:%d: %s", s->topo.nodes[nd].host,
+          s->topo.nodes[nd].port, s->ctx[nd]->errstr);
+  node_drop(s, nd);
+  for (size_t k = ps->next[nd]; k < ps->nb; k++) {
+    sync_batch *b = &ps->bs[k];
+    if (!b->sent || ps->ks[b->first].node != nd) continue;
+    if (k >= ps->written[nd]) {
+      b->sent = 0;
+      continue;
+    }
+    for (size_t x = 0; x < b->n; x++)
+      ps->level[ps->ks[b->first + x].i] = ENG_LEVEL_UNKNOWN;
+  }
+  ps->next[nd] = ps->nb;
+  ps->inflight[nd] = 0;
 }
 
 /*
- * One pass: charges cost[i] (> 0) to key i by force and fills level[i]:
- * the fleet's signed level after it; ENG_LEVEL_UNSENT when Redis did not
- * run the call (not sent: no connection; or refused unrun: MOVED,
- * NOSCRIPT, ... that following them, below, did not get past);
- * ENG_LEVEL_UNKNOWN when it may have (sent, no reply). Keys of one node
- * (one slot in a cluster) go RS_BATCH_MAX to a call, pipelined up to
- * SYNC_WINDOW calls ahead of their replies.
+ * One pass: charges cost[i] (> 0) to key i by force and fills
+ * level[i]: the fleet's signed level after it; ENG_LEVEL_UNSENT when Redis
+ * did not run the call (not sent: no connection, out of memory, out of
+ * time; or refused unrun: MOVED, NOSCRIPT, ... that following them,
+ * below, did not get past); ENG_LEVEL_UNKNOWN when it may have (sent, no
+ * reply). Keys of one node (one slot in a cluster) go RS_BATCH_MAX to a
+ * call, pipelined up to SYNC_WINDOW calls ahead of their replies. The
+ * pass has the interval from its start for its follow-up calls
+ * (rs_sync.until).
  */
 static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
                  int64_t *level) {
+  s->until = mono_ms() + s->interval_ms;
   /* On the heap: a round can hold every key of an interval (100k+). */
   sync_pass ps = {0};
   sync_key *ks = ps.ks = malloc(n * sizeof *ks);
@@ -396,7 +449,7 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
   }
   /* Before anything is appended: a connection dropped later in the pass
      would take its unwritten batches with it. */
-  for (int nd = 0; nd < s->topo.nnodes && nd < 64; nd++) drop_if_closed(s, nd);
+  for (int nd = 0; nd < s->topo.nnodes; nd++) drop_if_closed(s, nd);
   for (size_t i = 0; i < n; i++) {
     if (cost[i] <= 0) continue;
     size_t klen;
@@ -435,16 +488,20 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
     }
     char *cmd = NULL;
     size_t len = 0;
-    if (ok == m && !rs_format_batch(req, m, RS_FORCE, -1, &cmd, &len) &&
-        redisAppendFormattedCommand(c, cmd, len) == REDIS_OK) {
-      b->sent = 1;
-      if (++ps.inflight[nd] >= SYNC_WINDOW) read_one(s, &ps, nd);
+    if (ok == m && !rs_format_batch(req, m, RS_FORCE, -1, &cmd, &len)) {
+      if (redisAppendFormattedCommand(c, cmd, len) == REDIS_OK) {
+        b->sent = 1;
+        if (++ps.inflight[nd] >= SYNC_WINDOW) read_one(s, &ps, nd);
+      } else {
+        b->sent = 1; /* for append_failed: unsent with the others */
+        append_failed(s, &ps, nd);
+      }
     }
     b->cmd = cmd;
     b->len = len;
     for (size_t x = 0; x < ok; x++) free(words[x]);
   }
-  for (int nd = 0; nd < 64; nd++)
+  for (int nd = 0; nd < RC_MAX_NODES; nd++)
     while (ps.inflight[nd] > 0) read_one(s, &ps, nd);
   /* The replies to follow (a slot on the move), once every pipelined
      reply is in. */
@@ -458,7 +515,7 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
         !split_batch(s, b, ks, call, level))
       freeReplyObject(r);
     else
-      take(s, b->first, b->n, ks, call, level, r, failed);
+      settle(s, b->first, b->n, ks, call, level, r, failed);
   }
   free(ps.held);
   for (size_t k = 0; k < nb; k++) free(bs[k].cmd);
@@ -492,18 +549,28 @@ static void round_(rs_sync *s) {
   free(level);
 }
 
+/* Rounds start every interval: the wait is what the last round left of
+   its interval (none when it ran past it). Measured on the monotonic
+   clock, the wait given to the condition's (realtime) clock from now: a
+   step of the wall clock moves no round. */
 static void *sync_main(void *arg) {
   rs_sync *s = arg;
+  int64_t took_ms = 0;
   pthread_mutex_lock(&s->lock);
   while (!s->stop) {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    int64_t ns = until.tv_nsec + (int64_t)s->interval_ms * 1000000;
-    until.tv_sec += ns / 1000000000;
-    until.tv_nsec = ns % 1000000000;
-    pthread_cond_timedwait(&s->cond, &s->lock, &until);
+    int64_t wait_ms = s->interval_ms - took_ms;
+    if (wait_ms > 0) {
+      struct timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      int64_t ns = until.tv_nsec + wait_ms * 1000000;
+      until.tv_sec += ns / 1000000000;
+      until.tv_nsec = ns % 1000000000;
+      pthread_cond_timedwait(&s->cond, &s->lock, &until);
+    }
     pthread_mutex_unlock(&s->lock);
+    int64_t start = mono_ms();
     round_(s);
+    took_ms = mono_ms() - start;
     pthread_mutex_lock(&s->lock);
   }
   pthread_mutex_unlock(&s->lock);
@@ -547,7 +614,7 @@ void rs_sync_stop(rs_sync *s) {
   pthread_mutex_unlock(&s->lock);
   pthread_join(s->tid, NULL);
   round_(s); /* what the last interval charged */
-  for (int n = 0; n < 64; n++)
+  for (int n = 0; n < RC_MAX_NODES; n++)
     if (s->ctx[n]) redisFree(s->ctx[n]);
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->cond);

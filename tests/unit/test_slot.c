@@ -1,10 +1,10 @@
 /*
  * test_slot.c — Redis Cluster routing (src/redis/slot.c): the key slot
- * against CLUSTER KEYSLOT's answers, the MOVED / ASK parser both fleet
- * clients share, and the TRYAGAIN split of a batched script call into its
- * requests and the join of their replies (read back with rs_parse, as the
- * engine reads the batch's). The cluster itself is exercised by
- * tests/integration/fleet_cluster.sh (a live slot migration).
+ * against CLUSTER KEYSLOT's answers, the slot map's nodes, the MOVED / ASK
+ * parser both fleet clients share, and the TRYAGAIN split of a batched
+ * script call into its requests and the join of their replies (read back
+ * with rs_parse, as the engine reads the batch's). The cluster itself is
+ * exercised by tests/integration/fleet_cluster.sh (a live slot migration).
  */
 #include "helpers.h"
 
@@ -84,6 +84,28 @@ static void key_slot_is_cluster_keyslot(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     assert_int_equal(rc_key_slot(cases[i].key, strlen(cases[i].key)),
                      cases[i].slot);
+}
+
+/* ---- the slot map ---- */
+
+static void topology_nodes_keep_their_index(void **state) {
+  (void)state;
+  static rc_topology t;
+  memset(&t, 0, sizeof t);
+  assert_int_equal(rc_topology_node(&t, "10.0.0.1", 7000), 0);
+  assert_int_equal(rc_topology_node(&t, "10.0.0.1", 7001), 1);
+  assert_int_equal(rc_topology_node(&t, "10.0.0.2", 7000), 2);
+  assert_int_equal(rc_topology_node(&t, "10.0.0.1", 7001), 1);
+  assert_int_equal(t.nnodes, 3);
+  char host[300];
+  memset(host, 'h', sizeof host - 1);
+  host[sizeof host - 1] = '\0';
+  assert_int_equal(rc_topology_node(&t, host, 1), -1); /* too long */
+  for (int i = 3; i < RC_MAX_NODES; i++)
+    assert_int_equal(rc_topology_node(&t, "10.0.0.3", 1000 + i), i);
+  assert_int_equal(rc_topology_node(&t, "10.0.0.4", 1), -1); /* full */
+  assert_int_equal(rc_topology_node(&t, "10.0.0.2", 7000), 2);
+  assert_int_equal(t.nnodes, RC_MAX_NODES);
 }
 
 /* ---- redirects ---- */
@@ -311,6 +333,7 @@ static void join_fails_only_the_failed_parts(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(key_slot_is_cluster_keyslot),
+      cmocka_unit_test(topology_nodes_keep_their_index),
       cmocka_unit_test(moved_and_ask_parse),
       cmocka_unit_test(malformed_redirects_are_refused),
       cmocka_unit_test(split_gives_each_request_its_own_call),

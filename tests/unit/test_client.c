@@ -1,0 +1,439 @@
+/*
+ * test_client.c — exact mode's Redis client (src/redis/client.c) on a
+ * fake event loop: what it writes and when it fails a request, the node
+ * or nothing, as a node answers TRYAGAIN, NOSCRIPT (and refuses the
+ * SCRIPT LOAD), ASK, or nothing in time, and as memory runs out.
+ *
+ * client.c is compiled into this test (#include) with its h2o calls
+ * played here: a "socket" records what the client writes, and the test
+ * hands it Redis's replies (feed) and the timer's wake-ups (tick). Its
+ * clock is the test's (clock_gettime), and its allocations can be made to
+ * fail (fail_from). No Redis, no network: fleet_cluster.sh runs the same
+ * code against a real cluster.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+#include "redis/client.h"
+
+/* ---- what client.c sees instead of the world ---- */
+
+/* The clock: CLOCK_MONOTONIC is the test's fake_ns. */
+static int64_t fake_ns = SEC(1000);
+
+static int fake_clock_gettime(clockid_t id, struct timespec *ts) {
+  (void)id;
+  ts->tv_sec = (time_t)(fake_ns / NS_PER_S);
+  ts->tv_nsec = (long)(fake_ns % NS_PER_S);
+  return 0;
+}
+
+/* Allocations of at least fail_from bytes fail (0: none do). */
+static size_t fail_from;
+
+static void *t_malloc(size_t n) {
+  return fail_from && n >= fail_from ? NULL : malloc(n);
+}
+static void *t_calloc(size_t k, size_t n) {
+  return fail_from && k * n >= fail_from ? NULL : calloc(k, n);
+}
+static void *t_realloc(void *p, size_t n) {
+  return fail_from && n >= fail_from ? NULL : realloc(p, n);
+}
+
+#define clock_gettime fake_clock_gettime
+#define malloc t_malloc
+#define calloc t_calloc
+#define realloc t_realloc
+#include "redis/client.c"
+#undef clock_gettime
+#undef malloc
+#undef calloc
+#undef realloc
+
+/* The log: warnings that say a node is down are counted. */
+static int downs;
+static char last_log[512];
+
+void srv_log(const char *level, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_log, sizeof last_log, fmt, ap);
+  va_end(ap);
+  if (!strcmp(level, "warn") && strstr(last_log, "; down for")) downs++;
+}
+
+/* A socket: what the client wrote to it, and its callbacks. */
+typedef struct fake_sock {
+  h2o_socket_t sock; /* first: the client's pointer is ours */
+  h2o_socket_cb on_connect, on_read;
+  char *out;
+  size_t out_len;
+  int fd; /* the timer's; -1 for a connection */
+  int closed;
+  struct fake_sock *next;
+} fake_sock;
+
+static fake_sock *socks;
+
+static fake_sock *sock_new(int fd) {
+  fake_sock *f = calloc(1, sizeof *f);
+  assert_non_null(f);
+  f->sock.input = calloc(1, sizeof *f->sock.input);
+  assert_non_null(f->sock.input);
+  f->fd = fd;
+  f->next = socks;
+  socks = f;
+  return f;
+}
+
+static void socks_free(void) {
+  while (socks) {
+    fake_sock *f = socks;
+    socks = f->next;
+    free(f->sock.input);
+    free(f->out);
+    free(f);
+  }
+}
+
+h2o_socket_t *h2o_socket_connect(h2o_loop_t *loop, struct sockaddr *addr,
+                                 socklen_t addrlen, h2o_socket_cb cb) {
+  (void)loop, (void)addr, (void)addrlen;
+  fake_sock *f = sock_new(-1);
+  f->on_connect = cb;
+  return &f->sock;
+}
+
+h2o_socket_t *h2o_evloop_socket_create(h2o_evloop_t *loop, int fd, int flags) {
+  (void)loop, (void)flags;
+  return &sock_new(fd)->sock;
+}
+
+void h2o_socket_close(h2o_socket_t *sock) {
+  fake_sock *f = (fake_sock *)sock;
+  if (f->fd >= 0) close(f->fd);
+  f->closed = 1;
+}
+
+int h2o_socket_get_fd(h2o_socket_t *sock) {
+  (void)sock;
+  return -1;
+}
+
+void h2o_socket_read_start(h2o_socket_t *sock, h2o_socket_cb cb) {
+  ((fake_sock *)sock)->on_read = cb;
+}
+
+/* Written at once, and said so at once. */
+void h2o_socket_write(h2o_socket_t *sock, h2o_iovec_t *bufs, size_t bufcnt,
+                      h2o_socket_cb cb) {
+  fake_sock *f = (fake_sock *)sock;
+  for (size_t i = 0; i < bufcnt; i++) {
+    f->out = realloc(f->out, f->out_len + bufs[i].len + 1);
+    assert_non_null(f->out);
+    memcpy(f->out + f->out_len, bufs[i].base, bufs[i].len);
+    f->out_len += bufs[i].len;
+    f->out[f->out_len] = '\0';
+  }
+  cb(sock, NULL);
+}
+
+void h2o_buffer_consume(h2o_buffer_t **inbuf, size_t delta) {
+  (*inbuf)->size -= delta;
+}
+
+/* ---- local helpers ---- */
+
+/* What a command's callback was told. */
+typedef struct outcome {
+  int calls;
+  int type; /* the reply's, or -1: failed */
+  char err[128];
+} outcome;
+
+static void record(void *ud, const redisReply *r, const char *err) {
+  outcome *o = ud;
+  o->calls++;
+  o->type = r ? r->type : -1;
+  snprintf(o->err, sizeof o->err, "%s", err ? err : "");
+}
+
+/* A client on nodes 127.0.0.1:7000.. (the first serves every slot), with
+   timeout_ms; every socket and counter afresh. */
+static rc_client *client_of(int nodes, int timeout_ms) {
+  socks_free();
+  downs = 0;
+  fail_from = 0;
+  static rc_topology t;
+  memset(&t, 0, sizeof t);
+  for (int i = 0; i < nodes; i++)
+    assert_int_equal(rc_topology_node(&t, "127.0.0.1", 7000 + i), i);
+  memset(t.slot_node, 0, sizeof t.slot_node);
+  rc_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.cluster = nodes > 1;
+  cfg.timeout_ms = timeout_ms;
+  cfg.breaker_ms = 1000;
+  rc_client *c = rc_client_new(NULL, &cfg, &t);
+  assert_non_null(c);
+  return c;
+}
+
+static fake_sock *sock_of(rc_client *c, int nd) {
+  assert_non_null(c->nodes[nd]->sock);
+  return (fake_sock *)c->nodes[nd]->sock;
+}
+
+/* Redis's bytes on node nd's connection, read by the client. */
+static void feed(rc_client *c, int nd, const char *resp) {
+  fake_sock *f = sock_of(c, nd);
+  f->sock.input->bytes = (char *)resp;
+  f->sock.input->size = strlen(resp);
+  f->on_read(&f->sock, NULL);
+}
+
+#define LOADED "$40\r\n0123456789012345678901234567890123456789\r\n"
+
+/* Connects node nd (its handshake written, then what was queued) and
+   answers the handshake's SCRIPT LOAD. */
+static void connect_node(rc_client *c, int nd) {
+  fake_sock *f = sock_of(c, nd);
+  assert_int_equal(c->nodes[nd]->state, N_CONNECTING);
+  f->on_connect(&f->sock, NULL);
+  assert_int_equal(c->nodes[nd]->state, N_UP);
+  assert_non_null(strstr(f->out, "SCRIPT"));
+  feed(c, nd, LOADED);
+}
+
+/* A command of its own words (RESP), malloc'd as rc_send wants it. */
+static char *cmd_of(const char *word, size_t *len) {
+  char buf[256];
+  int n = snprintf(buf, sizeof buf, "*2\r\n$3\r\nGET\r\n$%zu\r\n%s\r\n",
+                   strlen(word), word);
+  *len = (size_t)n;
+  char *c = malloc(*len);
+  assert_non_null(c);
+  memcpy(c, buf, *len);
+  return c;
+}
+
+static void send_get(rc_client *c, int slot, const char *key, outcome *o) {
+  size_t len;
+  char *cmd = cmd_of(key, &len);
+  assert_int_equal(rc_send(c, slot, cmd, len, record, o), 0);
+}
+
+/* How many times s occurs in what node nd's connection was sent. */
+static int sent(rc_client *c, int nd, const char *s) {
+  fake_sock *f = sock_of(c, nd);
+  int n = 0;
+  for (const char *p = f->out; p && (p = strstr(p, s)); p += strlen(s)) n++;
+  return n;
+}
+
+/* The timer's wake-up at fake time `at`. */
+static void tick(rc_client *c, int64_t at) {
+  fake_ns = at;
+  on_timer(c->timer, NULL);
+}
+
+#define REPLY "$1\r\nv\r\n"
+#define TRYAGAIN "-TRYAGAIN Multiple keys request during rehashing of slot\r\n"
+
+/* ---- TRYAGAIN near the deadline ---- */
+
+/* A request tried again after TRYAGAIN whose answer then comes after its
+   deadline fails alone, at its deadline: the node stays up, and the
+   request sent behind it on the same connection gets Redis's answer. */
+static void a_retried_request_past_its_deadline_fails_alone(void **state) {
+  (void)state;
+  rc_client *c = client_of(1, 100);
+  int64_t t0 = fake_ns;
+  outcome a = {0}, b = {0};
+  send_get(c, -1, "a", &a);
+  rc_flush(c);
+  connect_node(c, 0);
+  /* TRYAGAIN 40 ms in: 60 ms left, a retry after 1 ms */
+  fake_ns = t0 + MS(40);
+  feed(c, 0, TRYAGAIN);
+  assert_int_equal(a.calls, 0);
+  fake_ns = t0 + MS(41);
+  rc_flush(c);
+  assert_int_equal(sent(c, 0, "$1\r\na\r\n"), 2);
+  /* b, sent 50 ms in (deadline t0 + 150 ms), waits behind a's retry */
+  fake_ns = t0 + MS(50);
+  send_get(c, -1, "b", &b);
+  rc_flush(c);
+  /* a's deadline passes with no answer: a fails, alone */
+  tick(c, t0 + MS(100));
+  assert_int_equal(a.calls, 1);
+  assert_int_equal(a.type, -1);
+  assert_int_equal(b.calls, 0);
+  assert_int_equal(downs, 0);
+  assert_int_equal(c->nodes[0]->state, N_UP);
+  /* a's late answer is dropped; b's is b's */
+  fake_ns = t0 + MS(120);
+  feed(c, 0, REPLY REPLY);
+  assert_int_equal(a.calls, 1);
+  assert_int_equal(b.calls, 1);
+  assert_int_equal(b.type, REDIS_REPLY_STRING);
+  tick(c, t0 + MS(200));
+  assert_int_equal(downs, 0);
+  rc_client_free(c);
+}
+
+/* The retried request's own late answer is not a dead node; but a node
+   that answers nothing at all, the retried request included, still fails
+   within the timeout of the retry's sending. */
+static void a_silent_node_still_fails_after_a_retry(void **state) {
+  (void)state;
+  rc_client *c = client_of(1, 100);
+  int64_t t0 = fake_ns;
+  outcome a = {0};
+  send_get(c, -1, "a", &a);
+  rc_flush(c);
+  connect_node(c, 0);
+  fake_ns = t0 + MS(40);
+  feed(c, 0, TRYAGAIN);
+  fake_ns = t0 + MS(41);
+  rc_flush(c);
+  tick(c, t0 + MS(100));
+  assert_int_equal(a.calls, 1);
+  assert_int_equal(downs, 0);
+  /* the retry was sent at 41 ms: the node has until 141 ms */
+  tick(c, t0 + MS(141));
+  assert_int_equal(downs, 1);
+  assert_int_equal(c->nodes[0]->state, N_DOWN);
+  assert_int_equal(a.calls, 1);
+  rc_client_free(c);
+}
+
+/* TRYAGAIN with too little of the deadline left for a pause and an
+   answer: the request fails at once, alone, and is not sent again. */
+static void tryagain_near_the_deadline_is_not_retried(void **state) {
+  (void)state;
+  rc_client *c = client_of(1, 100);
+  int64_t t0 = fake_ns;
+  outcome a = {0};
+  send_get(c, -1, "a", &a);
+  rc_flush(c);
+  connect_node(c, 0);
+  /* 5 ms left: room for a 1 ms pause, not for an answer with a margin */
+  fake_ns = t0 + MS(95);
+  feed(c, 0, TRYAGAIN);
+  assert_int_equal(a.calls, 1);
+  assert_int_equal(a.type, -1);
+  fake_ns = t0 + MS(97);
+  rc_flush(c);
+  assert_int_equal(sent(c, 0, "$1\r\na\r\n"), 1);
+  assert_null(c->retry);
+  assert_int_equal(downs, 0);
+  rc_client_free(c);
+}
+
+/* ---- NOSCRIPT, then SCRIPT LOAD refused ---- */
+
+#define NOSCRIPT "-NOSCRIPT No matching script. Please use EVAL.\r\n"
+
+/* A node that answers NOSCRIPT and then refuses the SCRIPT LOAD (out of
+   memory, an ACL, ...) fails the request that waited for the script, not
+   the node and the other requests on it. */
+static void a_refused_script_load_fails_only_its_request(void **state) {
+  (void)state;
+  rc_client *c = client_of(1, 100);
+  outcome a = {0}, b = {0}, d = {0};
+  send_get(c, -1, "a", &a);
+  rc_flush(c);
+  connect_node(c, 0);
+  feed(c, 0, NOSCRIPT);
+  /* b goes behind the SCRIPT LOAD and a's resend */
+  send_get(c, -1, "b", &b);
+  rc_flush(c);
+  assert_int_equal(sent(c, 0, "SCRIPT"), 2);
+  assert_int_equal(sent(c, 0, "$1\r\na\r\n"), 2);
+  feed(c, 0, "-OOM command not allowed when used memory > 'maxmemory'.\r\n");
+  assert_int_equal(downs, 0);
+  assert_int_equal(c->nodes[0]->state, N_UP);
+  assert_int_equal(a.calls, 0);
+  /* a, still without its script: failed, not sent a third time */
+  feed(c, 0, NOSCRIPT);
+  assert_int_equal(a.calls, 1);
+  assert_int_equal(a.type, REDIS_REPLY_ERROR);
+  rc_flush(c);
+  assert_int_equal(sent(c, 0, "$1\r\na\r\n"), 2);
+  feed(c, 0, REPLY);
+  assert_int_equal(b.calls, 1);
+  assert_int_equal(b.type, REDIS_REPLY_STRING);
+  /* the node goes on */
+  send_get(c, -1, "d", &d);
+  rc_flush(c);
+  feed(c, 0, REPLY);
+  assert_int_equal(d.type, REDIS_REPLY_STRING);
+  assert_int_equal(downs, 0);
+  rc_client_free(c);
+}
+
+/* ---- out of memory ---- */
+
+/* A command of `len` bytes (a GET of a long key). */
+static char *long_cmd(size_t len) {
+  char *cmd = malloc(len);
+  assert_non_null(cmd);
+  size_t klen = len - 22; /* "*2\r\n$3\r\nGET\r\n$NNNN\r\n" ... "\r\n" */
+  int n = sprintf(cmd, "*2\r\n$3\r\nGET\r\n$%zu\r\n", klen);
+  assert_int_equal((size_t)n + klen + 2, len);
+  memset(cmd + n, 'k', klen);
+  memcpy(cmd + n + klen, "\r\n", 2);
+  return cmd;
+}
+
+/* ASK: the resend goes after ASKING, whose flag lasts one command. When
+   the resend cannot be queued, neither is its ASKING: a lone ASKING would
+   flag the next command for that node, whatever its slot, and the
+   importing node would serve it (a key the source still holds, created
+   anew there). */
+static void no_asking_is_queued_without_its_command(void **state) {
+  (void)state;
+  rc_client *c = client_of(2, 100);
+  c->slot_node[5] = 1;
+  outcome a = {0}, b = {0};
+  size_t len = 5000;
+  assert_int_equal(rc_send(c, 0, long_cmd(len), len, record, &a), 0);
+  rc_flush(c);
+  connect_node(c, 0);
+  /* node 1's buffer can take ASKING (its first 4096 bytes), not both */
+  fail_from = 8192;
+  feed(c, 0, "-ASK 0 127.0.0.1:7001\r\n");
+  fail_from = 0;
+  assert_int_equal(a.calls, 1);
+  assert_int_equal(a.type, -1);
+  assert_null(c->nodes[1]->qhead);
+  assert_int_equal(c->nodes[1]->wlen, 0);
+  /* the next command for node 1 goes without ASKING */
+  send_get(c, 5, "b", &b);
+  rc_flush(c);
+  connect_node(c, 1);
+  assert_int_equal(sent(c, 1, "ASKING"), 0);
+  feed(c, 1, REPLY);
+  assert_int_equal(b.type, REDIS_REPLY_STRING);
+  rc_client_free(c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(a_retried_request_past_its_deadline_fails_alone),
+      cmocka_unit_test(a_silent_node_still_fails_after_a_retry),
+      cmocka_unit_test(tryagain_near_the_deadline_is_not_retried),
+      cmocka_unit_test(a_refused_script_load_fails_only_its_request),
+      cmocka_unit_test(no_asking_is_queued_without_its_command),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  socks_free();
+  return rc;
+}

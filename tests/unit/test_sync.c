@@ -1,0 +1,384 @@
+/*
+ * test_sync.c — approximate mode's sync thread (src/redis/sync.c): what a
+ * round's pass sends, and what it reports for each key (the fleet's
+ * level; UNSENT: Redis did not run it, carried to the next round;
+ * UNKNOWN: it may have), when an append fails, and when following a
+ * moving slot's answers would run the round past its interval.
+ *
+ * sync.c is compiled into this test (#include) and runs on the test's
+ * thread, one pass at a time, against a real engine in approximate mode
+ * (the round's keys) and fake Redis nodes: each connection is one end of
+ * a socketpair (rc_connect_sync is played here) whose other end the test
+ * plays: before each of the sync's reads, a node reads what it was sent
+ * (heard) and answers each command with its next scripted reply (says).
+ * The clock is the test's (clock_gettime), and every reply can be made to
+ * "take" some of it (latency_ms); appends can be made to fail as
+ * hiredis's do when out of memory (fail_append).
+ * fleet.sh and fleet_cluster.sh run the same code against real Redis.
+ */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+#include "config/config.h"
+#include "redis/client.h"
+#include "redis/script.h"
+#include "redis/slot.h"
+#include "server/engine.h"
+#include "engine_fixture.h"
+
+/* ---- what sync.c sees instead of the world ---- */
+
+#define NODES 3
+
+/* The fake nodes 127.0.0.1:7000..: the test's end of each connection,
+   and what each answers, in order, to the commands it receives. */
+#define SCRIPT_MAX 32
+static struct fake_node {
+  int peer;       /* -1: none yet */
+  int fd;         /* the sync's end */
+  int latency_ms; /* what each of its replies takes of the clock */
+  redisReader *in;
+  char reply[SCRIPT_MAX][128]; /* says(): the replies to give, in order */
+  size_t reply_len[SCRIPT_MAX], nreply, next;
+  char heard[64][16]; /* the names of the commands received */
+  int nheard;
+} fake[NODES];
+
+static int64_t fake_ns = SEC(1000);
+
+static int fake_clock_gettime(clockid_t id, struct timespec *ts) {
+  (void)id;
+  ts->tv_sec = (time_t)(fake_ns / NS_PER_S);
+  ts->tv_nsec = (long)(fake_ns % NS_PER_S);
+  return 0;
+}
+
+/* Node f reads what it was sent, and answers each command with its next
+   reply (none left: no answer, and the read times out). */
+static void serve(struct fake_node *f) {
+  char buf[4096];
+  ssize_t r;
+  while ((r = read(f->peer, buf, sizeof buf)) > 0)
+    redisReaderFeed(f->in, buf, (size_t)r);
+  void *x;
+  while (redisReaderGetReply(f->in, &x) == REDIS_OK && x) {
+    redisReply *c = x;
+    if (c->type == REDIS_REPLY_ARRAY && c->elements && f->nheard < 64)
+      snprintf(f->heard[f->nheard++], sizeof f->heard[0], "%s",
+               c->element[0]->str);
+    freeReplyObject(c);
+    if (f->next < f->nreply) {
+      size_t len = f->reply_len[f->next];
+      assert_int_equal(write(f->peer, f->reply[f->next++], len), (ssize_t)len);
+    }
+  }
+}
+
+/* A reply read: what was appended is sent (as hiredis does first, unless
+   the context failed), its node answers, and the clock moves by the
+   node's latency. */
+static int timed_get_reply(redisContext *c, void **reply) {
+  struct fake_node *f = NULL;
+  for (int i = 0; i < NODES; i++)
+    if (fake[i].peer >= 0 && fake[i].fd == c->fd) f = &fake[i];
+  int done = 0;
+  while (f && !c->err && !done && redisBufferWrite(c, &done) == REDIS_OK) {
+  }
+  if (f) serve(f);
+  int rc = redisGetReply(c, reply);
+  if (f) fake_ns += MS(f->latency_ms);
+  return rc;
+}
+
+/* The fail_append-th append from now fails (0: none), as hiredis's does
+   when out of memory: the context's error set, nothing appended. */
+static int fail_append, appends;
+
+static int append_fails(redisContext *c) {
+  if (!fail_append || ++appends != fail_append) return 0;
+  c->err = REDIS_ERR_OOM;
+  snprintf(c->errstr, sizeof c->errstr, "Out of memory");
+  return 1;
+}
+
+static int t_append_formatted(redisContext *c, const char *cmd, size_t len) {
+  return append_fails(c) ? REDIS_ERR : redisAppendFormattedCommand(c, cmd, len);
+}
+
+static int t_append(redisContext *c, const char *fmt, ...) {
+  if (append_fails(c)) return REDIS_ERR;
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = redisvAppendCommand(c, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+#define clock_gettime fake_clock_gettime
+#define redisGetReply timed_get_reply
+#define redisAppendFormattedCommand t_append_formatted
+#define redisAppendCommand t_append
+#include "redis/sync.c"
+#undef clock_gettime
+#undef redisGetReply
+#undef redisAppendFormattedCommand
+#undef redisAppendCommand
+
+void srv_log(const char *level, const char *fmt, ...) {
+  (void)level, (void)fmt;
+}
+
+int64_t srv_now_ns(void) { return T0; }
+
+/* A connection to fake node a->port - 7000: a socketpair, no handshake. */
+redisContext *rc_connect_sync(const rc_config *c, const rc_addr *a, char *err,
+                              size_t len) {
+  (void)c;
+  int i = a->port - 7000;
+  int sv[2];
+  if (i < 0 || i >= NODES || socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+    snprintf(err, len, "%s:%d: no such node", a->host, a->port);
+    return NULL;
+  }
+  if (fake[i].peer >= 0) close(fake[i].peer);
+  fake[i].peer = sv[1];
+  fake[i].fd = sv[0];
+  if (fake[i].in) redisReaderFree(fake[i].in);
+  fake[i].in = redisReaderCreate(); /* (a new connection) */
+  fcntl(sv[1], F_SETFL, O_NONBLOCK);
+  redisContext *r = redisConnectFd(sv[0]);
+  assert_non_null(r);
+  /* a reply the test forgot fails the read, not the test run */
+  redisSetTimeout(r, (struct timeval){1, 0});
+  return r;
+}
+
+/* ---- local helpers (the engine's: engine_fixture.h) ---- */
+
+#define POLICY "fixed_window:100/h"
+
+/* A sync of nodes (the first serving every slot), interval_ms, on e. */
+static rs_sync *sync_of(engine *e, int nodes, int interval_ms) {
+  for (int i = 0; i < NODES; i++) {
+    if (fake[i].peer >= 0) close(fake[i].peer);
+    if (fake[i].in) redisReaderFree(fake[i].in);
+    memset(&fake[i], 0, sizeof fake[i]);
+    fake[i].peer = fake[i].fd = -1;
+  }
+  fail_append = appends = 0;
+  rs_sync *s = calloc(1, sizeof *s);
+  assert_non_null(s);
+  s->e = e;
+  s->cfg.cluster = nodes > 1;
+  s->cfg.timeout_ms = interval_ms;
+  s->cfg.breaker_ms = 1000;
+  s->interval_ms = interval_ms;
+  for (int i = 0; i < nodes; i++)
+    assert_int_equal(rc_topology_node(&s->topo, "127.0.0.1", 7000 + i), i);
+  memset(s->topo.slot_node, 0, sizeof s->topo.slot_node);
+  /* connected now: the test writes the replies before the pass */
+  for (int i = 0; i < nodes; i++) assert_non_null(node_ctx(s, i));
+  return s;
+}
+
+static void sync_free(rs_sync *s) {
+  for (int n = 0; n < RC_MAX_NODES; n++)
+    if (s->ctx[n]) redisFree(s->ctx[n]);
+  free(s);
+}
+
+/* A round: the engine's charges, as pass() takes them. */
+typedef struct pass_keys {
+  eng_delta *list;
+  size_t n;
+  eng_delta **d;
+  int64_t *cost, *level;
+  int *slot;
+} pass_keys;
+
+static pass_keys take_round(engine *e) {
+  pass_keys r = {engine_sync_take(e), 0, NULL, NULL, NULL, NULL};
+  for (eng_delta *d = r.list; d; d = engine_delta_next(d)) r.n++;
+  r.d = calloc(r.n, sizeof *r.d);
+  r.cost = calloc(r.n, sizeof *r.cost);
+  r.level = calloc(r.n, sizeof *r.level);
+  r.slot = calloc(r.n, sizeof *r.slot);
+  assert_true(r.d && r.cost && r.level && r.slot);
+  size_t i = 0;
+  for (eng_delta *d = r.list; d; d = engine_delta_next(d), i++) {
+    size_t len;
+    const char *k = engine_delta_key(d, &len);
+    r.d[i] = d;
+    r.cost[i] = engine_delta_cost(d);
+    r.slot[i] = (int)rc_key_slot(k, len);
+  }
+  return r;
+}
+
+/* Applies the round's levels and frees it. */
+static void round_done(engine *e, pass_keys *r) {
+  engine_sync_apply(e, r->list, r->level, T0);
+  free(r->d), free(r->cost), free(r->level), free(r->slot);
+}
+
+/* n ad-hoc keys k0, k1, ... charged once each; each in a slot of its own. */
+static void charge_keys(engine_thread *t, int n) {
+  for (int i = 0; i < n; i++) {
+    char key[16];
+    snprintf(key, sizeof key, "k%d", i);
+    throttle(t, key, POLICY, 1, T0);
+  }
+}
+
+/* Node nd's next reply: bytes[0..len). */
+static void says(int nd, const char *bytes, size_t len) {
+  struct fake_node *f = &fake[nd];
+  assert_true(f->nreply < SCRIPT_MAX && len <= sizeof f->reply[0]);
+  memcpy(f->reply[f->nreply], bytes, len);
+  f->reply_len[f->nreply++] = len;
+}
+
+/* Node nd's next reply to a forced call of one key: its level. */
+static void says_level(int nd, int64_t level) {
+  char b[128];
+  int n = sprintf(b, "*2\r\n:%lld\r\n$16\r\n", (long long)T0);
+  for (int w = 0; w < 2; w++) {
+    uint64_t v = w ? 100 : (uint64_t)level;
+    for (int x = 0; x < 8; x++) b[n++] = (char)(v >> (8 * x));
+  }
+  memcpy(b + n, "\r\n", 2);
+  says(nd, b, (size_t)n + 2);
+}
+
+/* How many commands named `name` node nd has received. */
+static int heard(int nd, const char *name) {
+  int n = 0;
+  for (int i = 0; i < fake[nd].nheard; i++)
+    n += !strcasecmp(fake[nd].heard[i], name);
+  return n;
+}
+
+static int count_level(const pass_keys *r, int64_t level) {
+  int n = 0;
+  for (size_t i = 0; i < r->n; i++) n += r->level[i] == level;
+  return n;
+}
+
+static fixture sync_fixture(void) {
+  engine_opts o = {0};
+  o.sync = 1;
+  return fixture_with(&o, "domain: d\ndescriptors: []\n");
+}
+
+/* ---- an append that fails: nothing was sent ---- */
+
+/* The second batch of a node cannot be appended (out of memory): nothing
+   of the pass was written to that node, so every one of its batches is
+   UNSENT (carried), none UNKNOWN (never pushed again). */
+static void a_failed_append_leaves_the_nodes_batches_unsent(void **state) {
+  (void)state;
+  fixture f = sync_fixture();
+  charge_keys(f.t, 2);
+  rs_sync *s = sync_of(f.e, 2, 100);
+  pass_keys r = take_round(f.e);
+  assert_int_equal(r.n, 2);
+  assert_int_not_equal(r.slot[0], r.slot[1]); /* two batches, node 0 */
+  fail_append = 2;
+  pass(s, r.d, r.n, r.cost, r.level);
+  assert_int_equal(count_level(&r, ENG_LEVEL_UNSENT), 2);
+  assert_int_equal(heard(0, "EVALSHA"), 0);
+  round_done(f.e, &r);
+  sync_free(s);
+  fixture_free(&f);
+}
+
+/* A follow-up call (NOSCRIPT: SCRIPT LOAD, then the call) whose SCRIPT
+   LOAD cannot be appended was not sent either: UNSENT. */
+static void a_failed_append_of_a_follow_up_leaves_it_unsent(void **state) {
+  (void)state;
+  fixture f = sync_fixture();
+  charge_keys(f.t, 1);
+  rs_sync *s = sync_of(f.e, 1, 100);
+  pass_keys r = take_round(f.e);
+  static const char noscript[] = "-NOSCRIPT No matching script.\r\n";
+  says(0, noscript, sizeof noscript - 1);
+  fail_append = 2; /* the pipeline's append went; the SCRIPT LOAD fails */
+  pass(s, r.d, r.n, r.cost, r.level);
+  assert_int_equal(r.level[0], ENG_LEVEL_UNSENT);
+  assert_int_equal(heard(0, "EVALSHA"), 1);
+  assert_int_equal(heard(0, "SCRIPT"), 0);
+  round_done(f.e, &r);
+  sync_free(s);
+  fixture_free(&f);
+}
+
+/* ---- the round's budget ---- */
+
+/* A round whose keys' slots all moved (MOVED to node 1, each its own
+   call there, 30 ms a reply) follows them only while its interval (100
+   ms) lasts: the calls not made are UNSENT (carried to the next round),
+   and every MOVED is learned all the same, so that the next round sends
+   them straight to node 1. */
+static void follow_ups_stop_at_the_end_of_the_interval(void **state) {
+  (void)state;
+  fixture f = sync_fixture();
+  charge_keys(f.t, 6);
+  rs_sync *s = sync_of(f.e, 2, 100);
+  pass_keys r = take_round(f.e);
+  assert_int_equal(r.n, 6);
+  /* node 0's answers, one call per slot in slot order */
+  int slots[6];
+  for (size_t i = 0; i < 6; i++) slots[i] = r.slot[i];
+  for (int i = 0; i < 6; i++)
+    for (int j = i + 1; j < 6; j++) {
+      assert_int_not_equal(slots[i], slots[j]);
+      if (slots[j] < slots[i]) {
+        int x = slots[i];
+        slots[i] = slots[j];
+        slots[j] = x;
+      }
+    }
+  for (int i = 0; i < 6; i++) {
+    char b[64];
+    int n = sprintf(b, "-MOVED %d 127.0.0.1:7001\r\n", slots[i]);
+    says(0, b, (size_t)n);
+    says_level(1, 90); /* (node 1's answer, should it be asked) */
+  }
+  fake[1].latency_ms = 30;
+  int64_t t0 = fake_ns;
+  pass(s, r.d, r.n, r.cost, r.level);
+  /* calls started at 0, 30, 60 and 90 ms; none at 120 */
+  assert_int_equal(heard(1, "EVALSHA"), 4);
+  assert_int_equal(count_level(&r, 90), 4);
+  assert_int_equal(count_level(&r, ENG_LEVEL_UNSENT), 2);
+  assert_true(fake_ns - t0 <= MS(120));
+  for (int i = 0; i < 6; i++)
+    assert_int_equal(s->topo.slot_node[slots[i]], 1);
+  round_done(f.e, &r);
+  /* the two come back with the next round, sent to node 1 at once */
+  pass_keys r2 = take_round(f.e);
+  assert_int_equal(r2.n, 2);
+  fake[1].latency_ms = 0;
+  pass(s, r2.d, r2.n, r2.cost, r2.level);
+  assert_int_equal(count_level(&r2, 90), 2);
+  assert_int_equal(heard(0, "EVALSHA"), 6);
+  assert_int_equal(heard(1, "EVALSHA"), 6);
+  round_done(f.e, &r2);
+  sync_free(s);
+  fixture_free(&f);
+}
+
+int main(void) {
+  for (int i = 0; i < NODES; i++) fake[i].peer = -1;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(a_failed_append_leaves_the_nodes_batches_unsent),
+      cmocka_unit_test(a_failed_append_of_a_follow_up_leaves_it_unsent),
+      cmocka_unit_test(follow_ups_stop_at_the_end_of_the_interval),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
