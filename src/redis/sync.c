@@ -308,7 +308,8 @@ static redisReply *follow(rs_sync *s, int nd, const char *cmd, size_t len,
  * error, a malformed reply). All but the unwritten count as a failed call.
  */
 static void settle(rs_sync *s, size_t first, size_t n, const sync_key *ks,
-                   rs_call *call, int64_t *level, redisReply *r, int64_t failed) {
+                   rs_call *call, int64_t *level, redisReply *r,
+                   int64_t failed) {
   int bad = !r || r->type == REDIS_REPLY_ERROR;
   int64_t bad_level = ENG_LEVEL_UNKNOWN;
   if (!r)

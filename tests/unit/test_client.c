@@ -431,9 +431,9 @@ static void no_asking_is_queued_without_its_command(void **state) {
 #define SLOTS_SENT "$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n"
 #define NODE_ID "$40\r\n0123456789012345678901234567890123456789\r\n"
 /* CLUSTER SLOTS: 0-8191 on 127.0.0.1:7001, 8192-16383 on :7002 (new) */
-#define SLOTS                                                             \
-  "*2\r\n"                                                                \
-  "*3\r\n:0\r\n:8191\r\n*3\r\n$9\r\n127.0.0.1\r\n:7001\r\n" NODE_ID        \
+#define SLOTS                                                       \
+  "*2\r\n"                                                          \
+  "*3\r\n:0\r\n:8191\r\n*3\r\n$9\r\n127.0.0.1\r\n:7001\r\n" NODE_ID \
   "*3\r\n:8192\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:7002\r\n" NODE_ID
 
 /* A MOVED updates its slot and has the node it names send the whole map

@@ -358,8 +358,7 @@ static void follow_ups_stop_at_the_end_of_the_interval(void **state) {
   assert_int_equal(count_level(&r, 90), 4);
   assert_int_equal(count_level(&r, ENG_LEVEL_UNSENT), 2);
   assert_true(fake_ns - t0 <= MS(120));
-  for (int i = 0; i < 6; i++)
-    assert_int_equal(s->topo.slot_node[slots[i]], 1);
+  for (int i = 0; i < 6; i++) assert_int_equal(s->topo.slot_node[slots[i]], 1);
   round_done(f.e, &r);
   /* the two come back with the next round, sent to node 1 at once */
   pass_keys r2 = take_round(f.e);
