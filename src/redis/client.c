@@ -35,6 +35,8 @@
    room for an answer: retry_margin). */
 #define RETRY_MIN_NS 1000000
 #define RETRY_DOUBLINGS 5
+/* A MOVED reads the whole slot map again at most this often (refresh_map). */
+#define MAP_REFRESH_NS 1000000000
 
 typedef struct split_call split_call;
 
@@ -110,6 +112,8 @@ struct rc_client {
   int nnodes;
   uint8_t slot_node[16384];
   pending *retry; /* TRYAGAIN: waiting to be sent again (retry_at) */
+  int refreshing;        /* a CLUSTER SLOTS is out (refresh_map) */
+  int64_t refresh_after; /* and no other before this */
   h2o_socket_t *timer;
   int timer_fd;
   int64_t timer_at; /* armed for, 0 = disarmed */
@@ -292,22 +296,7 @@ int rc_discover(const rc_config *c, rc_topology *t, char *err, size_t len) {
       redisFree(r);
       continue;
     }
-    for (size_t k = 0; k < rep->elements; k++) {
-      redisReply *e = rep->element[k];
-      if (e->type != REDIS_REPLY_ARRAY || e->elements < 3) continue;
-      redisReply *m = e->element[2];
-      if (e->element[0]->type != REDIS_REPLY_INTEGER ||
-          e->element[1]->type != REDIS_REPLY_INTEGER ||
-          m->type != REDIS_REPLY_ARRAY || m->elements < 2 ||
-          m->element[0]->type != REDIS_REPLY_STRING ||
-          m->element[1]->type != REDIS_REPLY_INTEGER)
-        continue;
-      int n = rc_topology_node(t, m->element[0]->str,
-                               (int)m->element[1]->integer);
-      long long lo = e->element[0]->integer, hi = e->element[1]->integer;
-      for (long long s = lo; n >= 0 && s <= hi && s < 16384; s++)
-        if (s >= 0) t->slot_node[s] = (uint8_t)n;
-    }
+    rc_topology_read(t, rep, c->seeds[i].host);
     freeReplyObject(rep);
     redisFree(r);
     /* Load the script on every master now (NOSCRIPT would do it later). */
@@ -542,6 +531,69 @@ static node *slot_owner(rc_client *c, int slot) {
   return c->nodes[idx < c->nnodes ? idx : 0];
 }
 
+/* ---- the slot map ---- */
+
+/* CLUSTER SLOTS's reply: the whole map, read into the client's (nodes it
+   names for the first time added; the slots it names no master for kept
+   as they were). ud: the node asked. */
+static void map_read(void *ud, const redisReply *r, const char *err) {
+  (void)err;
+  node *from = ud;
+  rc_client *c = from->c;
+  c->refreshing = 0;
+  rc_topology *t = r && !c->freeing ? malloc(sizeof *t) : NULL;
+  if (!t) return;
+  t->nnodes = c->nnodes;
+  for (int i = 0; i < c->nnodes; i++) t->nodes[i] = c->nodes[i]->addr;
+  memcpy(t->slot_node, c->slot_node, sizeof t->slot_node);
+  if (rc_topology_read(t, r, from->addr.host) > 0) {
+    /* (the same order: a node's index in t is its index in c) */
+    while (c->nnodes < t->nnodes && node_new(c, &t->nodes[c->nnodes])) {
+    }
+    for (int s = 0; s < 16384; s++)
+      if (t->slot_node[s] < c->nnodes) c->slot_node[s] = t->slot_node[s];
+  }
+  free(t);
+}
+
+/*
+ * A MOVED says the slot map is out of date, and rarely for that slot
+ * alone: a resharding moves many, a failover every slot of a master. So
+ * besides the slot it names, the whole map is read again (CLUSTER SLOTS,
+ * from the node the MOVED named, which knows the new configuration): the
+ * other slots then need no MOVED of their own. One at a time, at most
+ * once per MAP_REFRESH_NS per client.
+ */
+static void refresh_map(rc_client *c, node *from) {
+  static const char slots[] = "*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n";
+  int64_t now = now_ns();
+  if (!c->cfg.cluster || c->refreshing || now < c->refresh_after ||
+      node_down(from))
+    return;
+  pending *p = calloc(1, sizeof *p);
+  char *cmd = malloc(sizeof slots - 1);
+  if (!p || !cmd) {
+    free(p);
+    free(cmd);
+    return;
+  }
+  memcpy(cmd, slots, sizeof slots - 1);
+  p->cmd = cmd;
+  p->len = sizeof slots - 1;
+  p->slot = -1;
+  p->redirects = MAX_REDIRECTS; /* (never followed anywhere) */
+  p->cb = map_read;
+  p->ud = from;
+  p->deadline = now + (int64_t)c->cfg.timeout_ms * 1000000;
+  if (enqueue(from, p)) {
+    free(cmd);
+    free(p);
+    return;
+  }
+  c->refreshing = 1;
+  c->refresh_after = now + MAP_REFRESH_NS;
+}
+
 /* ---- TRYAGAIN ---- */
 
 /*
@@ -732,6 +784,7 @@ static void on_reply(node *n, redisReply *r) {
         p->asking = rd.ask;
         p->load_refused = 0; /* another node: a load of its own */
         send_to(to, p);
+        if (!rd.ask) refresh_map(c, to);
         return;
       }
     }

@@ -19,14 +19,15 @@
  * next command reconnects (the probe); if that works the node is up again.
  *
  * Cluster: the slot map comes from CLUSTER SLOTS at start; MOVED updates it
- * (that slot, to the named node, which may be new) and resends; ASK
- * resends to the named node after ASKING (up to 5 redirects a command). NOSCRIPT (a restarted or
- * flushed Redis) loads the script and resends (after ASKING again when the
- * command was an ASK's). TRYAGAIN (a slot in mid-migration, a call's keys
- * on both sides): a batch of requests is sent again as one call per
- * request, each routed on its own; one request's call is tried again after
- * a short pause, within its deadline (slot.h, client.c's split_batch and
- * retry_later).
+ * (that slot, to the named node, which may be new), resends, and has the
+ * named node send the whole map again (CLUSTER SLOTS, at most once a
+ * second); ASK resends to the named node after ASKING (up to 5 redirects
+ * a command). NOSCRIPT (a restarted or flushed Redis) loads the script
+ * and resends (after ASKING again when the command was an ASK's).
+ * TRYAGAIN (a slot in mid-migration, a call's keys on both sides): a batch
+ * of requests is sent again as one call per request, each routed on its
+ * own; one request's call is tried again after a short pause, within its
+ * deadline (slot.h, client.c's split_batch and retry_later).
  */
 #ifndef SLUICE_REDIS_CLIENT_H
 #define SLUICE_REDIS_CLIENT_H

@@ -45,6 +45,39 @@ int rc_topology_node(rc_topology *t, const char *host, int port) {
   return t->nnodes++;
 }
 
+/* A CLUSTER SLOTS range's master: its index in t (added if new), or -1
+   when the range is malformed or t is full. */
+static int range_master(rc_topology *t, const redisReply *e,
+                        const char *from_host) {
+  if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+      e->element[0]->type != REDIS_REPLY_INTEGER ||
+      e->element[1]->type != REDIS_REPLY_INTEGER)
+    return -1;
+  const redisReply *m = e->element[2];
+  if (m->type != REDIS_REPLY_ARRAY || m->elements < 2 ||
+      m->element[0]->type != REDIS_REPLY_STRING ||
+      m->element[1]->type != REDIS_REPLY_INTEGER ||
+      m->element[1]->integer <= 0 || m->element[1]->integer > 65535)
+    return -1;
+  const char *host = m->element[0]->len ? m->element[0]->str : from_host;
+  return rc_topology_node(t, host, (int)m->element[1]->integer);
+}
+
+int rc_topology_read(rc_topology *t, const redisReply *r,
+                     const char *from_host) {
+  if (!r || r->type != REDIS_REPLY_ARRAY) return -1;
+  int set = 0;
+  for (size_t k = 0; k < r->elements; k++) {
+    const redisReply *e = r->element[k];
+    int n = range_master(t, e, from_host);
+    if (n < 0) continue;
+    long long lo = e->element[0]->integer, hi = e->element[1]->integer;
+    for (long long s = lo < 0 ? 0 : lo; s <= hi && s < 16384; s++, set++)
+      t->slot_node[s] = (uint8_t)n;
+  }
+  return set;
+}
+
 /* ---- redirects ---- */
 
 /* A decimal in [p, end), 1 to 5 digits, at most max; -1 if not. */

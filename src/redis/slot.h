@@ -36,6 +36,19 @@ typedef struct rc_topology {
    -1 when t is full or the host too long. */
 int rc_topology_node(rc_topology *t, const char *host, int port);
 
+/*
+ * Reads a CLUSTER SLOTS reply into t: each range's slots point at its
+ * master (the range's third element; the replicas after it are not
+ * used), added to t's nodes if new (those already there keep their
+ * index). A master named without a host ("": the node does not know its
+ * own address) is from_host, the host the reply came from. Slots the
+ * reply names no master for keep what t had. Returns how many slots it
+ * set, or -1 when r is not an array (t untouched); a malformed range, or
+ * one whose master t has no room for, is skipped.
+ */
+int rc_topology_read(rc_topology *t, const redisReply *r,
+                     const char *from_host);
+
 /* A redirect: "MOVED <slot> <host>:<port>" (the slot lives there now: send
    this and every later command for it there) or "ASK <slot> <host>:<port>"
    (the slot is being migrated and this command's keys are not here: send

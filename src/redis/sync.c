@@ -32,11 +32,11 @@
  * In a cluster whose slots move, what a node answers instead of running a
  * call is followed within the round, once the pipeline is read, so that a
  * migration neither delays nor loses charges: MOVED (the slot's node,
- * learned for later rounds too, new nodes included), ASK (to the named
- * node, after ASKING), NOSCRIPT (the script loaded, after ASKING again for
- * an ASK's call) and TRYAGAIN (a batch whose keys are partly migrated: one
- * call per key, each followed on its own). Only what still fails goes
- * again with the next rounds.
+ * learned for later rounds too, new nodes included, and the whole map read
+ * again: refresh_map), ASK (to the named node, after ASKING), NOSCRIPT
+ * (the script loaded, after ASKING again for an ASK's call) and TRYAGAIN
+ * (a batch whose keys are partly migrated: one call per key, each followed
+ * on its own). Only what still fails goes again with the next rounds.
  *
  * A round's time is its interval: rounds start every interval (one that
  * ran long is followed at once), and the follow-up calls, one at a time,
@@ -66,6 +66,8 @@
 
 /* The most redirects (MOVED, ASK, NOSCRIPT) one call follows. */
 #define SYNC_MAX_FOLLOW 5
+/* A MOVED reads the whole slot map again at most this often (ms). */
+#define SYNC_MAP_REFRESH_MS 1000
 
 struct rs_sync {
   engine *e;
@@ -75,6 +77,7 @@ struct rs_sync {
   redisContext *ctx[RC_MAX_NODES];
   int64_t down_until[RC_MAX_NODES];
   int64_t until; /* (ms) the round's follow-up calls start before this */
+  int64_t refresh_after; /* (ms) no CLUSTER SLOTS before this */
   pthread_t tid;
   pthread_mutex_t lock;
   pthread_cond_t cond;
@@ -234,10 +237,39 @@ static redisReply *call_node(rs_sync *s, int nd, int load, int asking,
 static int out_of_time(const rs_sync *s) { return mono_ms() >= s->until; }
 
 /*
+ * A MOVED says the slot map is out of date, and rarely for that slot
+ * alone (a resharding moves many, a failover every slot of a master): as
+ * client.c does, the whole map is read again, CLUSTER SLOTS from node nd
+ * (the one the MOVED named, which knows the new configuration), at most
+ * once per SYNC_MAP_REFRESH_MS; the next rounds then send each key
+ * straight to its node. Like call_node, one command with nothing else
+ * pending; a failure only drops the connection.
+ */
+static void refresh_map(rs_sync *s, int nd) {
+  int64_t now = mono_ms();
+  if (!s->cfg.cluster || now < s->refresh_after) return;
+  s->refresh_after = now + SYNC_MAP_REFRESH_MS;
+  drop_if_closed(s, nd);
+  redisContext *c = node_ctx(s, nd);
+  redisReply *r = NULL;
+  if (!c) return;
+  if (redisAppendCommand(c, "CLUSTER SLOTS") != REDIS_OK ||
+      redisGetReply(c, (void **)&r) != REDIS_OK || !r) {
+    srv_log("warn", "sync: redis %s:%d: CLUSTER SLOTS: %s",
+            s->topo.nodes[nd].host, s->topo.nodes[nd].port, c->errstr);
+    node_drop(s, nd);
+    return;
+  }
+  rc_topology_read(&s->topo, r, s->topo.nodes[nd].host);
+  freeReplyObject(r);
+}
+
+/*
  * Follows r, what node nd answered cmd instead of running it: MOVED: the
  * slot's node is learned and the call sent there; ASK: sent there, after
  * ASKING; NOSCRIPT: the script is loaded and the call sent again (after
- * ASKING again when it was an ASK's: the flag lasts one command). At most
+ * ASKING again when it was an ASK's: the flag lasts one command); a MOVED
+ * also has the whole map read again (refresh_map). At most
  * SYNC_MAX_FOLLOW steps, and none once the round's time is up (a MOVED is
  * still learned, for the next round). Takes r (NULL: returned as it is);
  * returns the last reply (owned: a TRYAGAIN among them, for the caller to
@@ -249,10 +281,11 @@ static redisReply *follow(rs_sync *s, int nd, const char *cmd, size_t len,
   int asking = 0;
   for (int step = 0; r && followable(r) && step < SYNC_MAX_FOLLOW; step++) {
     rc_redirect rd;
-    int load = 0;
+    int load = 0, moved = 0;
     if (!rc_parse_redirect(r->str, r->len, &rd)) {
       if ((nd = learn_moved(s, &rd, nd)) < 0) break;
       asking = rd.ask;
+      moved = !rd.ask;
     } else if (!strncmp(r->str, "NOSCRIPT", 8)) {
       load = 1;
     } else {
@@ -263,6 +296,7 @@ static redisReply *follow(rs_sync *s, int nd, const char *cmd, size_t len,
       *failed = ENG_LEVEL_UNSENT;
       return NULL;
     }
+    if (moved) refresh_map(s, nd);
     r = call_node(s, nd, load, asking, cmd, len, failed);
   }
   return r;
@@ -277,7 +311,8 @@ static redisReply *follow(rs_sync *s, int nd, const char *cmd, size_t len,
  * error, a malformed reply). All but the unwritten count as a failed call.
  */
 static void settle(rs_sync *s, size_t first, size_t n, const sync_key *ks,
-                   rs_call *call, int64_t *level, redisReply *r, int64_t failed) {
+                   rs_call *call, int64_t *level, redisReply *r,
+                   int64_t failed) {
   int bad = !r || r->type == REDIS_REPLY_ERROR;
   int64_t bad_level = ENG_LEVEL_UNKNOWN;
   if (!r)

@@ -1,6 +1,7 @@
 #!/bin/sh
 # fleet_cluster.sh — fleet mode on a real Redis Cluster: three masters on
-# loopback (and a fourth, with no slot until the end), three exact
+# loopback (a fourth, with no slot until the resharding's end, and a fifth
+# that replicates the third until it takes its place), three exact
 # `sluice serve` daemons given one seed each (the rest is discovered),
 # requests sprayed round robin over the daemons (POSIX sh; helpers in
 # serve_lib.sh and fleet_lib.sh).
@@ -31,7 +32,14 @@
 #     never answers MOVED while importing (every resend to it after
 #     ASKING), MOVED updates the slot map (a few MOVED, not one per
 #     request), and approximate mode's charges pushed in each state of the
-#     slot reach Redis (the fleet's level there; none lost).
+#     slot reach Redis (the fleet's level there; none lost);
+#   - failover: a fifth node, a replica of the third master, is promoted
+#     (CLUSTER FAILOVER) while the exact daemons take requests on keys in
+#     30 of its slots: each key's total allowed before, during and after
+#     is its limit exactly, no decision falls back, the old master answers
+#     fewer MOVED than there are slots (each MOVED has the whole map read
+#     again: CLUSTER SLOTS), and the approximate daemon's charges reach
+#     the new master.
 
 . "$(dirname "$0")/serve_lib.sh"
 . "$(dirname "$0")/fleet_lib.sh"
@@ -328,6 +336,7 @@ Z1=$1
 # connection loads the script).
 zkeys="$zkeys $(find_in_slot 8000 "${zname%zprobe}" 1)"
 zcharged=0
+zphase=reshard
 
 # job TAG COUNT K V — a line of $tmp/jobs: SL.CHECK shard t $T K V.
 job() { printf '%s\t%s\tresp\tSL.CHECK\tshard\tt\t%s\t%s\t%s\n' "$1" "$2" "$T" "$3" "$4" >>"$tmp/jobs"; }
@@ -364,18 +373,20 @@ zlevels() {
   done
 }
 zin_redis() { [ "$(zlevels "$D1")" = "$zwant" ]; }
-# zstep NAME [COMMAND...] — two requests on each ad-hoc key through z, all
-# allowed (12 each in all, charged over six steps); COMMAND (a wait); then,
-# within a few sync rounds, Redis has the fleet's level: 12 less all that z
-# charged (peeks through an exact daemon), so these charges were pushed in
-# this state of the slot, not lost.
+# zstep NAME [COMMAND...] — two requests on each ad-hoc key ($zkeys) through
+# z, all allowed (12 each in all, charged over six steps); COMMAND (a wait);
+# then, within a few sync rounds, Redis has the fleet's level: 12 less all
+# that z charged ($zcharged; peeks through an exact daemon), so these
+# charges were pushed in this state of the slot, not lost. Checks are named
+# "$zphase, NAME".
 zstep() {
   : >"$tmp/zjobs"
   for _z in $zkeys; do
     printf '%s\t2\tresp\tSL.THROTTLE\t%s\t%s\n' "$_z" "$_z" "$ZP" >>"$tmp/zjobs"
   done
   fl_load --resp "$Z" --threads 3 "$tmp/zjobs" >"$tmp/zsum"
-  eq "reshard, $1: approximate: allowed, each key" "2 2 2 2 0" \
+  eq "$zphase, $1: approximate: allowed, each key" \
+    "$(for _z in $zkeys; do echo 2; done | paste -sd' ' -) 0" \
     "$(for _z in $zkeys; do fl_get "$_z" allowed "$tmp/zsum"; done | paste -sd' ' -) $(fl_get ALL errors "$tmp/zsum")"
   zcharged=$((zcharged + 2))
   _zn=$1
@@ -383,7 +394,7 @@ zstep() {
   [ $# -eq 0 ] || "$@"
   zwant=$(for _z in $zkeys; do printf '%s ' $((12 - zcharged)); done)
   waitfor 50 zin_redis
-  eq "reshard, $_zn: approximate: the fleet's level in Redis" "$zwant" "$(zlevels "$D1")"
+  eq "$zphase, $_zn: approximate: the fleet's level in Redis" "$zwant" "$(zlevels "$D1")"
 }
 sv_use d1
 D1=$RESP
@@ -574,8 +585,134 @@ snap "$tmp/m"
 # again with a later round, none is unconfirmed or lost.
 eq "reshard: approximate: sync calls (errors; cost retried, unconfirmed, lost)" \
   "0 0 0 0" "$(metric sluice_sync_errors_total "$tmp/m") $(metric sluice_sync_retried_cost_total "$tmp/m") $(metric sluice_sync_unconfirmed_cost_total "$tmp/m") $(metric sluice_sync_lost_cost_total "$tmp/m")"
-sv_stop z
 say "reshard: slot $S moved under load in $(($(now_ms) - t0)) ms; source: ASK $(($(errstat "$P1" ASK) - ask1)), TRYAGAIN $(($(errstat "$P1" TRYAGAIN) - try1_0)); target: TRYAGAIN $(($(errstat "$P2" TRYAGAIN) - try2)), NOSCRIPT $(($(errstat "$P2" NOSCRIPT) - noscript2)); source, after: MOVED $moved1"
+
+# --- failover: a replica of the third master takes its place --------------
+# A fifth node joins as the third master's replica. The exact daemons take
+# requests on keys in 30 slots of that master (and the approximate one on
+# a key of its own there), before, during and after a CLUSTER FAILOVER on
+# the replica (the manual one: the master holds its clients until the
+# replica has all it wrote, so nothing acknowledged is lost). The old
+# master then answers MOVED for its former slots: a client learns the
+# slot named and reads the whole map again (CLUSTER SLOTS), so the other
+# slots need no MOVED of their own: fewer MOVED in all than slots. Every
+# key's total allowed over the three phases is its limit exactly (no
+# charge lost or counted twice), no decision falls back, and the
+# approximate daemon's charges reach the new master.
+t0=$(now_ms)
+P5=$(free_port)
+rs_start c5 "$P5" --cluster-enabled yes \
+  --cluster-config-file "$tmp/nodes-5.conf" --cluster-port "$(free_port)" \
+  --cluster-node-timeout 5000 || lib_finish
+eq "failover: MEET the fifth" OK "$(rcli "$P1" CLUSTER MEET 127.0.0.1 "$P5" "$(bus "$P5")")"
+knows3() {
+  timeout 10 redis-cli -h 127.0.0.1 -p "$P5" CLUSTER NODES </dev/null |
+    grep -q "^$ID3 "
+}
+waitfor 200 knows3
+# (a full sync at once, not after the 5 s Redis waits for more replicas)
+eq "failover: the fifth replicates the third master" "OK OK" \
+  "$(rcli "$P3" CONFIG SET repl-diskless-sync-delay 0) $(rcli "$P5" CLUSTER REPLICATE "$ID3")"
+# Synced, and a replica of the third in every master's eyes (their votes
+# elect it: a master that still sees it as a master refuses).
+ID5=$(rcli "$P5" CLUSTER MYID)
+replicating() {
+  rcli "$P5" INFO replication | grep -q 'master_link_status:up' || return 1
+  for _p in $P1 $P2 $P3 $P4; do
+    timeout 10 redis-cli -h 127.0.0.1 -p "$_p" CLUSTER NODES </dev/null |
+      grep "^$ID5 " | grep -q " slave $ID3 " || return 1
+  done
+}
+if waitfor 200 replicating; then pass; else
+  fail "failover: the replica never synced: $(rcli "$P5" INFO replication)"
+fi
+# The keys: ad-hoc ones under $ZP, 30 distinct slots of the third master's
+# range (and z's own one there).
+find_in_range() {
+  "$PY" -c "$crc_py
+lo, hi, pre, n = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].encode(), int(sys.argv[4])
+c0, i, seen = crc(pre), 0, set()
+while len(seen) < n and i < 2000000:
+    v = b'f%d' % i
+    s = crc(v, c0) & 16383
+    if lo <= s <= hi and s not in seen:
+        seen.add(s)
+        print(v.decode())
+    i += 1" "$@"
+}
+fkeys=$(find_in_range 10923 16383 "${zname%zprobe}" 31 | paste -sd' ' -)
+set -- $fkeys
+FZ=$1
+shift
+fkeys=$*
+in_range "failover: keys in distinct slots of the third master" 30 30 "$(echo $fkeys | wc -w)"
+: >"$tmp/ledger"
+fjobs() {
+  : >"$tmp/jobs"
+  for _f in $fkeys; do
+    printf '%s\t%s\tresp\tSL.THROTTLE\t%s\t%s\n' "$_f" "$1" "$_f" "$ZP" >>"$tmp/jobs"
+  done
+}
+# fstep NAME — $tmp/jobs over d1-d3: no error, no Redis error, no
+# fallback; the outcomes to the ledger.
+fstep() {
+  _f0=$(store_failures)
+  fl_load --resp "$d_resp" --threads 6 "$tmp/jobs" >"$tmp/sum"
+  eq "failover, $1: no request failed, no Redis error, no fallback ($(grep '^ERR' "$tmp/sum" | head -n 1))" \
+    "0 0" "$(fl_get ALL errors "$tmp/sum") $(($(store_failures) - _f0))"
+  grep -v '^ALL\|^ERR' "$tmp/sum" >>"$tmp/ledger"
+}
+fjobs 4
+fstep "before"
+zkeys=$FZ
+zcharged=0
+zphase=failover
+zstep "before"
+sv_use z
+snap "$tmp/z0"
+moved3=$(errstat "$P3" MOVED)
+f0=$(store_failures)
+# During: a paced load until the failover is done.
+fjobs 4
+rm -f "$tmp/fstop"
+fl_load_bg "$tmp/bg.sum" --resp "$d_resp" --threads 6 --rate 300 \
+  --until "$tmp/fstop" "$tmp/jobs"
+sleep 0.3
+t1=$(now_ms)
+eq "failover: CLUSTER FAILOVER on the replica" OK "$(rcli "$P5" CLUSTER FAILOVER)"
+promoted() {
+  rcli "$P5" ROLE | grep -q '^master' && rcli "$P3" ROLE | grep -q '^slave' &&
+    rcli "$P1" CLUSTER SLOTS | grep -q " $P5 "
+}
+if waitfor 100 promoted; then pass; else
+  fail "failover: the replica was never promoted: $(rcli "$P5" ROLE) / $(rcli "$P3" ROLE)"
+fi
+say "failover: the replica took over in $(($(now_ms) - t1)) ms"
+sleep 0.5
+touch "$tmp/fstop"
+waitfor 100 bg_done
+eq "failover, during: no request failed ($(grep '^ERR' "$tmp/bg.sum" | head -n 1))" 0 \
+  "$(fl_get ALL errors "$tmp/bg.sum")"
+grep -v '^ALL\|^ERR' "$tmp/bg.sum" >>"$tmp/ledger"
+fjobs 12
+fstep "after"
+zstep "after"
+eq "failover: no Redis error, no fallback, over the three phases" 0 \
+  $(($(store_failures) - f0))
+eq "failover: each key allowed exactly its limit over the three phases" "" \
+  "$(awk '{ split($2, kv, "="); n[$1] += kv[2] }
+    END { for (k in n) if (n[k] != 12) printf "%s=%d ", k, n[k] }' "$tmp/ledger")"
+eq "failover: the new master holds every key" 31 \
+  "$(timeout 10 redis-cli -h 127.0.0.1 -p "$P5" --scan --pattern "${zname%zprobe}f*" </dev/null | grep -c '')"
+moved3=$(($(errstat "$P3" MOVED) - moved3))
+in_range "failover: MOVED from the old master, fewer than the slots (the map read whole)" \
+  1 29 "$moved3"
+sv_use z
+snap "$tmp/m"
+eq "failover: approximate: sync errors; cost retried, unconfirmed, lost" \
+  "0 0 0 0" "$(mdelta sluice_sync_errors_total "$tmp/z0" "$tmp/m") $(mdelta sluice_sync_retried_cost_total "$tmp/z0" "$tmp/m") $(mdelta sluice_sync_unconfirmed_cost_total "$tmp/z0" "$tmp/m") $(mdelta sluice_sync_lost_cost_total "$tmp/z0" "$tmp/m")"
+sv_stop z
+say "failover: $(($(now_ms) - t0)) ms; MOVED from the old master: $moved3 (30 slots, 6 clients and a sync thread)"
 
 for i in 1 2 3; do
   sv_use "d$i"

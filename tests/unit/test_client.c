@@ -2,7 +2,8 @@
  * test_client.c — exact mode's Redis client (src/redis/client.c) on a
  * fake event loop: what it writes and when it fails a request, the node
  * or nothing, as a node answers TRYAGAIN, NOSCRIPT (and refuses the
- * SCRIPT LOAD), ASK, or nothing in time, and as memory runs out.
+ * SCRIPT LOAD), ASK, MOVED (the map read again), or nothing in time, and
+ * as memory runs out.
  *
  * client.c is compiled into this test (#include) with its h2o calls
  * played here: a "socket" records what the client writes, and the test
@@ -425,6 +426,68 @@ static void no_asking_is_queued_without_its_command(void **state) {
   rc_client_free(c);
 }
 
+/* ---- MOVED: the whole map read again ---- */
+
+#define SLOTS_SENT "$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n"
+#define NODE_ID "$40\r\n0123456789012345678901234567890123456789\r\n"
+/* CLUSTER SLOTS: 0-8191 on 127.0.0.1:7001, 8192-16383 on :7002 (new) */
+#define SLOTS                                                       \
+  "*2\r\n"                                                          \
+  "*3\r\n:0\r\n:8191\r\n*3\r\n$9\r\n127.0.0.1\r\n:7001\r\n" NODE_ID \
+  "*3\r\n:8192\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:7002\r\n" NODE_ID
+
+/* A MOVED updates its slot and has the node it names send the whole map
+   (CLUSTER SLOTS): the other slots it moved need no MOVED of their own,
+   a node it names for the first time is added. Once a second at most. */
+static void a_moved_reads_the_whole_map_again(void **state) {
+  (void)state;
+  rc_client *c = client_of(2, 100);
+  outcome a = {0}, b = {0}, d = {0}, m = {0};
+  send_get(c, 10, "a", &a);
+  rc_flush(c);
+  connect_node(c, 0);
+  feed(c, 0, "-MOVED 10 127.0.0.1:7001\r\n");
+  assert_int_equal(c->slot_node[10], 1);
+  rc_flush(c);
+  connect_node(c, 1);
+  assert_int_equal(sent(c, 1, SLOTS_SENT), 1);
+  feed(c, 1, REPLY SLOTS);
+  assert_int_equal(a.type, REDIS_REPLY_STRING);
+  assert_int_equal(c->nnodes, 3);
+  assert_int_equal(c->nodes[2]->addr.port, 7002);
+  assert_int_equal(c->slot_node[0], 1);
+  assert_int_equal(c->slot_node[8191], 1);
+  assert_int_equal(c->slot_node[8192], 2);
+  assert_int_equal(c->slot_node[16383], 2);
+  /* slot 9000 goes to the new node at once */
+  send_get(c, 9000, "b", &b);
+  rc_flush(c);
+  connect_node(c, 2);
+  feed(c, 2, REPLY);
+  assert_int_equal(b.type, REDIS_REPLY_STRING);
+  /* another MOVED within the second: its slot, no CLUSTER SLOTS */
+  send_get(c, 20, "d", &d);
+  rc_flush(c);
+  feed(c, 1, "-MOVED 20 127.0.0.1:7000\r\n");
+  rc_flush(c);
+  feed(c, 0, REPLY);
+  assert_int_equal(d.type, REDIS_REPLY_STRING);
+  assert_int_equal(c->slot_node[20], 0);
+  assert_int_equal(sent(c, 0, SLOTS_SENT), 0);
+  /* a second later, a MOVED reads the map again */
+  fake_ns += SEC(1);
+  send_get(c, 20, "m", &m);
+  rc_flush(c);
+  feed(c, 0, "-MOVED 20 127.0.0.1:7001\r\n");
+  rc_flush(c);
+  assert_int_equal(sent(c, 1, SLOTS_SENT), 2);
+  feed(c, 1, REPLY SLOTS);
+  assert_int_equal(m.type, REDIS_REPLY_STRING);
+  assert_int_equal(c->slot_node[20], 1);
+  assert_int_equal(downs, 0);
+  rc_client_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_retried_request_past_its_deadline_fails_alone),
@@ -432,6 +495,7 @@ int main(void) {
       cmocka_unit_test(tryagain_near_the_deadline_is_not_retried),
       cmocka_unit_test(a_refused_script_load_fails_only_its_request),
       cmocka_unit_test(no_asking_is_queued_without_its_command),
+      cmocka_unit_test(a_moved_reads_the_whole_map_again),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   socks_free();

@@ -108,6 +108,55 @@ static void topology_nodes_keep_their_index(void **state) {
   assert_int_equal(t.nnodes, RC_MAX_NODES);
 }
 
+/* A CLUSTER SLOTS reply (Redis 7.0's shape: master, then replicas, each
+   host, port, id, hostnames): ranges on a known node, a new one, one with
+   a replica, one whose master knows no host of its own, and malformed
+   ones, which change nothing. */
+static void cluster_slots_are_read_into_the_map(void **state) {
+  (void)state;
+  static rc_topology t;
+  memset(&t, 0, sizeof t);
+  memset(t.slot_node, 0xff, sizeof t.slot_node);
+  assert_int_equal(rc_topology_node(&t, "10.0.0.1", 7000), 0);
+  assert_int_equal(rc_topology_node(&t, "10.0.0.2", 7000), 1);
+#define ID "$40\r\n0123456789012345678901234567890123456789\r\n"
+#define NODE(hlen, host, port) \
+  "*4\r\n$" #hlen "\r\n" host "\r\n:" #port "\r\n" ID "*0\r\n"
+  static const char slots[] =
+      "*6\r\n"
+      /* 0-99 on the second node, a replica beside it */
+      "*4\r\n:0\r\n:99\r\n" NODE(8, "10.0.0.2", 7000)
+      NODE(8, "10.0.0.9", 7000)
+      /* 100-199 on a new node */
+      "*3\r\n:100\r\n:199\r\n" NODE(8, "10.0.0.3", 7001)
+      /* 200 on a node that names no host: the one asked */
+      "*3\r\n:200\r\n:200\r\n" NODE(0, "", 7002)
+      /* malformed: no master; a port 0; an integer for a host */
+      "*2\r\n:300\r\n:399\r\n"
+      "*3\r\n:400\r\n:499\r\n" NODE(8, "10.0.0.4", 0)
+      "*3\r\n:500\r\n:599\r\n*2\r\n:1\r\n:7000\r\n";
+#undef NODE
+#undef ID
+  redisReply *r = reply_of(slots, sizeof slots - 1);
+  assert_int_equal(rc_topology_read(&t, r, "10.0.0.1"), 201);
+  freeReplyObject(r);
+  assert_int_equal(t.nnodes, 4);
+  assert_int_equal(t.slot_node[0], 1);
+  assert_int_equal(t.slot_node[99], 1);
+  assert_int_equal(t.slot_node[100], 2);
+  assert_string_equal(t.nodes[2].host, "10.0.0.3");
+  assert_int_equal(t.nodes[2].port, 7001);
+  assert_int_equal(t.slot_node[200], 3);
+  assert_string_equal(t.nodes[3].host, "10.0.0.1");
+  assert_int_equal(t.nodes[3].port, 7002);
+  for (int s = 201; s < 16384; s++) assert_int_equal(t.slot_node[s], 0xff);
+  /* not an array: nothing */
+  r = reply_of("-CLUSTERDOWN\r\n", 14);
+  assert_int_equal(rc_topology_read(&t, r, "x"), -1);
+  freeReplyObject(r);
+  assert_int_equal(t.nnodes, 4);
+}
+
 /* ---- redirects ---- */
 
 static rc_redirect parsed(const char *err) {
@@ -334,6 +383,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(key_slot_is_cluster_keyslot),
       cmocka_unit_test(topology_nodes_keep_their_index),
+      cmocka_unit_test(cluster_slots_are_read_into_the_map),
       cmocka_unit_test(moved_and_ask_parse),
       cmocka_unit_test(malformed_redirects_are_refused),
       cmocka_unit_test(split_gives_each_request_its_own_call),

@@ -350,6 +350,7 @@ static void follow_ups_stop_at_the_end_of_the_interval(void **state) {
     says_level(1, 90); /* (node 1's answer, should it be asked) */
   }
   fake[1].latency_ms = 30;
+  s->refresh_after = INT64_MAX; /* no CLUSTER SLOTS here (tested below) */
   int64_t t0 = fake_ns;
   pass(s, r.d, r.n, r.cost, r.level);
   /* calls started at 0, 30, 60 and 90 ms; none at 120 */
@@ -357,8 +358,7 @@ static void follow_ups_stop_at_the_end_of_the_interval(void **state) {
   assert_int_equal(count_level(&r, 90), 4);
   assert_int_equal(count_level(&r, ENG_LEVEL_UNSENT), 2);
   assert_true(fake_ns - t0 <= MS(120));
-  for (int i = 0; i < 6; i++)
-    assert_int_equal(s->topo.slot_node[slots[i]], 1);
+  for (int i = 0; i < 6; i++) assert_int_equal(s->topo.slot_node[slots[i]], 1);
   round_done(f.e, &r);
   /* the two come back with the next round, sent to node 1 at once */
   pass_keys r2 = take_round(f.e);
@@ -373,12 +373,49 @@ static void follow_ups_stop_at_the_end_of_the_interval(void **state) {
   fixture_free(&f);
 }
 
+/* ---- MOVED: the whole map read again ---- */
+
+/* A MOVED has the sync read the whole map again (CLUSTER SLOTS, from the
+   node the MOVED named; once a second at most): the next rounds send
+   every key of the slots that moved with it straight to its node. */
+static void a_moved_reads_the_whole_map_again(void **state) {
+  (void)state;
+  fixture f = sync_fixture();
+  charge_keys(f.t, 1);
+  rs_sync *s = sync_of(f.e, 2, 100);
+  pass_keys r = take_round(f.e);
+  char b[128];
+  int n = sprintf(b, "-MOVED %d 127.0.0.1:7001\r\n", r.slot[0]);
+  says(0, b, (size_t)n);
+  static const char slots[] =
+      "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:7001\r\n";
+  says(1, slots, sizeof slots - 1);
+  says_level(1, 90);
+  pass(s, r.d, r.n, r.cost, r.level);
+  assert_int_equal(r.level[0], 90);
+  assert_int_equal(heard(1, "CLUSTER"), 1);
+  for (int x = 0; x < 16384; x++) assert_int_equal(s->topo.slot_node[x], 1);
+  round_done(f.e, &r);
+  /* other keys, other slots: to node 1 at once, no MOVED */
+  charge_keys(f.t, 4);
+  r = take_round(f.e);
+  for (size_t i = 0; i < r.n; i++) says_level(1, 80);
+  pass(s, r.d, r.n, r.cost, r.level);
+  assert_int_equal(count_level(&r, 80), 4);
+  assert_int_equal(heard(0, "EVALSHA"), 1);
+  assert_int_equal(heard(1, "CLUSTER"), 1);
+  round_done(f.e, &r);
+  sync_free(s);
+  fixture_free(&f);
+}
+
 int main(void) {
   for (int i = 0; i < NODES; i++) fake[i].peer = -1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_failed_append_leaves_the_nodes_batches_unsent),
       cmocka_unit_test(a_failed_append_of_a_follow_up_leaves_it_unsent),
       cmocka_unit_test(follow_ups_stop_at_the_end_of_the_interval),
+      cmocka_unit_test(a_moved_reads_the_whole_map_again),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
