@@ -18,10 +18,11 @@
  * limiter's allowance plus that bound (docs/fleet.md has the figures).
  *
  * Keys go RS_BATCH_MAX to a script call (one node, one slot), pipelined
- * up to SYNC_WINDOW calls per node ahead of their replies. It uses hiredis's blocking API on its own
- * connections: this thread does nothing else, and a dead Redis only delays
- * the next round (each read waits at most the longest of --redis-timeout,
- * the interval and 1 s). Local decisions never wait for it. The charges of a
+ * up to SYNC_WINDOW calls per node ahead of their replies. It uses
+ * hiredis's blocking API on its own connections: this thread does nothing
+ * else, and a dead Redis only delays the next round (each read waits at
+ * most the longest of --redis-timeout, the interval and 1 s). Local
+ * decisions never wait for it. The charges of a
  * call Redis did not run (no connection, MOVED, NOSCRIPT, ...) are pushed
  * again with every round for up to 10 s (engine_sync_apply;
  * sluice_sync_retried_cost_total), then counted lost
