@@ -1156,7 +1156,7 @@ static void force_call(trace *tr, int step, const treq *q, int k) {
   const int64_t t = q[0].t;
   int nu = 0;
   rs_call calls[MAXF];
-  rs_request reqs[MAXF];
+  rs_request reqs[MAXF] = {0}; /* (gcc -O2 with ASan: maybe-uninitialized) */
   int upi[MAXF], uki[MAXF], map[MAXF];
   int64_t ucost[MAXF], before[MAXF], cur[MAXF];
   for (int i = 0; i < k; i++) {
