@@ -47,6 +47,10 @@
  * (the MOVED is learned all the same). Without the bound, a migration's
  * follow-ups (a call per key after TRYAGAIN) could hold a round for many
  * intervals, and every daemon would go on deciding alone meanwhile.
+ *
+ * After each round, the thread reads the resets other daemons published
+ * (read_resets: a subscription of its own) and drops this daemon's state
+ * for their keys (engine_sync_reset).
  */
 #include "sync.h"
 
@@ -79,6 +83,8 @@ struct rs_sync {
   int64_t down_until[RC_MAX_NODES];
   int64_t until; /* (ms) the round's follow-up calls start before this */
   int64_t refresh_after; /* (ms) no CLUSTER SLOTS before this */
+  redisContext *sub;     /* subscribed to the resets' channel (or NULL) */
+  int64_t sub_after;     /* (ms) no new subscription before this */
   pthread_t tid;
   pthread_mutex_t lock;
   pthread_cond_t cond;
@@ -585,6 +591,72 @@ static void round_(rs_sync *s) {
   free(level);
 }
 
+/*
+ * Other daemons' resets: a connection of its own, subscribed to the
+ * resets' channel (engine_reset_channel) on the first node that accepts
+ * (in a cluster a PUBLISH reaches the subscribers of every node), read
+ * after each round without waiting: a reset published by any daemon
+ * drops this daemon's state for its keys within about an interval
+ * (engine_sync_reset). Pub/sub keeps nothing for a subscriber that was
+ * not there: while the subscription is down (tried again every breaker
+ * interval) this daemon misses the resets, and its state for their keys
+ * refills as its algorithm refills it.
+ */
+static void subscribe(rs_sync *s) {
+  int64_t now = mono_ms();
+  if (s->sub || now < s->sub_after) return;
+  s->sub_after = now + s->cfg.breaker_ms;
+  char ch[64], err[256] = "no node";
+  engine_reset_channel(s->e, ch, sizeof ch);
+  for (int n = 0; n < s->topo.nnodes; n++) {
+    redisContext *c =
+        rc_connect_sync(&s->cfg, &s->topo.nodes[n], err, sizeof err);
+    if (!c) continue;
+    redisReply *r = redisCommand(c, "SUBSCRIBE %s", ch);
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 3;
+    if (!ok)
+      snprintf(err, sizeof err, "%s:%d: SUBSCRIBE: %s", s->topo.nodes[n].host,
+               s->topo.nodes[n].port,
+               r && r->type == REDIS_REPLY_ERROR ? r->str : c->errstr);
+    freeReplyObject(r);
+    if (ok) {
+      s->sub = c;
+      return;
+    }
+    redisFree(c);
+  }
+  srv_log("warn", "sync: resets: cannot subscribe (%s); retrying in %d ms", err,
+          s->cfg.breaker_ms);
+}
+
+static void read_resets(rs_sync *s) {
+  subscribe(s);
+  while (s->sub) {
+    void *x = NULL;
+    if (redisGetReplyFromReader(s->sub, &x) != REDIS_OK) goto lost;
+    if (!x) { /* nothing buffered: read what has come, if anything */
+      struct pollfd p = {.fd = s->sub->fd, .events = POLLIN};
+      if (poll(&p, 1, 0) <= 0) return;
+      if (redisBufferRead(s->sub) != REDIS_OK) goto lost;
+      continue;
+    }
+    redisReply *r = x;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+        r->element[0]->type == REDIS_REPLY_STRING &&
+        !strcmp(r->element[0]->str, "message") &&
+        r->element[2]->type == REDIS_REPLY_STRING)
+      engine_sync_reset(s->e, r->element[2]->str, r->element[2]->len);
+    freeReplyObject(r);
+  }
+  return;
+lost:
+  srv_log("warn", "sync: resets: subscription lost (%s); resubscribing",
+          s->sub->errstr);
+  redisFree(s->sub);
+  s->sub = NULL;
+  s->sub_after = 0; /* at once (the next round): Redis may be back already */
+}
+
 /* Rounds start every interval: the wait is what the last round left of
    its interval (none when it ran past it). Measured on the monotonic
    clock, the wait given to the condition's (realtime) clock from now: a
@@ -606,6 +678,8 @@ static void *sync_main(void *arg) {
     pthread_mutex_unlock(&s->lock);
     int64_t start = mono_ms();
     round_(s);
+    read_resets(s); /* after the round: a level it brought from before
+                       a reset is never applied over it */
     took_ms = mono_ms() - start;
     pthread_mutex_lock(&s->lock);
   }
@@ -652,6 +726,7 @@ void rs_sync_stop(rs_sync *s) {
   round_(s); /* what the last interval charged */
   for (int n = 0; n < RC_MAX_NODES; n++)
     if (s->ctx[n]) redisFree(s->ctx[n]);
+  if (s->sub) redisFree(s->sub);
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->cond);
   free(s);

@@ -211,6 +211,7 @@ struct engine {
   _Atomic int64_t last_reload_s;
   _Atomic uint64_t sync_stats[ENG_SYNC_COUNT]; /* approximate mode */
   unsigned char delta_key[crypto_shorthash_KEYBYTES]; /* delta_hash's */
+  char instance[17]; /* approximate mode: this daemon, in its resets' PUBLISH */
   struct delta_table *round; /* the sync thread's, take to apply */
   pthread_mutex_t carry_lock; /* the sync thread's carry, and resets */
   struct delta_table *carry;   /* charges to push again next round */
@@ -451,6 +452,9 @@ engine *engine_new(const engine_opts *opts, sl_config *cfg, char *err,
   }
   if (opts) e->o = *opts;
   randombytes_buf(e->delta_key, sizeof e->delta_key);
+  snprintf(
+      e->instance, sizeof e->instance, "%016llx",
+      (unsigned long long)randombytes_random() << 32 | randombytes_random());
   pthread_mutex_init(&e->carry_lock, NULL);
   pthread_mutex_init(&e->reload_lock, NULL);
   pthread_mutex_init(&e->threads_lock, NULL);
@@ -1448,6 +1452,82 @@ static int forget_charges(engine *e, const sl_limiter *lim, const void *key,
   return found;
 }
 
+void engine_reset_channel(const engine *e, char *dst, size_t len) {
+  /* (channels are not per database: a fleet's are told apart by its db) */
+  snprintf(dst, len, "sl:reset:%d", e->o.db);
+}
+
+static const adhoc_entry *adhoc_find(engine *e, const char *canon);
+
+/* The limiter a Redis key's kind and id (redis_key) name here, or NULL:
+   a rule's (id "RULE|POLICY") from the limiter map (under reload_lock),
+   an ad-hoc policy's (id its canonical form). */
+static sl_limiter *limiter_named(engine *e, char kind, const char *id,
+                                 size_t id_len) {
+  if (kind == 'a') {
+    char canon[64];
+    if (id_len >= sizeof canon) return NULL;
+    memcpy(canon, id, id_len);
+    canon[id_len] = '\0';
+    const adhoc_entry *a = adhoc_find(e, canon);
+    return a ? a->lim : NULL;
+  }
+  for (size_t i = 0; kind == 'r' && i < e->nlims; i++) {
+    const char *m = e->lims[i].id, *sep = strchr(m, '\x1f');
+    size_t k = sep ? (size_t)(sep - m) : 0;
+    if (sep && strlen(m) == id_len && id[k] == '|' && !memcmp(m, id, k) &&
+        !memcmp(sep + 1, id + k + 1, id_len - k - 1))
+      return e->lims[i].lim;
+  }
+  return NULL;
+}
+
+/* Parses "LEN:" at *p (below end): LEN, or -1. */
+static long long take_len(const char **p, const char *end) {
+  long long v = 0;
+  const char *q = *p;
+  for (; q < end && *q >= '0' && *q <= '9' && v < (1LL << 40); q++)
+    v = v * 10 + (*q - '0');
+  if (q == *p || q == end || *q != ':') return -1;
+  *p = q + 1;
+  return v;
+}
+
+int engine_sync_reset(engine *e, const void *msg, size_t len) {
+  static const char head[] = "sluice-reset ";
+  const char *p = msg, *end = p + len;
+  size_t hl = sizeof head - 1;
+  if (len < hl + 17 || memcmp(p, head, hl) || p[hl + 16] != '\n') return -1;
+  if (!memcmp(p + hl, e->instance, 16)) return 0; /* ours: done already */
+  int dropped = 0;
+  pthread_mutex_lock(&e->reload_lock); /* no limiter freed meanwhile */
+  for (p += hl + 17; p < end;) {
+    long long n = take_len(&p, end);
+    if (n < 0 || n > end - p) break;
+    /* "sl:{TAG}" KIND LEN ":" ID KEY */
+    const char *k = p, *kend = p + n, *tag_end;
+    p = kend;
+    if (n < 5 || memcmp(k, "sl:{", 4) ||
+        !(tag_end = memchr(k + 4, '}', (size_t)(kend - k - 4))) ||
+        kend - tag_end < 2)
+      continue;
+    char kind = tag_end[1];
+    const char *q = tag_end + 2;
+    long long idl = take_len(&q, kend);
+    if (idl < 0 || idl > kend - q) continue;
+    sl_limiter *lim = limiter_named(e, kind, q, (size_t)idl);
+    const char *key = q + idl;
+    size_t key_len = (size_t)(kend - key);
+    if (!lim || key_len > SL_KEY_MAX) continue;
+    int had = sl_limiter_reset(lim, key, key_len) == 1;
+    had |= forget_charges(e, lim, key, key_len);
+    dropped += had;
+  }
+  pthread_mutex_unlock(&e->reload_lock);
+  engine_sync_count(e, ENG_SYNC_RESETS, 1);
+  return dropped;
+}
+
 /* Approximate mode: lim is about to be freed (a reload; no thread can
    charge it any more). Its entries, in the threads' tables, the round and
    the carry, keep their charges for the sync (their policy and Redis name
@@ -1941,6 +2021,7 @@ typedef struct reset_item {
   size_t len;
   int slot;
   int local;
+  int publish; /* the PUBLISH of the reset (approximate mode) */
 } reset_item;
 
 typedef struct reset_job {
@@ -1949,6 +2030,8 @@ typedef struct reset_job {
   int oom;
   size_t n, cap, waiting;
   reset_item *it;
+  char *names; /* approximate mode: the Redis keys, for the PUBLISH */
+  size_t names_len;
   eng_reset *out;
   eng_reset_fn done;
   void *ud;
@@ -1957,6 +2040,20 @@ typedef struct reset_job {
 /* Notes the first failure's reason in out. */
 static void reset_fail(reset_job *j, const char *why) {
   if (!j->out->failed++) snprintf(j->out->err, sizeof j->out->err, "%s", why);
+}
+
+/* Room for one more item; -1 (out of memory, noted in the job). */
+static int reset_grow(reset_job *j) {
+  if (j->n < j->cap) return 0;
+  size_t cap = j->cap ? 2 * j->cap : 16;
+  reset_item *grown = realloc(j->it, cap * sizeof *grown);
+  if (!grown) {
+    j->oom = 1;
+    return -1;
+  }
+  j->it = grown;
+  j->cap = cap;
+  return 0;
 }
 
 /*
@@ -1978,17 +2075,7 @@ static void reset_add(reset_job *j, sl_limiter *lim, sl_limiter *local,
     j->out->dropped += had;
     return;
   }
-  if (j->oom) return;
-  if (j->n == j->cap) {
-    size_t cap = j->cap ? 2 * j->cap : 16;
-    reset_item *grown = realloc(j->it, cap * sizeof *grown);
-    if (!grown) {
-      j->oom = 1;
-      return;
-    }
-    j->it = grown;
-    j->cap = cap;
-  }
+  if (j->oom || reset_grow(j)) return;
   size_t id_len = strlen(id_a) + (id_b ? 1 + strlen(id_b) : 0);
   size_t rmax = REDIS_KEY_MAX(tag_len, id_len, key_len);
   char *cmd = malloc(rmax + 64), *rkey = malloc(rmax);
@@ -2011,22 +2098,48 @@ static void reset_add(reset_job *j, sl_limiter *lim, sl_limiter *local,
   memcpy(cmd + n, "\r\n", 2);
   n += 2;
   reset_item *it = &j->it[j->n++];
-  *it = (reset_item){j, cmd, n,
-                     e->o.cluster ? (int)rc_key_slot(rkey, rlen) : -1, had};
+  *it = (reset_item){
+      j, cmd, n, e->o.cluster ? (int)rc_key_slot(rkey, rlen) : -1, had, 0};
+  if (e->o.sync) { /* "LEN:KEY" for the PUBLISH */
+    char *grown = realloc(j->names, j->names_len + 21 + rlen);
+    if (grown) {
+      j->names = grown;
+      j->names_len += put_uint(grown + j->names_len, rlen);
+      grown[j->names_len++] = ':';
+      memcpy(grown + j->names_len, rkey, rlen);
+      j->names_len += rlen;
+    } else {
+      j->oom = 1;
+    }
+  }
   free(rkey);
 }
 
 static void reset_job_free(reset_job *j) {
   for (size_t i = 0; i < j->n; i++) free(j->it[i].cmd);
   free(j->it);
+  free(j->names);
   free(j);
+}
+
+/* The PUBLISH failed: the other daemons were not told (why: the first
+   failure, unless a deletion's came first). */
+static void reset_unpublished(reset_job *j, const char *why) {
+  j->out->unpublished = 1;
+  if (!j->out->failed && !j->out->err[0])
+    snprintf(j->out->err, sizeof j->out->err, "redis: PUBLISH: %.140s", why);
 }
 
 /* A DEL's answer (r NULL: its call failed, err says why). */
 static void reset_reply(void *ud, const redisReply *r, const char *err) {
   reset_item *it = ud;
   reset_job *j = it->j;
-  if (r && r->type == REDIS_REPLY_INTEGER) {
+  if (it->publish) { /* its answer: how many daemons (of that node) heard */
+    const char *why = !r                            ? err
+                      : r->type == REDIS_REPLY_ERROR ? r->str
+                                                     : "unexpected reply";
+    if (!r || r->type != REDIS_REPLY_INTEGER) reset_unpublished(j, why);
+  } else if (r && r->type == REDIS_REPLY_INTEGER) {
     j->out->dropped += r->integer > 0 || it->local;
   } else {
     char why[160];
@@ -2038,8 +2151,40 @@ static void reset_reply(void *ud, const redisReply *r, const char *err) {
     reset_fail(j, why);
   }
   if (--j->waiting) return;
-  j->done(j->ud, j->out->failed ? ENG_ESTORE : 0, j->out);
+  j->done(j->ud, j->out->failed || j->out->unpublished ? ENG_ESTORE : 0,
+          j->out);
   reset_job_free(j);
+}
+
+/*
+ * Approximate mode: after the job's UNLINKs, one PUBLISH of their keys on
+ * the resets' channel, to the first key's node (in a cluster a PUBLISH
+ * reaches every node's subscribers): "sluice-reset INSTANCE\n" then
+ * "LEN:KEY" for each key. The other daemons' sync threads drop their own
+ * state for those keys (engine_sync_reset).
+ */
+static void reset_add_publish(reset_job *j) {
+  engine *e = j->t->e;
+  char ch[64], head[32];
+  engine_reset_channel(e, ch, sizeof ch);
+  size_t chl = strlen(ch);
+  size_t hl =
+      (size_t)snprintf(head, sizeof head, "sluice-reset %s\n", e->instance);
+  size_t pl = hl + j->names_len;
+  char *cmd = malloc(64 + chl + pl);
+  if (!cmd || reset_grow(j)) {
+    free(cmd);
+    j->oom = 1;
+    return;
+  }
+  size_t n = (size_t)sprintf(
+      cmd, "*3\r\n$7\r\nPUBLISH\r\n$%zu\r\n%s\r\n$%zu\r\n", chl, ch, pl);
+  memcpy(cmd + n, head, hl);
+  memcpy(cmd + n + hl, j->names, j->names_len);
+  n += pl;
+  memcpy(cmd + n, "\r\n", 2);
+  reset_item *it = &j->it[j->n++];
+  *it = (reset_item){j, cmd, n + 2, j->it[0].slot, 0, 1};
 }
 
 /* Sends the job's DELs. 0 (every answer now in out), ENG_PENDING (the
@@ -2056,6 +2201,11 @@ static int reset_run(reset_job *j) {
   }
   engine_thread *t = j->t;
   j->out->keys = (int)j->n;
+  if (t->e->o.sync) reset_add_publish(j);
+  if (j->oom) {
+    reset_job_free(j);
+    return SL_ENOMEM;
+  }
   j->waiting = 1; /* held until every DEL is out: no early done */
   for (size_t i = 0; i < j->n; i++) {
     reset_item *it = &j->it[i];
@@ -2063,12 +2213,14 @@ static int reset_run(reset_job *j) {
     it->cmd = NULL; /* the remote's from now on */
     if (t->send(t->io, it->slot, cmd, it->len, reset_reply, it) == 0)
       j->waiting++;
+    else if (it->publish)
+      reset_unpublished(j, "down");
     else
       reset_fail(j, "redis: down, not retried until --breaker-interval "
                     "has passed since it failed");
   }
   if (--j->waiting) return ENG_PENDING;
-  int rc = j->out->failed ? ENG_ESTORE : 0;
+  int rc = j->out->failed || j->out->unpublished ? ENG_ESTORE : 0;
   reset_job_free(j);
   return rc;
 }
@@ -2343,9 +2495,13 @@ char *engine_metrics(engine *e, size_t *len) {
   }
   if (e->o.sync) {
     static const char *const name[ENG_SYNC_COUNT] = {
-        "sluice_sync_rounds_total", "sluice_sync_calls_total",
-        "sluice_sync_errors_total", "sluice_sync_retried_cost_total",
-        "sluice_sync_unconfirmed_cost_total", "sluice_sync_lost_cost_total"};
+        "sluice_sync_rounds_total",
+        "sluice_sync_calls_total",
+        "sluice_sync_errors_total",
+        "sluice_sync_retried_cost_total",
+        "sluice_sync_unconfirmed_cost_total",
+        "sluice_sync_lost_cost_total",
+        "sluice_sync_resets_total"};
     static const char *const what[ENG_SYNC_COUNT] = {
         "Approximate mode: sync rounds that had local charges to push.",
         "Approximate mode: script calls the sync thread sent to Redis.",
@@ -2356,7 +2512,9 @@ char *engine_metrics(engine *e, size_t *len) {
         "Approximate mode: cost pushed in a call that got no reply (Redis "
         "may have taken it, or take it later); not pushed again.",
         "Approximate mode: cost charged locally and never pushed to Redis "
-        "(its pushes failed for 10 s, or too many keys were waiting)."};
+        "(its pushes failed for 10 s, or too many keys were waiting).",
+        "Approximate mode: resets other daemons got and published, applied "
+        "here (this daemon's state for their keys dropped)."};
     for (int i = 0; i < ENG_SYNC_COUNT; i++) {
       help(f, name[i], "counter", what[i]);
       fprintf(f, "%s %llu\n", name[i],

@@ -59,6 +59,7 @@ typedef struct engine_opts {
   /* Approximate mode (--sync): decisions stay local (remote = 0); every
      local charge is recorded for engine_sync_take. */
   int sync;
+  int db; /* fleet mode: the Redis database (SELECT; resets' channel) */
 } engine_opts;
 
 /* Takes ownership of cfg. NULL on failure (message in err). */
@@ -198,6 +199,8 @@ typedef struct eng_reset {
   int keys;      /* fleet mode: Redis keys it deleted (DELs sent or not) */
   int failed;    /* ... of which Redis did not confirm the deletion (an
                     error, a timeout, or down: not sent) */
+  int unpublished; /* approximate mode: the PUBLISH that tells the other
+                      daemons (engine_sync_reset) was not confirmed */
   char err[160]; /* why (the first failure), or a policy's error */
 } eng_reset;
 
@@ -272,15 +275,28 @@ void engine_sync_apply(engine *e, eng_delta *list, const int64_t *level,
 
 /* What the sync thread did, for /metrics (sluice_sync_*). */
 enum {
-  ENG_SYNC_ROUNDS,  /* rounds with charges to push */
-  ENG_SYNC_CALLS,   /* script calls sent */
-  ENG_SYNC_ERRORS,  /* calls that failed (timeout, connection, error) */
-  ENG_SYNC_RETRIED, /* cost Redis did not take, pushed again next round */
+  ENG_SYNC_ROUNDS,      /* rounds with charges to push */
+  ENG_SYNC_CALLS,       /* script calls sent */
+  ENG_SYNC_ERRORS,      /* calls that failed (timeout, connection, error) */
+  ENG_SYNC_RETRIED,     /* cost Redis did not take, pushed again next round */
   ENG_SYNC_UNCONFIRMED, /* cost sent without a reply (maybe taken) */
-  ENG_SYNC_LOST,    /* cost never pushed: 10 s of failures, or memory */
+  ENG_SYNC_LOST,        /* cost never pushed: 10 s of failures, or memory */
+  ENG_SYNC_RESETS,      /* other daemons' resets applied here */
   ENG_SYNC_COUNT
 };
 void engine_sync_count(engine *e, int what, uint64_t n);
+
+/*
+ * Approximate mode's resets reach every daemon: the one that gets a reset
+ * publishes the Redis keys it deleted (PUBLISH on engine_reset_channel's
+ * channel, after the UNLINKs); each daemon's sync thread subscribes and
+ * hands what it reads to engine_sync_reset, which drops this daemon's own
+ * state and unpushed charges for each key named (its own messages are
+ * skipped: it dropped them when it got the reset). Returns how many
+ * (limit, key) states it dropped, or -1: not a reset message of sluice's.
+ */
+void engine_reset_channel(const engine *e, char *dst, size_t len);
+int engine_sync_reset(engine *e, const void *msg, size_t len);
 
 /* ---- metrics ---- */
 

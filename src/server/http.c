@@ -968,6 +968,12 @@ static int render_reset(h2o_req_t *req, const eng_request *er, int rc,
     return send_body(req, 200, "application/json", &b);
   }
   case ENG_ESTORE:
+    if (!r->failed) /* deleted, but the other daemons were not told */
+      return send_error(req, 503,
+                        "reset failed: the other daemons were not "
+                        "told (%s); this daemon's state and Redis's "
+                        "were dropped",
+                        r->err);
     return send_error(req, 503, "reset failed: Redis did not confirm %d of "
                                 "its %d deletions (%s)", r->failed, r->keys,
                       r->err);

@@ -518,7 +518,12 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
 
 /* SL.RESET's reply: the states dropped, or why Redis did not drop them. */
 static void reply_reset(resp_conn *c, int rc, const eng_reset *r) {
-  if (rc == ENG_ESTORE)
+  if (rc == ENG_ESTORE && !r->failed) /* the other daemons not told */
+    out_err(c,
+            "ERR reset failed: the other daemons were not told (%s); "
+            "this daemon's state and Redis's were dropped",
+            r->err);
+  else if (rc == ENG_ESTORE)
     out_err(c, "ERR reset failed: Redis did not confirm %d of its %d "
                "deletions (%s)", r->failed, r->keys, r->err);
   else if (rc == SL_EPOLICY)

@@ -747,7 +747,8 @@ int cmd_serve(int argc, char **argv) {
                     .local_fraction = local_fraction,
                     .breaker_ms = rcfg.breaker_ms,
                     .batch_max = batch_max,
-                    .sync = sync_ms > 0};
+                    .sync = sync_ms > 0,
+                    .db = rcfg.db};
   srv.eng = engine_new(&eo, cfg, err, sizeof err);
   if (!srv.eng) {
     srv_log("error", "%s", err);

@@ -476,6 +476,198 @@ static void redis_names_are_exact_modes(void **state) {
   fixture_free(&f);
 }
 
+/* ---- resets published to the other daemons ---- */
+
+/* Command i's name and its last argument (a copy, malloc'd to its exact
+   length: ASan sees a read past it), as a RESP array. */
+static char *sent_arg(const fake_redis *f, int i, const char *want_name,
+                      size_t *len) {
+  redisReader *rd = redisReaderCreate();
+  void *x = NULL;
+  redisReaderFeed(rd, f->cmd[i], f->len[i]);
+  assert_int_equal(redisReaderGetReply(rd, &x), REDIS_OK);
+  redisReply *r = x;
+  assert_non_null(r);
+  assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+  assert_string_equal(r->element[0]->str, want_name);
+  const redisReply *a = r->element[r->elements - 1];
+  char *copy = malloc(a->len ? a->len : 1);
+  assert_non_null(copy);
+  memcpy(copy, a->str, a->len);
+  *len = a->len;
+  freeReplyObject(r);
+  redisReaderFree(rd);
+  return copy;
+}
+
+static void on_reset(void *ud, int rc, eng_reset *out) {
+  (void)out;
+  *(int *)ud = rc;
+}
+
+/* The sender: another approximate-mode daemon with the same config. */
+typedef struct sender {
+  engine *e;
+  engine_thread *t;
+  fake_redis s;
+} sender;
+
+static void sender_new(sender *x, const char *yaml) {
+  engine_opts o = {.sync = 1};
+  char err[256] = "";
+  memset(x, 0, sizeof *x);
+  x->e = engine_new(&o, cfg_of(yaml), err, sizeof err);
+  if (!x->e) fail_msg("engine_new: %s", err);
+  x->t = engine_thread_new(x->e);
+  assert_non_null(x->t);
+  engine_thread_set_remote(x->t, send_fake, &x->s);
+}
+
+static void sender_free(sender *x) {
+  fake_free(&x->s);
+  engine_thread_free(x->t);
+  engine_free(x->e);
+}
+
+/* The message the sender publishes for a reset of an ad-hoc key under
+   FW10 (its UNLINK and PUBLISH answered: rc 0). */
+static char *published_adhoc_reset(sender *x, const char *key, size_t *len) {
+  eng_reset out;
+  int rc = -1;
+  fake_free(&x->s);
+  assert_int_equal(engine_reset_key_async(x->t, key, strlen(key), FW10,
+                                          strlen(FW10), &out, on_reset, &rc),
+                   ENG_PENDING);
+  assert_int_equal(x->s.n, 2);
+  size_t l;
+  free(sent_arg(&x->s, 0, "UNLINK", &l));
+  char *msg = sent_arg(&x->s, 1, "PUBLISH", len);
+  answer_int(&x->s, 0, 1);
+  answer_int(&x->s, 1, 2);
+  assert_int_equal(rc, 0);
+  return msg;
+}
+
+static void a_published_reset_drops_this_daemons_state(void **state) {
+  (void)state;
+  fixture f = sync_fixture(rules);
+  sender x;
+  sender_new(&x, rules);
+  /* Here: the ad-hoc key and the rule's {k: v1} spent, their charges not
+     yet taken by a round. */
+  for (int i = 0; i < 10; i++) throttle(f.t, "user:42", FW10, 1, T0);
+  check1(f.t, "d", "k", "v1", 10, T0);
+  throttle(f.t, "user:7", FW10, 4, T0); /* not reset */
+  assert_int_equal(adhoc_remaining(f.t, "user:42", FW10, T0), 0);
+  assert_int_equal(rule_remaining(f.t, "d", "k", "v1", T0), 0);
+
+  size_t len;
+  char *msg = published_adhoc_reset(&x, "user:42", &len);
+  assert_true(len > 13 && !memcmp(msg, "sluice-reset ", 13));
+  /* The sender skips its own message (it dropped its state already). */
+  assert_int_equal(engine_sync_reset(x.e, msg, len), 0);
+  assert_int_equal(metric(x.e, "sluice_sync_resets_total"), 0);
+  /* Here: the key's state and its charges go; user:7's stay. */
+  assert_int_equal(engine_sync_reset(f.e, msg, len), 1);
+  assert_int_equal(adhoc_remaining(f.t, "user:42", FW10, T0), 10);
+  assert_int_equal(adhoc_remaining(f.t, "user:7", FW10, T0), 6);
+  free(msg);
+
+  /* A rule's {k: v1}, reset over a descriptor (kind 'r'). */
+  eng_descriptor d;
+  memset(&d, 0, sizeof d);
+  d.hits = -1;
+  d.entries[0] = (cfg_entry){"k", 1, "v1", 2};
+  d.n = 1;
+  eng_request req = {"d", 1, &d, 1, 1};
+  eng_reset out;
+  int rc = -1;
+  fake_free(&x.s);
+  assert_int_equal(
+      engine_reset_descriptor_async(x.t, &req, &out, on_reset, &rc),
+      ENG_PENDING);
+  assert_int_equal(x.s.n, 2);
+  msg = sent_arg(&x.s, 1, "PUBLISH", &len);
+  answer_int(&x.s, 0, 0);
+  answer_int(&x.s, 1, 2);
+  assert_int_equal(rc, 0);
+  assert_int_equal(engine_sync_reset(f.e, msg, len), 1);
+  assert_int_equal(rule_remaining(f.t, "d", "k", "v1", T0), 10);
+  free(msg);
+  assert_int_equal(metric(f.e, "sluice_sync_resets_total"), 2);
+
+  /* The round has user:7's charge, and none of the keys reset. */
+  round_ rd = take_round(f.e);
+  assert_int_equal(adhoc_cost(&rd, FW10, "user:7"), 4);
+  assert_true(adhoc_cost(&rd, FW10, "user:42") <= 0);
+  assert_true(rule_cost(&rd, "d.k", FW10, "k", "v1") <= 0);
+  apply_all_known(f.e, &rd, T0);
+  sender_free(&x);
+  fixture_free(&f);
+}
+
+static void a_reset_whose_publish_fails_says_so(void **state) {
+  (void)state;
+  sender x;
+  sender_new(&x, rules);
+  eng_reset out;
+  int rc = -1;
+  assert_int_equal(engine_reset_key_async(x.t, "u", 1, FW10, strlen(FW10), &out,
+                                          on_reset, &rc),
+                   ENG_PENDING);
+  assert_int_equal(x.s.n, 2);
+  answer_int(&x.s, 0, 1);
+  answer_err(&x.s, 1,
+             "NOPERM this user has no permissions to access the "
+             "channel");
+  assert_int_equal(rc, ENG_ESTORE);
+  assert_int_equal(out.failed, 0);
+  assert_int_equal(out.unpublished, 1);
+  assert_non_null(strstr(out.err, "PUBLISH: NOPERM"));
+  sender_free(&x);
+}
+
+/* Whatever a channel's message holds, engine_sync_reset reads no byte
+   past it, and drops only what a well-formed key names. */
+static void malformed_reset_messages_are_read_safely(void **state) {
+  (void)state;
+  fixture f = sync_fixture(rules);
+  sender x;
+  sender_new(&x, rules);
+  size_t len;
+  char *msg = published_adhoc_reset(&x, "user:42", &len);
+  for (size_t n = 0; n < len; n++) { /* every truncation */
+    char *cut = malloc(n ? n : 1);
+    memcpy(cut, msg, n);
+    int r = engine_sync_reset(f.e, cut, n);
+    assert_true(r == -1 || r == 0);
+    free(cut);
+  }
+  static const char *const bad[] = {
+      "hello",
+      "sluice-reset 0123456789abcdeX",
+      "sluice-reset 0123456789abcdef\n",
+      "sluice-reset 0123456789abcdef\n99999999999999999999:x",
+      "sluice-reset 0123456789abcdef\n3:sl:",
+      "sluice-reset 0123456789abcdef\n5:sl:{x",
+      "sluice-reset 0123456789abcdef\n7:sl:{}a9",
+      "sluice-reset 0123456789abcdef\n9:sl:{}a99:",
+      "sluice-reset 0123456789abcdef\n13:sl:{}z3:abcde",
+      "sluice-reset 0123456789abcdef\n:",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    size_t n = strlen(bad[i]);
+    char *m = malloc(n);
+    memcpy(m, bad[i], n);
+    int r = engine_sync_reset(f.e, m, n);
+    assert_true(r == -1 || r == 0);
+    free(m);
+  }
+  free(msg);
+  sender_free(&x);
+  fixture_free(&f);
+}
+
 /* ---- many keys ---- */
 
 #define MANY 50000
@@ -1071,12 +1263,10 @@ int main(void) {
       /* First: whether the address of a freed limiter comes back depends
          on the heap's history (see these two tests). */
       cmocka_unit_test(a_rule_brought_back_does_not_take_the_old_ones_entries),
-      cmocka_unit_test(
-          a_rule_brought_back_is_not_forced_to_the_old_ones_level),
+      cmocka_unit_test(a_rule_brought_back_is_not_forced_to_the_old_ones_level),
       cmocka_unit_test(allowed_charges_are_summed_per_key),
       cmocka_unit_test(denied_requests_and_peeks_record_nothing),
-      cmocka_unit_test(
-          a_request_one_rule_denies_records_nothing_in_the_others),
+      cmocka_unit_test(a_request_one_rule_denies_records_nothing_in_the_others),
       cmocka_unit_test(a_second_take_finds_nothing),
       cmocka_unit_test(take_merges_the_threads_charges),
       cmocka_unit_test(redis_names_are_exact_modes),
@@ -1097,6 +1287,9 @@ int main(void) {
       cmocka_unit_test(a_reloaded_away_rules_unsent_charge_is_still_pushed),
       cmocka_unit_test(a_removed_rules_unsent_charge_is_carried_again),
       cmocka_unit_test(concurrent_charges_are_each_taken_exactly_once),
+      cmocka_unit_test(a_published_reset_drops_this_daemons_state),
+      cmocka_unit_test(a_reset_whose_publish_fails_says_so),
+      cmocka_unit_test(malformed_reset_messages_are_read_safely),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
