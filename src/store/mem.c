@@ -707,38 +707,36 @@ static int settle(sl_store *s, shard *sh, const store_ref *r, long i,
   return 0;
 }
 
-int store_force(sl_store *s, const store_ref *r, int64_t cost, int64_t now,
-                int64_t *level) {
-  store_prefetch(s, r);
-  store_lock(s, r->shard);
-  shard *sh = &s->shards[r->shard];
-  long i = find(sh, r);
-  algo_state next = {0, 0};
-  int change = r->p->ops->force(r->p, i >= 0 ? &sh->slots[i].st : NULL, now,
-                                &cost, level, &next);
-  int rc = settle(s, sh, r, i, now, change, cost, &next, NULL);
-  store_unlock(s, r->shard);
-  return rc;
-}
-
-int store_force_to(sl_store *s, const store_ref *r, int64_t target,
-                   int64_t now, int64_t *level) {
+/* A forced charge of `cost`, or (to not NULL) of what brings the level
+   down to *to (nothing when it is there already: a first charge of 0
+   reads the level), in one lookup under the shard's lock. */
+static int force(sl_store *s, const store_ref *r, int64_t cost,
+                 const int64_t *to, int64_t now, int64_t *level) {
   store_prefetch(s, r);
   store_lock(s, r->shard);
   shard *sh = &s->shards[r->shard];
   long i = find(sh, r);
   const algo_state *st = i >= 0 ? &sh->slots[i].st : NULL;
   algo_state next = {0, 0};
-  int64_t cost = 0;
   int change = r->p->ops->force(r->p, st, now, &cost, level, &next);
-  if (*level > target) {
-    cost = *level - target;
+  if (to && *level > *to) {
+    cost = *level - *to;
     next = (algo_state){0, 0};
     change = r->p->ops->force(r->p, st, now, &cost, level, &next);
   }
   int rc = settle(s, sh, r, i, now, change, cost, &next, NULL);
   store_unlock(s, r->shard);
   return rc;
+}
+
+int store_force(sl_store *s, const store_ref *r, int64_t cost, int64_t now,
+                int64_t *level) {
+  return force(s, r, cost, NULL, now, level);
+}
+
+int store_force_to(sl_store *s, const store_ref *r, int64_t target,
+                   int64_t now, int64_t *level) {
+  return force(s, r, 0, &target, now, level);
 }
 
 void store_undo_locked(sl_store *s, const store_ref *r,
