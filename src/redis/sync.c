@@ -621,6 +621,7 @@ static void subscribe(rs_sync *s) {
     freeReplyObject(r);
     if (ok) {
       s->sub = c;
+      engine_sync_subscribed(s->e, 1);
       return;
     }
     redisFree(c);
@@ -654,6 +655,7 @@ lost:
           s->sub->errstr);
   redisFree(s->sub);
   s->sub = NULL;
+  engine_sync_subscribed(s->e, 0);
   s->sub_after = 0; /* at once (the next round): Redis may be back already */
 }
 

@@ -210,6 +210,7 @@ struct engine {
   _Atomic uint64_t reloads_ok, reloads_failed;
   _Atomic int64_t last_reload_s;
   _Atomic uint64_t sync_stats[ENG_SYNC_COUNT]; /* approximate mode */
+  _Atomic int sync_subscribed;                  /* ... to the others' resets */
   unsigned char delta_key[crypto_shorthash_KEYBYTES]; /* delta_hash's */
   char instance[17]; /* approximate mode: this daemon, in its resets' PUBLISH */
   struct delta_table *round; /* the sync thread's, take to apply */
@@ -1452,6 +1453,10 @@ static int forget_charges(engine *e, const sl_limiter *lim, const void *key,
   return found;
 }
 
+void engine_sync_subscribed(engine *e, int on) {
+  atomic_store_explicit(&e->sync_subscribed, on, memory_order_relaxed);
+}
+
 void engine_reset_channel(const engine *e, char *dst, size_t len) {
   /* (channels are not per database: a fleet's are told apart by its db) */
   snprintf(dst, len, "sl:reset:%d", e->o.db);
@@ -2520,6 +2525,11 @@ char *engine_metrics(engine *e, size_t *len) {
       fprintf(f, "%s %llu\n", name[i],
               (unsigned long long)atomic_load(&e->sync_stats[i]));
     }
+    help(f, "sluice_sync_resets_subscribed", "gauge",
+         "Approximate mode: 1 while the sync thread is subscribed to the "
+         "resets other daemons publish (0: it would miss them).");
+    fprintf(f, "sluice_sync_resets_subscribed %d\n",
+            atomic_load_explicit(&e->sync_subscribed, memory_order_relaxed));
   }
 
   help(f, "sluice_requests_total", "counter", "Requests by protocol.");

@@ -297,6 +297,8 @@ void engine_sync_count(engine *e, int what, uint64_t n);
  */
 void engine_reset_channel(const engine *e, char *dst, size_t len);
 int engine_sync_reset(engine *e, const void *msg, size_t len);
+/* Whether the sync thread is subscribed now (sluice_sync_resets_subscribed). */
+void engine_sync_subscribed(engine *e, int on);
 
 /* ---- metrics ---- */
 

@@ -806,6 +806,29 @@ eq "approx reset: the charges kept for a retry were forgotten too (no key)" 0 \
   "$(rcli "$RP" EXISTS "sl:{}a8:gcra:3/h$_ck")"
 eq "approx reset: zs allows 3 again" "1 1 1" \
   "$(for _i in 1 2 3; do rcli "$RESP" SL.THROTTLE "$_ck" gcra:3/h | cut -d' ' -f1; done | paste -sd' ' -)"
+# Its subscription to the resets died with Redis, and came back with it:
+# a reset published now (as another daemon would: the channel of the
+# database, the Redis keys deleted) drops zs's state for its key.
+subscribed() { [ "$(metric sluice_sync_resets_subscribed)" = 1 ]; }
+if waitfor 40 subscribed; then pass; else
+  fail "approx reset: zs not subscribed to the resets after Redis came back"
+fi
+_pk=published-$(now_ms)
+eq "approx reset: zs spends a key" "1 1 1 0" \
+  "$(for _i in 1 2 3 4; do rcli "$RESP" SL.THROTTLE "$_pk" gcra:3/h | cut -d' ' -f1; done | paste -sd' ' -)"
+_pn="sl:{}a8:gcra:3/h$_pk"
+eq "approx reset: a reset published by hand reaches one subscriber" 1 \
+  "$(rcli "$RP" PUBLISH sl:reset:0 "$(printf 'sluice-reset 00000000000000aa\n%s:%s' ${#_pn} "$_pn")")"
+pk_fresh() { [ "$(rcli "$RESP" SL.THROTTLE "$_pk" gcra:3/h 0 | cut -d' ' -f3)" = 3 ]; }
+if waitfor 40 pk_fresh; then pass; else
+  fail "approx reset: zs kept its state for $_pk after the published reset"
+fi
+eq "approx reset: garbage on the channel is ignored" 1 \
+  "$(rcli "$RP" PUBLISH sl:reset:0 'sluice-reset 00000000000000aa
+99999:sl:{')"
+sleep 1.2 # a round (--sync 1000) has read it
+eq "approx reset: ... and zs still decides" 1 \
+  "$(rcli "$RESP" SL.THROTTLE "$_pk" gcra:3/h | cut -d' ' -f1)"
 sv_stop zs
 
 # ===========================================================================
