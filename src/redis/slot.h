@@ -97,7 +97,9 @@ void rc_split_free(rc_split *s);
  * failed or malformed part's request gets nil elements, so that reading
  * it (rs_parse) fails that request alone. Takes every reply[i] (freed,
  * set to NULL). NULL when no part has a well-formed reply, or out of
- * memory.
+ * memory. Exact mode's reply shape only (REPLY in decide.lua, for
+ * requests decided with "g"): the sync's forced calls ("f", REPLY_F) are
+ * split and followed in sync.c, never joined.
  */
 redisReply *rc_batch_join(const rc_split *s, redisReply **reply);
 
