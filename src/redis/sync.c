@@ -38,6 +38,11 @@
  * (the script loaded, after ASKING again for an ASK's call) and TRYAGAIN
  * (a batch whose keys are partly migrated: one call per key, each followed
  * on its own). Only what still fails goes again with the next rounds.
+ * A master that dies answers nothing, not even MOVED: while a node that
+ * serves slots is down (its call or its connect failed), another node is
+ * asked for the whole map at the end of each pass, at most once a second
+ * (relearn_map), and the charges carried meanwhile go to the replica that
+ * took its slots over, from the round after the one that learns it.
  *
  * A round's time is its interval: rounds start every interval (one that
  * ran long is followed at once), and the follow-up calls, one at a time,
