@@ -781,7 +781,10 @@ fallbacks() {
   done | awk '{ n += $1 } END { print n }'
 }
 # moved_all — MOVED answered by the surviving nodes, together.
-moved_all() { echo $(($(errstat "$P1" MOVED) + $(errstat "$P2" MOVED) + $(errstat "$P3" MOVED) + $(errstat "$P4" MOVED))); }
+moved_all() {
+  for _p in $P1 $P2 $P3 $P4; do errstat "$_p" MOVED; done |
+    awk '{ n += $1 } END { print n + 0 }'
+}
 # slots_asked — CLUSTER SLOTS calls on the surviving nodes, together.
 slots_asked() {
   for _p in $P1 $P2 $P3 $P4; do
