@@ -35,7 +35,8 @@
    room for an answer: retry_margin). */
 #define RETRY_MIN_NS 1000000
 #define RETRY_DOUBLINGS 5
-/* A MOVED reads the whole slot map again at most this often (refresh_map). */
+/* A MOVED, or a node that fails, reads the whole slot map again at most
+   this often (refresh_map, relearn_map). */
 #define MAP_REFRESH_NS 1000000000
 
 typedef struct split_call split_call;
@@ -114,6 +115,7 @@ struct rc_client {
   pending *retry; /* TRYAGAIN: waiting to be sent again (retry_at) */
   int refreshing;        /* a CLUSTER SLOTS is out (refresh_map) */
   int64_t refresh_after; /* and no other before this */
+  int map_from;          /* the node last asked (relearn_map goes on after) */
   h2o_socket_t *timer;
   int timer_fd;
   int64_t timer_at; /* armed for, 0 = disarmed */
@@ -350,6 +352,7 @@ static node *node_by_addr(rc_client *c, const char *host, int port) {
 }
 
 static void split_done(split_call *s);
+static void relearn_map(rc_client *c, const node *failed);
 
 /* Tells p's request its answer, once (p->answered): its callback gets r,
    or NULL and err; r is freed here. A part of a split batch gives its
@@ -392,7 +395,9 @@ static void split_done(split_call *s) {
 }
 
 /* Fails every command of n (sent and queued) and closes its connection;
-   the breaker keeps it down for breaker_ms. */
+   the breaker keeps it down for breaker_ms. In a cluster, n may be a
+   master that died: the map is read again from another node
+   (relearn_map). */
 static void node_fail(node *n, const char *why) {
   if (n->sock) {
     h2o_socket_close(n->sock);
@@ -417,6 +422,7 @@ static void node_fail(node *n, const char *why) {
       next = p->next;
       finish(p, NULL, why);
     }
+  relearn_map(n->c, n);
 }
 
 /* Room for `more` bytes in n's write buffer: 0, or -1 (out of memory). */
@@ -592,6 +598,53 @@ static void refresh_map(rc_client *c, node *from) {
   }
   c->refreshing = 1;
   c->refresh_after = now + MAP_REFRESH_NS;
+  for (int i = 0; i < c->nnodes; i++)
+    if (c->nodes[i] == from) c->map_from = i;
+}
+
+/* Whether the slot map gives node n any slot. */
+static int serves_slots(const rc_client *c, const node *n) {
+  for (int i = 0; i < c->nnodes; i++)
+    if (c->nodes[i] == n)
+      return memchr(c->slot_node, i, sizeof c->slot_node) != NULL;
+  return 0;
+}
+
+/* The node to read the map from instead of `failed`: the first after the
+   one asked last that is up (connected), else the first that the breaker
+   does not keep down (connected for it); NULL when there is none. Taken
+   in turn, so that a node that cannot tell (a seed gone from the cluster,
+   one that answers an error) does not stop the others being asked. */
+static node *map_source(rc_client *c, const node *failed) {
+  node *idle = NULL;
+  for (int k = 1; k <= c->nnodes; k++) {
+    node *n = c->nodes[(c->map_from + k) % c->nnodes];
+    if (n == failed || node_down(n)) continue;
+    if (n->state == N_UP) return n;
+    if (!idle) idle = n;
+  }
+  return idle;
+}
+
+/*
+ * A master that dies answers nothing, not even a MOVED, so its slots'
+ * calls would fail (breaker, on_store_error) long after a replica has
+ * taken them over (cluster-node-timeout and an election: seconds after
+ * the death). So when a node that serves slots fails (node_fail: lost,
+ * timed out, cannot connect), and for each call refused while it is
+ * down (rc_send), the whole map is read again from another node
+ * (map_source), as after a MOVED: one at a time, at most once per
+ * MAP_REFRESH_NS. Until the failover, the map read still gives the dead
+ * node its slots (rc_topology_read keeps a slot no master is named for
+ * as it was, never "nobody"): the next refused call or failed probe asks
+ * again, so the promotion is learned within about MAP_REFRESH_NS of it.
+ */
+static void relearn_map(rc_client *c, const node *failed) {
+  if (!c->cfg.cluster || c->freeing || c->refreshing ||
+      now_ns() < c->refresh_after || !serves_slots(c, failed))
+    return;
+  node *from = map_source(c, failed);
+  if (from) refresh_map(c, from);
 }
 
 /* ---- TRYAGAIN ---- */
@@ -1065,6 +1118,7 @@ int rc_send(rc_client *c, int slot, char *cmd, size_t len, rc_reply_fn cb,
   node *n = slot_owner(c, slot);
   int64_t now = now_ns();
   if (c->freeing || (n->state == N_DOWN && now < n->down_until)) {
+    relearn_map(c, n); /* its slots may have a new master by now */
     free(cmd);
     return -1;
   }

@@ -21,7 +21,12 @@
  * Cluster: the slot map comes from CLUSTER SLOTS at start; MOVED updates it
  * (that slot, to the named node, which may be new), resends, and has the
  * named node send the whole map again (CLUSTER SLOTS, at most once a
- * second); ASK resends to the named node after ASKING (up to 5 redirects
+ * second). A master that dies answers nothing, not even MOVED: when a node
+ * that serves slots fails (lost, timed out, cannot connect), another node
+ * sends the map, and again while the node's commands are refused (breaker)
+ * or its probes fail, at most once a second, so that the replica that
+ * takes its slots over is learned within about a second of its promotion
+ * (client.c's relearn_map). ASK resends to the named node after ASKING (up to 5 redirects
  * a command). NOSCRIPT (a restarted or flushed Redis) loads the script
  * and resends (after ASKING again when the command was an ASK's).
  * TRYAGAIN (a slot in mid-migration, a call's keys on both sides): a batch

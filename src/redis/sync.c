@@ -38,6 +38,11 @@
  * (the script loaded, after ASKING again for an ASK's call) and TRYAGAIN
  * (a batch whose keys are partly migrated: one call per key, each followed
  * on its own). Only what still fails goes again with the next rounds.
+ * A master that dies answers nothing, not even MOVED: while a node that
+ * serves slots is down (its call or its connect failed), another node is
+ * asked for the whole map at the end of each pass, at most once a second
+ * (relearn_map), and the charges carried meanwhile go to the replica that
+ * took its slots over, from the round after the one that learns it.
  *
  * A round's time is its interval: rounds start every interval (one that
  * ran long is followed at once), and the follow-up calls, one at a time,
@@ -71,7 +76,8 @@
 
 /* The most redirects (MOVED, ASK, NOSCRIPT) one call follows. */
 #define SYNC_MAX_FOLLOW 5
-/* A MOVED reads the whole slot map again at most this often (ms). */
+/* A MOVED, or a node that fails, reads the whole slot map again at most
+   this often (ms). */
 #define SYNC_MAP_REFRESH_MS 1000
 
 struct rs_sync {
@@ -79,6 +85,7 @@ struct rs_sync {
   rc_config cfg;
   rc_topology topo;
   int interval_ms;
+  int map_from; /* the node last asked for the map (relearn_map) */
   redisContext *ctx[RC_MAX_NODES];
   int64_t down_until[RC_MAX_NODES];
   int64_t until; /* (ms) the round's follow-up calls start before this */
@@ -269,6 +276,53 @@ static void refresh_map(rs_sync *s, int nd) {
   }
   rc_topology_read(&s->topo, r, s->topo.nodes[nd].host);
   freeReplyObject(r);
+}
+
+/* The node to read the map from instead of a failed one: the first after
+   the one asked last that is connected, else the first the breaker does
+   not keep down (connected for it); -1 when none. Taken in turn, so that
+   a node that cannot tell (a seed gone from the cluster, one that answers
+   an error) does not stop the others being asked. */
+static int map_source(const rs_sync *s) {
+  int64_t now = mono_ms();
+  int idle = -1;
+  for (int k = 1; k <= s->topo.nnodes; k++) {
+    int nd = (s->map_from + k) % s->topo.nnodes;
+    if (now < s->down_until[nd]) continue; /* the failed ones too */
+    if (s->ctx[nd]) return nd;
+    if (idle < 0) idle = nd;
+  }
+  return idle;
+}
+
+/*
+ * A master that dies answers nothing, not even a MOVED, so its slots'
+ * charges would be refused (not sent, carried) until they are dropped 10 s
+ * later, long after a replica has taken its slots over (cluster-node-timeout
+ * and an election: seconds after the death). So at the end of each pass
+ * (nothing pending on any connection: refresh_map is one blocking call),
+ * while a node that serves slots is down (its call failed: node_drop; its
+ * connect failed: node_ctx), the whole map is read again from another node
+ * (map_source), at most once per SYNC_MAP_REFRESH_MS, as after a MOVED.
+ * Until the failover, the map read still gives the dead node its slots
+ * (rc_topology_read keeps a slot no master is named for as it was, never
+ * "nobody"): the passes ask again, once a second at most, and the round
+ * after the one that learns the promotion sends the carried charges to
+ * the new master.
+ */
+static void relearn_map(rs_sync *s) {
+  int64_t now = mono_ms();
+  if (!s->cfg.cluster || now < s->refresh_after) return;
+  for (int nd = 0; nd < s->topo.nnodes; nd++) {
+    if (now >= s->down_until[nd] ||
+        !memchr(s->topo.slot_node, nd, sizeof s->topo.slot_node))
+      continue;
+    int from = map_source(s);
+    if (from < 0) return;
+    s->map_from = from;
+    refresh_map(s, from);
+    return;
+  }
 }
 
 /*
@@ -559,6 +613,7 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
     else
       settle(s, b->first, b->n, ks, call, level, r, failed);
   }
+  relearn_map(s); /* a master that died: its slots' new one */
   free(ps.held);
   for (size_t k = 0; k < nb; k++) free(bs[k].cmd);
   free(ks);

@@ -39,7 +39,14 @@
 #     is its limit exactly, no decision falls back, the old master answers
 #     fewer MOVED than there are slots (each MOVED has the whole map read
 #     again: CLUSTER SLOTS), and the approximate daemon's charges reach
-#     the new master.
+#     the new master;
+#   - a master dies: the fifth node (master since the failover) is killed
+#     (-9) under load and its replica promotes itself (cluster-node-timeout
+#     1000 ms): during the outage every request on its slots is answered
+#     per on_store_error; within 3 s of the promotion every decision is
+#     Redis's again, with no MOVED (the daemons read the map from another
+#     node); fresh keys there are then exact, and the approximate daemon's
+#     charges made during the outage reach the new master.
 
 . "$(dirname "$0")/serve_lib.sh"
 . "$(dirname "$0")/fleet_lib.sh"
@@ -628,12 +635,15 @@ if waitfor 200 replicating; then pass; else
 fi
 # The keys: ad-hoc ones under $ZP, 30 distinct slots of the third master's
 # range (and z's own one there).
+# find_in_range LO HI PREFIX N [V] — N values V0, V1, ... (V: f) whose key
+# PREFIX value is in N distinct slots of LO-HI, one a line.
 find_in_range() {
   "$PY" -c "$crc_py
 lo, hi, pre, n = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].encode(), int(sys.argv[4])
+vp = (sys.argv[5] if len(sys.argv) > 5 else 'f').encode()
 c0, i, seen = crc(pre), 0, set()
 while len(seen) < n and i < 2000000:
-    v = b'f%d' % i
+    v = b'%s%d' % (vp, i)
     s = crc(v, c0) & 16383
     if lo <= s <= hi and s not in seen:
         seen.add(s)
@@ -711,7 +721,6 @@ sv_use z
 snap "$tmp/m"
 eq "failover: approximate: sync errors; cost retried, unconfirmed, lost" \
   "0 0 0 0" "$(mdelta sluice_sync_errors_total "$tmp/z0" "$tmp/m") $(mdelta sluice_sync_retried_cost_total "$tmp/z0" "$tmp/m") $(mdelta sluice_sync_unconfirmed_cost_total "$tmp/z0" "$tmp/m") $(mdelta sluice_sync_lost_cost_total "$tmp/z0" "$tmp/m")"
-sv_stop z
 say "failover: $(($(now_ms) - t0)) ms; MOVED from the old master: $moved3 (30 slots, 6 clients and a sync thread)"
 
 for i in 1 2 3; do
@@ -720,6 +729,173 @@ for i in 1 2 3; do
   eq "d$i: every decision was Redis's (errors, refused, fallbacks)" "0 0 0" \
     "$(metric sluice_redis_errors_total "$tmp/m") $(metric sluice_redis_refused_total "$tmp/m") $(metric sluice_store_fallbacks_total "$tmp/m")"
 done
+
+# --- a master dies: its replica takes over by itself -----------------------
+# The fifth node (the third master's slots since the failover above, the
+# third node its replica) is killed (-9) while the exact daemons take a
+# paced load on keys in 20 of its slots. The cluster promotes the replica
+# by itself (cluster-node-timeout 1000 ms for this phase: the death is
+# noticed after it, then an election). A dead master answers nothing, not
+# even a MOVED: each client learns the new master by reading the map
+# (CLUSTER SLOTS) from another node when its calls there fail, and again
+# while they are refused, at most once a second. The load's limit is out of
+# reach, so its denials are on_store_error's (deny here) and nothing else.
+# Checks: before the kill every decision is Redis's; during the outage the
+# requests are answered, denied, each a fallback; within a few seconds of
+# the promotion (CLUSTER INFO ok, the replica a master) every decision is
+# Redis's again; then fresh keys of those slots are exact (each allowed its
+# limit, no fallback), no node answered MOVED, and the approximate daemon's
+# charges made during the outage (carried) reach the new master.
+t0=$(now_ms)
+for p in $P1 $P2 $P3 $P4 $P5; do
+  eq "dead master: cluster-node-timeout 1000 on $p" OK \
+    "$(rcli "$p" CONFIG SET cluster-node-timeout 1000)"
+done
+replica_of5() {
+  rcli "$P3" INFO replication | grep -q 'master_link_status:up' || return 1
+  for _p in $P1 $P2 $P4; do
+    timeout 10 redis-cli -h 127.0.0.1 -p "$_p" CLUSTER NODES </dev/null |
+      grep "^$ID3 " | grep -q " slave $ID5 " || return 1
+  done
+}
+if waitfor 100 replica_of5; then pass; else
+  fail "dead master: the third node is not the fifth's replica: $(rcli "$P3" INFO replication)"
+fi
+# The load's keys: an ad-hoc policy out of reach (a Redis decision always
+# allows), 20 values in distinct slots of the fifth's range.
+DP=fixed_window:1000000/h
+rcli "$D1" SL.THROTTLE dprobe "$DP" >/dev/null
+dname=$(keys_of '*dprobe' | awk '{ print $2; exit }')
+like "dead master: the load's key name in Redis" '^sl:\{\}a[0-9]+:.*dprobe$' "$dname"
+: >"$tmp/djobs"
+for _k in $(find_in_range 10923 16383 "${dname%dprobe}" 20 d); do
+  printf '%s\t1\tresp\tSL.THROTTLE\t%s\t%s\n' "$_k" "$_k" "$DP" >>"$tmp/djobs"
+done
+eq "dead master: the load's keys" 20 "$(grep -c '' "$tmp/djobs")"
+# fallbacks — on_store_error's answers, d1-d3 together.
+fallbacks() {
+  for _i in 1 2 3; do
+    sv_use "d$_i"
+    snap "$tmp/m"
+    metric sluice_store_fallbacks_total "$tmp/m"
+  done | awk '{ n += $1 } END { print n }'
+}
+# moved_all — MOVED answered by the surviving nodes, together.
+moved_all() {
+  for _p in $P1 $P2 $P3 $P4; do errstat "$_p" MOVED; done |
+    awk '{ n += $1 } END { print n + 0 }'
+}
+# slots_asked — CLUSTER SLOTS calls on the surviving nodes, together.
+slots_asked() {
+  for _p in $P1 $P2 $P3 $P4; do
+    rcli "$_p" INFO commandstats | tr ' ' '\n' |
+      sed -n 's/^cmdstat_cluster|slots:calls=\([0-9]*\).*/\1/p'
+  done | awk '{ n += $1 } END { print n + 0 }'
+}
+sv_use z
+snap "$tmp/z0"
+fb0=$(fallbacks)
+moved0=$(moved_all)
+asked0=$(slots_asked)
+rm -f "$tmp/dstop"
+fl_load_bg "$tmp/dead.sum" --resp "$d_resp" --threads 12 --rate 300 \
+  --until "$tmp/dstop" --log "$tmp/dead.log" "$tmp/djobs"
+sleep 1
+t_kill=$(now_ms)
+rs_kill c5 9
+# The approximate daemon charges its key there now: its sync finds the node
+# gone; the charges are carried (pushed again with each round, 10 s at most).
+printf '%s\t2\tresp\tSL.THROTTLE\t%s\t%s\n' "$FZ" "$FZ" "$ZP" >"$tmp/zjobs"
+fl_load --resp "$Z" --threads 1 "$tmp/zjobs" >"$tmp/zsum"
+eq "dead master: approximate: allowed locally while the master is dead" \
+  "2 0" "$(fl_get "$FZ" allowed "$tmp/zsum") $(fl_get ALL errors "$tmp/zsum")"
+zcharged=$((zcharged + 2))
+promoted_alone() {
+  rcli "$P3" ROLE | grep -q '^master' &&
+    rcli "$P1" CLUSTER INFO | grep -q 'cluster_state:ok'
+}
+if waitfor 150 promoted_alone; then pass; else
+  fail "dead master: the replica was never promoted: $(rcli "$P3" ROLE) / $(rcli "$P1" CLUSTER INFO | head -c 200)"
+fi
+t_prom=$(now_ms)
+say "dead master: the replica promoted itself $((t_prom - t_kill)) ms after the kill"
+# The load goes on 4 s past the promotion: a client learns it at its next
+# read of the map, a second at most after its last one.
+sleep 4
+touch "$tmp/dstop"
+waitfor 100 bg_done
+fb1=$(fallbacks)
+eq "dead master, under load: every request answered ($(grep '^ERR' "$tmp/dead.sum" | head -n 1))" \
+  0 "$(fl_get ALL errors "$tmp/dead.sum")"
+# The log: start_ms daemon tag outcome lat_ms; D = a fallback (deny).
+awk -v k="$t_kill" -v p="$t_prom" '
+  $4 == "D" && $1 + $5 < k { before++ }
+  $4 == "D" && $1 + $5 >= k { during++; e = $1 + $5; if (e > last) last = e }
+  $4 == "D" && $1 >= p + 3000 { late++ }
+  $4 == "A" && $1 >= p + 3000 { after++ }
+  END { printf "%d %d %d %d %d\n", before, during, late, after, last ? last - k : -1 }
+' "$tmp/dead.log" >"$tmp/dead.fig"
+read -r d_before d_during d_late d_after d_exact <"$tmp/dead.fig"
+eq "dead master: before the kill, every decision Redis's (no denial)" 0 "$d_before"
+in_range "dead master: during the outage, requests denied (on_store_error: deny)" \
+  1 100000 "$d_during"
+eq "dead master: each denial an on_store_error answer (fallbacks, d1-d3)" \
+  "$d_during" $((fb1 - fb0))
+eq "dead master: from 3 s after the promotion, no fallback" 0 "$d_late"
+in_range "dead master: from 3 s after the promotion, Redis's decisions" \
+  100 100000 "$d_after"
+say "dead master: exact again $d_exact ms after the kill, $((d_exact + t_kill - t_prom)) ms after the promotion ($d_during of $(fl_get ALL requests "$tmp/dead.sum") requests answered per on_store_error)"
+# A worker that had no call for the dead master in the outage still holds
+# the old map: its first call there finds the node dead (answered per
+# on_store_error) and has the map read. Loads from many connections until
+# one is all Redis's.
+: >"$tmp/djobs3"
+for _i in 1 2 3; do cat "$tmp/djobs" >>"$tmp/djobs3"; done
+settled() {
+  fl_load --resp "$d_resp" --threads 24 "$tmp/djobs3" >"$tmp/sum"
+  [ "$(fl_get ALL errors "$tmp/sum")" = 0 ] &&
+    [ -z "$(awk '$1 != "ALL" && $1 != "ERR" && $3 != "denied=0"' "$tmp/sum")" ]
+}
+settle=1
+until settled; do
+  settle=$((settle + 1))
+  [ $settle -le 5 ] || break
+done
+in_range "dead master: every worker on the new map (loads of 24 clients until one has no fallback)" \
+  1 5 "$settle"
+say "dead master: loads of 24 clients until one had no fallback: $settle"
+# Fresh keys of those slots: exact, every decision Redis's.
+fb2=$(fallbacks)
+fkeys=$(find_in_range 10923 16383 "${zname%zprobe}" 20 g | paste -sd' ' -)
+fjobs 15
+fl_load --resp "$d_resp" --threads 6 "$tmp/jobs" >"$tmp/sum"
+eq "dead master, after: no request failed ($(grep '^ERR' "$tmp/sum" | head -n 1))" \
+  0 "$(fl_get ALL errors "$tmp/sum")"
+eq "dead master, after: 20 fresh keys, each allowed exactly its limit" "" \
+  "$(awk '$1 != "ALL" && $1 != "ERR" && $2 != "allowed=12" { printf "%s %s ", $1, $2 }' "$tmp/sum")"
+eq "dead master, after: no fallback" 0 $(($(fallbacks) - fb2))
+eq "dead master, after: the new master holds the fresh keys" 20 \
+  "$(timeout 10 redis-cli -h 127.0.0.1 -p "$P3" --scan --pattern "${zname%zprobe}g*" </dev/null | grep -c '')"
+eq "dead master: no node answered MOVED (the map read instead)" 0 \
+  $(($(moved_all) - moved0))
+in_range "dead master: the surviving nodes were asked CLUSTER SLOTS" \
+  1 100000 $(($(slots_asked) - asked0))
+# The approximate daemon's charges, made while the master was dead, reach
+# the new master: the fleet's level there, through an exact daemon.
+zkeys=$FZ
+zwant="$((12 - zcharged)) "
+waitfor 100 zin_redis
+eq "dead master: approximate: the fleet's level in Redis (charges made in the outage)" \
+  "$zwant" "$(zlevels "$D1")"
+sv_use z
+snap "$tmp/m"
+in_range "dead master: approximate: the charges were carried (retried cost)" \
+  2 100000 "$(mdelta sluice_sync_retried_cost_total "$tmp/z0" "$tmp/m")"
+eq "dead master: approximate: cost unconfirmed, lost" "0 0" \
+  "$(mdelta sluice_sync_unconfirmed_cost_total "$tmp/z0" "$tmp/m") $(mdelta sluice_sync_lost_cost_total "$tmp/z0" "$tmp/m")"
+say "dead master: $(($(now_ms) - t0)) ms"
+
+sv_stop z
 for i in 1 2 3; do sv_stop "d$i"; done
 say "$(($(now_ms) - t_start)) ms in all"
 lib_finish

@@ -488,6 +488,136 @@ static void a_moved_reads_the_whole_map_again(void **state) {
   rc_client_free(c);
 }
 
+/* ---- a master that dies: the map read again from another node ---- */
+
+/* CLUSTER SLOTS: every slot on 127.0.0.1:PORT (7000: the dead node, not
+   failed over yet; 7002: its replica, promoted) */
+#define SLOTS_ON(port) \
+  "*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:" port "\r\n" NODE_ID
+
+/* Node nd dies: its connection breaks (what it was asked fails). */
+static void dies(rc_client *c, int nd) {
+  fake_sock *f = sock_of(c, nd);
+  f->on_read(&f->sock, "connection reset by peer");
+  assert_int_equal(c->nodes[nd]->state, N_DOWN);
+}
+
+/* A master that dies answers nothing, not even a MOVED: its failure has
+   the map read from another node (here one never used: connected for
+   it), and its slots' next calls go to the master that map names, with
+   no MOVED. A node that serves no slot failing asks nothing. */
+static void a_dead_master_is_relearned_from_another_node(void **state) {
+  (void)state;
+  rc_client *c = client_of(3, 100);
+  outcome a = {0}, b = {0};
+  send_get(c, 10, "a", &a);
+  rc_flush(c);
+  connect_node(c, 0);
+  dies(c, 0);
+  assert_int_equal(a.calls, 1);
+  assert_int_equal(a.type, -1); /* (answered per on_store_error) */
+  rc_flush(c);
+  connect_node(c, 1);
+  assert_int_equal(sent(c, 1, SLOTS_SENT), 1);
+  feed(c, 1, SLOTS_ON("7002"));
+  for (int x = 0; x < 16384; x++) assert_int_equal(c->slot_node[x], 2);
+  send_get(c, 10, "b", &b);
+  rc_flush(c);
+  connect_node(c, 2);
+  assert_int_equal(sent(c, 2, "$1\r\nb\r\n"), 1);
+  feed(c, 2, REPLY);
+  assert_int_equal(b.type, REDIS_REPLY_STRING);
+  /* node 1 (no slot) fails two seconds later: no CLUSTER SLOTS */
+  fake_ns += SEC(2);
+  dies(c, 1);
+  rc_flush(c);
+  assert_int_equal(sent(c, 2, SLOTS_SENT), 0);
+  assert_int_equal(downs, 2);
+  rc_client_free(c);
+}
+
+/* Until its replica takes over, the map read still gives the dead node its
+   slots, which stay with it (never "nobody"). The calls it refuses while
+   down (a long breaker here) ask again, once a second at most, so that the
+   promotion is learned within about a second of it. */
+static void a_refused_call_asks_again_until_the_replica_takes_over(
+    void **state) {
+  (void)state;
+  rc_client *c = client_of(3, 100);
+  c->cfg.breaker_ms = 5000;
+  c->slot_node[20] = 1;
+  int64_t t0 = fake_ns;
+  outcome a = {0}, d = {0}, b = {0};
+  send_get(c, 10, "a", &a);
+  send_get(c, 20, "d", &d);
+  rc_flush(c);
+  connect_node(c, 0);
+  connect_node(c, 1);
+  feed(c, 1, REPLY);
+  dies(c, 0);
+  rc_flush(c);
+  assert_int_equal(sent(c, 1, SLOTS_SENT), 1); /* the node that is up */
+  feed(c, 1, SLOTS_ON("7000"));
+  assert_int_equal(c->slot_node[10], 0);
+  assert_int_equal(c->slot_node[20], 0);
+  size_t len;
+  for (int64_t at = 100; at < 1000; at += 300) {
+    fake_ns = t0 + MS(at);
+    assert_int_equal(rc_send(c, 10, cmd_of("x", &len), len, record, &b), -1);
+    rc_flush(c);
+  }
+  assert_int_equal(sent(c, 1, SLOTS_SENT), 1);
+  /* the replica has taken over; a second after the last ask, a refused
+     call asks again */
+  fake_ns = t0 + SEC(1);
+  assert_int_equal(rc_send(c, 10, cmd_of("x", &len), len, record, &b), -1);
+  rc_flush(c);
+  assert_int_equal(sent(c, 1, SLOTS_SENT), 2);
+  feed(c, 1, SLOTS_ON("7002"));
+  assert_int_equal(c->slot_node[10], 2);
+  send_get(c, 10, "b", &b);
+  rc_flush(c);
+  connect_node(c, 2);
+  feed(c, 2, REPLY);
+  assert_int_equal(b.calls, 1);
+  assert_int_equal(b.type, REDIS_REPLY_STRING);
+  assert_int_equal(downs, 1);
+  rc_client_free(c);
+}
+
+/* With the breaker's interval past, the next call for a dead node is its
+   probe; its connect is refused: that failure asks for the map again. */
+static void a_failed_probe_asks_again(void **state) {
+  (void)state;
+  rc_client *c = client_of(3, 100);
+  int64_t t0 = fake_ns;
+  outcome a = {0}, b = {0}, d = {0};
+  send_get(c, 10, "a", &a);
+  rc_flush(c);
+  connect_node(c, 0);
+  dies(c, 0);
+  rc_flush(c);
+  connect_node(c, 1);
+  feed(c, 1, SLOTS_ON("7000"));
+  fake_ns = t0 + SEC(1);
+  send_get(c, 10, "b", &b); /* the probe */
+  rc_flush(c);
+  fake_sock *f = sock_of(c, 0);
+  f->on_connect(&f->sock, "connection refused");
+  assert_int_equal(b.calls, 1);
+  assert_int_equal(b.type, -1);
+  rc_flush(c);
+  assert_int_equal(sent(c, 1, SLOTS_SENT), 2);
+  feed(c, 1, SLOTS_ON("7002"));
+  send_get(c, 10, "d", &d);
+  rc_flush(c);
+  connect_node(c, 2);
+  feed(c, 2, REPLY);
+  assert_int_equal(d.type, REDIS_REPLY_STRING);
+  assert_int_equal(downs, 2);
+  rc_client_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_retried_request_past_its_deadline_fails_alone),
@@ -496,6 +626,9 @@ int main(void) {
       cmocka_unit_test(a_refused_script_load_fails_only_its_request),
       cmocka_unit_test(no_asking_is_queued_without_its_command),
       cmocka_unit_test(a_moved_reads_the_whole_map_again),
+      cmocka_unit_test(a_dead_master_is_relearned_from_another_node),
+      cmocka_unit_test(a_refused_call_asks_again_until_the_replica_takes_over),
+      cmocka_unit_test(a_failed_probe_asks_again),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   socks_free();

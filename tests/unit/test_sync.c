@@ -42,6 +42,7 @@ static struct fake_node {
   int peer;       /* -1: none yet */
   int fd;         /* the sync's end */
   int latency_ms; /* what each of its replies takes of the clock */
+  int dead;       /* connecting to it fails (dies) */
   redisReader *in;
   char reply[SCRIPT_MAX][128]; /* says(): the replies to give, in order */
   size_t reply_len[SCRIPT_MAX], nreply, next;
@@ -141,7 +142,8 @@ redisContext *rc_connect_sync(const rc_config *c, const rc_addr *a, char *err,
   (void)c;
   int i = a->port - 7000;
   int sv[2];
-  if (i < 0 || i >= NODES || socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+  if (i < 0 || i >= NODES || fake[i].dead ||
+      socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
     snprintf(err, len, "%s:%d: no such node", a->host, a->port);
     return NULL;
   }
@@ -289,6 +291,7 @@ static void a_failed_append_leaves_the_nodes_batches_unsent(void **state) {
   assert_int_equal(r.n, 2);
   assert_int_not_equal(r.slot[0], r.slot[1]); /* two batches, node 0 */
   fail_append = 2;
+  s->refresh_after = INT64_MAX; /* (node 0 down: no map asked; below) */
   pass(s, r.d, r.n, r.cost, r.level);
   assert_int_equal(count_level(&r, ENG_LEVEL_UNSENT), 2);
   assert_int_equal(heard(0, "EVALSHA"), 0);
@@ -409,6 +412,104 @@ static void a_moved_reads_the_whole_map_again(void **state) {
   fixture_free(&f);
 }
 
+/* ---- a master that dies: the map read again from another node ---- */
+
+/* Node nd's next reply: CLUSTER SLOTS with every slot on 127.0.0.1:port
+   (7000: the dead node, not failed over yet; 7002: its replica,
+   promoted). */
+static void says_slots_on(int nd, int port) {
+  char b[128];
+  int n = sprintf(
+      b, "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:%d\r\n", port);
+  says(nd, b, (size_t)n);
+}
+
+/* Node nd dies: its connection closes, and no new one can be made. */
+static void dies(int nd) {
+  close(fake[nd].peer);
+  fake[nd].peer = -1;
+  fake[nd].dead = 1;
+}
+
+/* A master that dies answers nothing, not even a MOVED: the round that
+   finds it gone (its charges not sent: carried) has the map read from
+   another node, and the next round sends them to the master that map
+   names, with no MOVED. */
+static void a_dead_master_is_relearned_from_another_node(void **state) {
+  (void)state;
+  fixture f = sync_fixture();
+  charge_keys(f.t, 2);
+  rs_sync *s = sync_of(f.e, 3, 100);
+  dies(0);
+  says_slots_on(1, 7002);
+  pass_keys r = take_round(f.e);
+  pass(s, r.d, r.n, r.cost, r.level);
+  assert_int_equal(count_level(&r, ENG_LEVEL_UNSENT), 2);
+  assert_int_equal(heard(1, "CLUSTER"), 1);
+  for (int x = 0; x < 16384; x++) assert_int_equal(s->topo.slot_node[x], 2);
+  round_done(f.e, &r);
+  r = take_round(f.e);
+  assert_int_equal(r.n, 2);
+  says_level(2, 90);
+  says_level(2, 90);
+  pass(s, r.d, r.n, r.cost, r.level);
+  assert_int_equal(count_level(&r, 90), 2);
+  assert_int_equal(heard(2, "EVALSHA"), 2);
+  assert_int_equal(heard(1, "EVALSHA") + heard(1, "CLUSTER"), 1);
+  round_done(f.e, &r);
+  sync_free(s);
+  fixture_free(&f);
+}
+
+/* Until its replica takes over, the map read still gives the dead node its
+   slots, which stay with it (never "nobody"); the rounds ask again while
+   it is down, once a second at most, and the first after the promotion is
+   learned sends the carried charges to the new master. */
+static void a_dead_master_is_asked_about_until_its_replica_takes_over(
+    void **state) {
+  (void)state;
+  fixture f = sync_fixture();
+  charge_keys(f.t, 1);
+  rs_sync *s = sync_of(f.e, 3, 100);
+  int64_t t0 = fake_ns;
+  dies(0);
+  says_slots_on(1, 7000);
+  pass_keys r = take_round(f.e);
+  pass(s, r.d, r.n, r.cost, r.level);
+  assert_int_equal(r.level[0], ENG_LEVEL_UNSENT);
+  assert_int_equal(heard(1, "CLUSTER"), 1);
+  assert_int_equal(s->topo.slot_node[r.slot[0]], 0);
+  round_done(f.e, &r);
+  /* rounds within the second: carried again, no CLUSTER SLOTS */
+  for (int i = 1; i < 10; i++) {
+    fake_ns = t0 + MS(100 * i);
+    r = take_round(f.e);
+    pass(s, r.d, r.n, r.cost, r.level);
+    assert_int_equal(r.level[0], ENG_LEVEL_UNSENT);
+    round_done(f.e, &r);
+  }
+  assert_int_equal(heard(1, "CLUSTER"), 1);
+  /* the replica has taken over; a second after the last ask, the next
+     node in turn is asked (node 2, the new master itself) */
+  says_slots_on(2, 7002);
+  fake_ns = t0 + SEC(1);
+  r = take_round(f.e);
+  pass(s, r.d, r.n, r.cost, r.level);
+  assert_int_equal(heard(1, "CLUSTER"), 1);
+  assert_int_equal(heard(2, "CLUSTER"), 1);
+  assert_int_equal(s->topo.slot_node[r.slot[0]], 2);
+  round_done(f.e, &r);
+  r = take_round(f.e);
+  assert_int_equal(r.n, 1);
+  says_level(2, 95);
+  pass(s, r.d, r.n, r.cost, r.level);
+  assert_int_equal(r.level[0], 95);
+  assert_int_equal(heard(2, "EVALSHA"), 1);
+  round_done(f.e, &r);
+  sync_free(s);
+  fixture_free(&f);
+}
+
 int main(void) {
   for (int i = 0; i < NODES; i++) fake[i].peer = -1;
   const struct CMUnitTest tests[] = {
@@ -416,6 +517,9 @@ int main(void) {
       cmocka_unit_test(a_failed_append_of_a_follow_up_leaves_it_unsent),
       cmocka_unit_test(follow_ups_stop_at_the_end_of_the_interval),
       cmocka_unit_test(a_moved_reads_the_whole_map_again),
+      cmocka_unit_test(a_dead_master_is_relearned_from_another_node),
+      cmocka_unit_test(
+          a_dead_master_is_asked_about_until_its_replica_takes_over),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
