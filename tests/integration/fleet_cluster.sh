@@ -18,6 +18,9 @@
 #     (keys of different slots: each DEL to its node), and the tagged ones
 #     under the tag of the reset's request (a JSON body of both
 #     descriptors);
+#   - approximate mode's resets: keys in several slots spent on two
+#     --sync daemons, reset through one: gone from every master, and the
+#     other (subscribed to another node) allows them again;
 #   - live resharding: one slot moves from the first master to the second
 #     step by step as redis-cli --cluster reshard moves it (SETSLOT
 #     IMPORTING / MIGRATING, MIGRATE a few keys, then the rest, SETSLOT
@@ -330,6 +333,46 @@ sv_start z -t 2 --store "redis-cluster://127.0.0.1:$P1" --sync 100 \
 sv_use z
 Z=$RESP
 ZP=sliding_log:12/h
+
+# Approximate mode's resets reach every daemon through the cluster: a
+# second approximate daemon, seeded from another master, spends keys in
+# several slots as z does; a reset through z deletes each key on its
+# master and publishes them (to one node: a PUBLISH reaches the
+# subscribers of every node), and z2 drops its own state after its next
+# round.
+sv_start z2 -t 1 --store "redis-cluster://127.0.0.1:$P2" --sync 100 \
+  --redis-timeout 5000 --config "$tmp/conf" || lib_finish
+sv_use z2
+Z2=$RESP
+rk=zr-$(now_ms)
+for i in 1 2 3 4 5 6; do
+  for p in $Z $Z2; do
+    for j in 1 2 3 4; do rcli "$p" SL.THROTTLE "$rk-$i" gcra:3/h >/dev/null; done
+  done
+done
+zr_left() {
+  for i in 1 2 3 4 5 6; do
+    rcli "$1" SL.THROTTLE "$rk-$i" gcra:3/h 0 | cut -d' ' -f3
+  done | paste -sd' ' -
+}
+eq "approx reset: z2 has spent the 6 keys" "0 0 0 0 0 0" "$(zr_left "$Z2")"
+zr_keys() { keys_of "*gcra:3/h$rk-*" | grep -c ''; }
+if waitfor 50 eval '[ "$(zr_keys)" = 6 ]'; then pass; else
+  fail "approx reset: the 6 keys never all reached Redis ($(zr_keys))"
+fi
+in_range "approx reset: the 6 keys live on more than one master" 2 3 \
+  "$(keys_of "*gcra:3/h$rk-*" | cut -d' ' -f1 | sort -u | grep -c '')"
+sleep 0.3 # every charge pushed: none lands after the UNLINKs
+for i in 1 2 3 4 5 6; do rcli "$Z" SL.RESET "$rk-$i" gcra:3/h >/dev/null; done
+eq "approx reset: no key left on any master" 0 "$(zr_keys)"
+if waitfor 30 eval '[ "$(zr_left "$Z2")" = "3 3 3 3 3 3" ]'; then pass; else
+  fail "approx reset: z2's remaining $(zr_left "$Z2"), want 3 each (the published resets)"
+fi
+sv_use z2
+eq "approx reset: z2 applied the 6 published resets" 6 \
+  "$(metric sluice_sync_resets_total)"
+sv_stop z2
+sv_use z
 sv_use d1
 rcli "$RESP" SL.THROTTLE zprobe "$ZP" >/dev/null
 zname=$(keys_of '*zprobe' | awk '{ print $2; exit }')
