@@ -17,6 +17,8 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +118,8 @@ struct rc_client {
   int refreshing;        /* a CLUSTER SLOTS is out (refresh_map) */
   int64_t refresh_after; /* and no other before this */
   int map_from;          /* the node last asked (relearn_map goes on after) */
+  rc_shared_map *shared; /* the workers' newest map (rc_client_share) */
+  uint64_t shared_seen;  /* ... the version this client has */
   h2o_socket_t *timer;
   int timer_fd;
   int64_t timer_at; /* armed for, 0 = disarmed */
@@ -539,6 +543,64 @@ static node *slot_owner(rc_client *c, int slot) {
 
 /* ---- the slot map ---- */
 
+struct rc_shared_map {
+  pthread_mutex_t lock; /* t */
+  _Atomic uint64_t version;
+  rc_topology t;
+};
+
+rc_shared_map *rc_shared_map_new(void) {
+  rc_shared_map *m = calloc(1, sizeof *m);
+  if (m) pthread_mutex_init(&m->lock, NULL);
+  return m;
+}
+
+void rc_shared_map_free(rc_shared_map *m) {
+  if (!m) return;
+  pthread_mutex_destroy(&m->lock);
+  free(m);
+}
+
+void rc_client_share(rc_client *c, rc_shared_map *m) { c->shared = m; }
+
+/* Publishes c's map (just read) to the other clients. */
+static void share_map(rc_client *c) {
+  rc_shared_map *m = c->shared;
+  if (!m) return;
+  pthread_mutex_lock(&m->lock);
+  m->t.nnodes = c->nnodes;
+  for (int i = 0; i < c->nnodes; i++) m->t.nodes[i] = c->nodes[i]->addr;
+  memcpy(m->t.slot_node, c->slot_node, sizeof m->t.slot_node);
+  c->shared_seen = atomic_fetch_add(&m->version, 1) + 1;
+  pthread_mutex_unlock(&m->lock);
+}
+
+/* Takes the map another client published since c last looked, if any:
+   each slot to c's node of the same address (added if new). */
+static void adopt_map(rc_client *c) {
+  rc_shared_map *m = c->shared;
+  if (!m || atomic_load_explicit(&m->version, memory_order_acquire) ==
+                c->shared_seen)
+    return;
+  rc_topology *t = malloc(sizeof *t);
+  if (!t) return;
+  pthread_mutex_lock(&m->lock);
+  *t = m->t;
+  c->shared_seen = atomic_load_explicit(&m->version, memory_order_relaxed);
+  pthread_mutex_unlock(&m->lock);
+  uint8_t to[RC_MAX_NODES];
+  for (int i = 0; i < t->nnodes; i++) {
+    node *n = node_by_addr(c, t->nodes[i].host, t->nodes[i].port);
+    to[i] = 0xff;
+    for (int k = 0; n && k < c->nnodes; k++)
+      if (c->nodes[k] == n) to[i] = (uint8_t)k;
+  }
+  for (int s = 0; s < 16384; s++)
+    if (t->slot_node[s] < t->nnodes && to[t->slot_node[s]] != 0xff)
+      c->slot_node[s] = to[t->slot_node[s]];
+  free(t);
+}
+
 /* CLUSTER SLOTS's reply: the whole map, read into the client's (nodes it
    names for the first time added; the slots it names no master for kept
    as they were). ud: the node asked. */
@@ -558,6 +620,7 @@ static void map_read(void *ud, const redisReply *r, const char *err) {
     }
     for (int s = 0; s < 16384; s++)
       if (t->slot_node[s] < c->nnodes) c->slot_node[s] = t->slot_node[s];
+    share_map(c);
   }
   free(t);
 }
@@ -1115,6 +1178,7 @@ void rc_client_free(rc_client *c) {
 
 int rc_send(rc_client *c, int slot, char *cmd, size_t len, rc_reply_fn cb,
             void *ud) {
+  adopt_map(c); /* (one atomic load when there is nothing new) */
   node *n = slot_owner(c, slot);
   int64_t now = now_ns();
   if (c->freeing || (n->state == N_DOWN && now < n->down_until)) {

@@ -18,7 +18,8 @@
  * commands for it fail at once, without waiting. After the interval the
  * next command reconnects (the probe); if that works the node is up again.
  *
- * Cluster: the slot map comes from CLUSTER SLOTS at start; MOVED updates it
+ * Cluster: the slot map comes from CLUSTER SLOTS at start (shared by the
+ * workers' clients: rc_shared_map below); MOVED updates it
  * (that slot, to the named node, which may be new), resends, and has the
  * named node send the whole map again (CLUSTER SLOTS, at most once a
  * second). A master that dies answers nothing, not even MOVED: when a node
@@ -107,5 +108,19 @@ int rc_send(rc_client *c, int slot, char *cmd, size_t len, rc_reply_fn cb,
 
 /* Writes what is queued (called after each loop iteration). */
 void rc_flush(rc_client *c);
+
+/*
+ * The workers' clients share the newest slot map any of them has read
+ * (CLUSTER SLOTS, after a MOVED or a dead master): the one that reads it
+ * publishes it here, and the others take it with their next rc_send, so
+ * that a worker with no call for the slots that moved (idle then) does
+ * not meet the old map with its first one. Nodes are matched by address
+ * (each client numbers its own). Thread-safe; NULL when out of memory.
+ */
+typedef struct rc_shared_map rc_shared_map;
+rc_shared_map *rc_shared_map_new(void);
+void rc_shared_map_free(rc_shared_map *m);
+/* Makes c publish to and take from m (which outlives c). */
+void rc_client_share(rc_client *c, rc_shared_map *m);
 
 #endif /* SLUICE_REDIS_CLIENT_H */

@@ -227,6 +227,7 @@ typedef struct worker_boot {
   int http_fd, resp_fd;
   const rc_config *rcfg; /* fleet mode (either), else NULL */
   const rc_topology *topo;
+  rc_shared_map *map; /* the slot map the workers' clients share */
 } worker_boot;
 
 /* The engine's remote, on this worker's Redis client. */
@@ -372,6 +373,7 @@ static void *worker_main(void *arg) {
        DELs): decisions there never wait, and the client connects on its
        first command. */
     w->rc = rc_client_new(w->loop, b->rcfg, b->topo);
+    if (w->rc && b->map) rc_client_share(w->rc, b->map);
     if (w->rc) {
       engine_thread_set_remote(w->et, remote_send, w->rc);
       w->remote = srv->remote;
@@ -759,6 +761,7 @@ int cmd_serve(int argc, char **argv) {
 
   /* Fleet mode: find the nodes (and the slot map) before the workers. */
   static rc_topology topo;
+  rc_shared_map *map = remote && rcfg.cluster ? rc_shared_map_new() : NULL;
   if (remote) {
     if (rc_discover(&rcfg, &topo, err, sizeof err))
       srv_log("warn", "redis: %s; starting anyway (answering per "
@@ -780,6 +783,7 @@ int cmd_serve(int argc, char **argv) {
     b->http_fd = b->resp_fd = -1;
     b->rcfg = remote ? &rcfg : NULL;
     b->topo = &topo;
+    b->map = map;
     if (o->http_addr)
       ok &= (b->http_fd = listen_on(o->http_addr, srv.http_port,
                                     &srv.http_port, i == 0)) >= 0;
@@ -880,6 +884,7 @@ int cmd_serve(int argc, char **argv) {
   watch_free(&wt);
   engine_free(srv.eng);
   free(boots);
+  rc_shared_map_free(map); /* (after the workers' clients) */
   srv_log("info", ok ? "stopped" : "could not start");
   return ok ? 0 : 1;
 }

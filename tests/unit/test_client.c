@@ -618,6 +618,64 @@ static void a_failed_probe_asks_again(void **state) {
   rc_client_free(c);
 }
 
+/* ---- the workers' shared map ---- */
+
+/* Another client on nodes 127.0.0.1:PORT, numbered in the order given,
+   node `owner` serving every slot (the sockets of others kept). */
+static rc_client *client_on(const int *ports, int n, int owner) {
+  static rc_topology t;
+  memset(&t, 0, sizeof t);
+  for (int i = 0; i < n; i++)
+    assert_int_equal(rc_topology_node(&t, "127.0.0.1", ports[i]), i);
+  memset(t.slot_node, owner, sizeof t.slot_node);
+  rc_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.cluster = 1;
+  cfg.timeout_ms = 100;
+  cfg.breaker_ms = 1000;
+  rc_client *c = rc_client_new(NULL, &cfg, &t);
+  assert_non_null(c);
+  return c;
+}
+
+/* The map one worker's client reads reaches the others: a client that
+   had no call for the dead master (its nodes numbered otherwise) sends
+   its first call for those slots to the new master, with no failure and
+   no CLUSTER SLOTS of its own. A client not sharing keeps the old map. */
+static void a_map_one_client_reads_is_taken_by_the_others(void **state) {
+  (void)state;
+  rc_client *c = client_of(3, 100);
+  static const int rev[3] = {7002, 7001, 7000};
+  rc_client *idle = client_on(rev, 3, 2), *alone = client_on(rev, 3, 2);
+  rc_shared_map *m = rc_shared_map_new();
+  assert_non_null(m);
+  rc_client_share(c, m);
+  rc_client_share(idle, m);
+  outcome a = {0}, b = {0};
+  send_get(c, 10, "a", &a);
+  rc_flush(c);
+  connect_node(c, 0);
+  dies(c, 0);
+  rc_flush(c);
+  connect_node(c, 1);
+  feed(c, 1, SLOTS_ON("7002"));
+  send_get(idle, 10, "b", &b);
+  rc_flush(idle);
+  connect_node(idle, 0); /* 7002 */
+  assert_int_equal(sent(idle, 0, "$1\r\nb\r\n"), 1);
+  assert_int_equal(sent(idle, 0, SLOTS_SENT), 0);
+  feed(idle, 0, REPLY);
+  assert_int_equal(b.type, REDIS_REPLY_STRING);
+  for (int x = 0; x < 16384; x++) assert_int_equal(idle->slot_node[x], 0);
+  assert_null(idle->nodes[2]->sock); /* the dead 7000: never tried */
+  for (int x = 0; x < 16384; x++) assert_int_equal(alone->slot_node[x], 2);
+  assert_int_equal(downs, 1);
+  rc_client_free(alone);
+  rc_client_free(idle);
+  rc_client_free(c);
+  rc_shared_map_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_retried_request_past_its_deadline_fails_alone),
@@ -629,6 +687,7 @@ int main(void) {
       cmocka_unit_test(a_dead_master_is_relearned_from_another_node),
       cmocka_unit_test(a_refused_call_asks_again_until_the_replica_takes_over),
       cmocka_unit_test(a_failed_probe_asks_again),
+      cmocka_unit_test(a_map_one_client_reads_is_taken_by_the_others),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   socks_free();
