@@ -110,4 +110,19 @@ static inline void assert_same_decision(const sl_decision *a,
   assert_int_equal(a->delay_ns, b->delay_ns);
 }
 
+#ifdef TEST_FAKE_CLOCK
+/* The test's clock, for a source compiled into it (#include) after
+   `#define clock_gettime fake_clock_gettime`: every clock reads fake_ns,
+   which the test moves. */
+#include <time.h>
+static int64_t fake_ns = SEC(1000);
+
+static int fake_clock_gettime(clockid_t id, struct timespec *ts) {
+  (void)id;
+  ts->tv_sec = (time_t)(fake_ns / NS_PER_S);
+  ts->tv_nsec = (long)(fake_ns % NS_PER_S);
+  return 0;
+}
+#endif
+
 #endif /* SLUICE_TEST_HELPERS_H */

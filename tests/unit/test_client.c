@@ -18,21 +18,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#define TEST_FAKE_CLOCK
 #include "helpers.h"
 
 #include "redis/client.h"
 
 /* ---- what client.c sees instead of the world ---- */
 
-/* The clock: CLOCK_MONOTONIC is the test's fake_ns. */
-static int64_t fake_ns = SEC(1000);
-
-static int fake_clock_gettime(clockid_t id, struct timespec *ts) {
-  (void)id;
-  ts->tv_sec = (time_t)(fake_ns / NS_PER_S);
-  ts->tv_nsec = (long)(fake_ns % NS_PER_S);
-  return 0;
-}
+/* The clock: fake_ns (helpers.h, TEST_FAKE_CLOCK). */
 
 /* Allocations of at least fail_from bytes fail (0: none do). */
 static size_t fail_from;
@@ -245,6 +238,21 @@ static void tick(rc_client *c, int64_t at) {
 }
 
 #define REPLY "$1\r\nv\r\n"
+
+/* A call for `slot` goes to node nd (connected for it if new) and gets
+   Redis's answer. */
+static void served_by(rc_client *c, int slot, const char *key, int nd) {
+  outcome o = {0};
+  char want[64];
+  send_get(c, slot, key, &o);
+  rc_flush(c);
+  if (c->nodes[nd]->state == N_CONNECTING) connect_node(c, nd);
+  snprintf(want, sizeof want, "$%zu\r\n%s\r\n", strlen(key), key);
+  assert_int_equal(sent(c, nd, want), 1);
+  feed(c, nd, REPLY);
+  assert_int_equal(o.calls, 1);
+  assert_int_equal(o.type, REDIS_REPLY_STRING);
+}
 #define TRYAGAIN "-TRYAGAIN Multiple keys request during rehashing of slot\r\n"
 
 /* ---- TRYAGAIN near the deadline ---- */
@@ -403,7 +411,7 @@ static void no_asking_is_queued_without_its_command(void **state) {
   (void)state;
   rc_client *c = client_of(2, 100);
   c->slot_node[5] = 1;
-  outcome a = {0}, b = {0};
+  outcome a = {0};
   size_t len = 5000;
   assert_int_equal(rc_send(c, 0, long_cmd(len), len, record, &a), 0);
   rc_flush(c);
@@ -417,12 +425,8 @@ static void no_asking_is_queued_without_its_command(void **state) {
   assert_null(c->nodes[1]->qhead);
   assert_int_equal(c->nodes[1]->wlen, 0);
   /* the next command for node 1 goes without ASKING */
-  send_get(c, 5, "b", &b);
-  rc_flush(c);
-  connect_node(c, 1);
+  served_by(c, 5, "b", 1);
   assert_int_equal(sent(c, 1, "ASKING"), 0);
-  feed(c, 1, REPLY);
-  assert_int_equal(b.type, REDIS_REPLY_STRING);
   rc_client_free(c);
 }
 
@@ -442,7 +446,7 @@ static void no_asking_is_queued_without_its_command(void **state) {
 static void a_moved_reads_the_whole_map_again(void **state) {
   (void)state;
   rc_client *c = client_of(2, 100);
-  outcome a = {0}, b = {0}, d = {0}, m = {0};
+  outcome a = {0}, d = {0}, m = {0};
   send_get(c, 10, "a", &a);
   rc_flush(c);
   connect_node(c, 0);
@@ -460,11 +464,7 @@ static void a_moved_reads_the_whole_map_again(void **state) {
   assert_int_equal(c->slot_node[8192], 2);
   assert_int_equal(c->slot_node[16383], 2);
   /* slot 9000 goes to the new node at once */
-  send_get(c, 9000, "b", &b);
-  rc_flush(c);
-  connect_node(c, 2);
-  feed(c, 2, REPLY);
-  assert_int_equal(b.type, REDIS_REPLY_STRING);
+  served_by(c, 9000, "b", 2);
   /* another MOVED within the second: its slot, no CLUSTER SLOTS */
   send_get(c, 20, "d", &d);
   rc_flush(c);
@@ -502,6 +502,22 @@ static void dies(rc_client *c, int nd) {
   assert_int_equal(c->nodes[nd]->state, N_DOWN);
 }
 
+/* Node 0 dies under a call for slot 10 (which fails); the map is asked
+   of node 1, which answers `slots`. */
+static void master_dies(rc_client *c, const char *slots) {
+  outcome a = {0};
+  send_get(c, 10, "a", &a);
+  rc_flush(c);
+  connect_node(c, 0);
+  dies(c, 0);
+  assert_int_equal(a.calls, 1);
+  assert_int_equal(a.type, -1);
+  rc_flush(c);
+  connect_node(c, 1);
+  assert_int_equal(sent(c, 1, SLOTS_SENT), 1);
+  feed(c, 1, slots);
+}
+
 /* A master that dies answers nothing, not even a MOVED: its failure has
    the map read from another node (here one never used: connected for
    it), and its slots' next calls go to the master that map names, with
@@ -509,24 +525,10 @@ static void dies(rc_client *c, int nd) {
 static void a_dead_master_is_relearned_from_another_node(void **state) {
   (void)state;
   rc_client *c = client_of(3, 100);
-  outcome a = {0}, b = {0};
-  send_get(c, 10, "a", &a);
-  rc_flush(c);
-  connect_node(c, 0);
-  dies(c, 0);
-  assert_int_equal(a.calls, 1);
-  assert_int_equal(a.type, -1); /* (answered per on_store_error) */
-  rc_flush(c);
-  connect_node(c, 1);
-  assert_int_equal(sent(c, 1, SLOTS_SENT), 1);
-  feed(c, 1, SLOTS_ON("7002"));
+  master_dies(c, SLOTS_ON("7002")); /* (its call answered per
+                                       on_store_error) */
   for (int x = 0; x < 16384; x++) assert_int_equal(c->slot_node[x], 2);
-  send_get(c, 10, "b", &b);
-  rc_flush(c);
-  connect_node(c, 2);
-  assert_int_equal(sent(c, 2, "$1\r\nb\r\n"), 1);
-  feed(c, 2, REPLY);
-  assert_int_equal(b.type, REDIS_REPLY_STRING);
+  served_by(c, 10, "b", 2);
   /* node 1 (no slot) fails two seconds later: no CLUSTER SLOTS */
   fake_ns += SEC(2);
   dies(c, 1);
@@ -575,12 +577,7 @@ static void a_refused_call_asks_again_until_the_replica_takes_over(
   assert_int_equal(sent(c, 1, SLOTS_SENT), 2);
   feed(c, 1, SLOTS_ON("7002"));
   assert_int_equal(c->slot_node[10], 2);
-  send_get(c, 10, "b", &b);
-  rc_flush(c);
-  connect_node(c, 2);
-  feed(c, 2, REPLY);
-  assert_int_equal(b.calls, 1);
-  assert_int_equal(b.type, REDIS_REPLY_STRING);
+  served_by(c, 10, "b", 2);
   assert_int_equal(downs, 1);
   rc_client_free(c);
 }
@@ -591,14 +588,8 @@ static void a_failed_probe_asks_again(void **state) {
   (void)state;
   rc_client *c = client_of(3, 100);
   int64_t t0 = fake_ns;
-  outcome a = {0}, b = {0}, d = {0};
-  send_get(c, 10, "a", &a);
-  rc_flush(c);
-  connect_node(c, 0);
-  dies(c, 0);
-  rc_flush(c);
-  connect_node(c, 1);
-  feed(c, 1, SLOTS_ON("7000"));
+  outcome b = {0};
+  master_dies(c, SLOTS_ON("7000"));
   fake_ns = t0 + SEC(1);
   send_get(c, 10, "b", &b); /* the probe */
   rc_flush(c);
@@ -609,11 +600,7 @@ static void a_failed_probe_asks_again(void **state) {
   rc_flush(c);
   assert_int_equal(sent(c, 1, SLOTS_SENT), 2);
   feed(c, 1, SLOTS_ON("7002"));
-  send_get(c, 10, "d", &d);
-  rc_flush(c);
-  connect_node(c, 2);
-  feed(c, 2, REPLY);
-  assert_int_equal(d.type, REDIS_REPLY_STRING);
+  served_by(c, 10, "d", 2);
   assert_int_equal(downs, 2);
   rc_client_free(c);
 }
@@ -651,21 +638,9 @@ static void a_map_one_client_reads_is_taken_by_the_others(void **state) {
   assert_non_null(m);
   rc_client_share(c, m);
   rc_client_share(idle, m);
-  outcome a = {0}, b = {0};
-  send_get(c, 10, "a", &a);
-  rc_flush(c);
-  connect_node(c, 0);
-  dies(c, 0);
-  rc_flush(c);
-  connect_node(c, 1);
-  feed(c, 1, SLOTS_ON("7002"));
-  send_get(idle, 10, "b", &b);
-  rc_flush(idle);
-  connect_node(idle, 0); /* 7002 */
-  assert_int_equal(sent(idle, 0, "$1\r\nb\r\n"), 1);
+  master_dies(c, SLOTS_ON("7002"));
+  served_by(idle, 10, "b", 0); /* 7002 */
   assert_int_equal(sent(idle, 0, SLOTS_SENT), 0);
-  feed(idle, 0, REPLY);
-  assert_int_equal(b.type, REDIS_REPLY_STRING);
   for (int x = 0; x < 16384; x++) assert_int_equal(idle->slot_node[x], 0);
   assert_null(idle->nodes[2]->sock); /* the dead 7000: never tried */
   for (int x = 0; x < 16384; x++) assert_int_equal(alone->slot_node[x], 2);

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#define TEST_FAKE_CLOCK
 #include "helpers.h"
 
 #include "config/config.h"
@@ -50,14 +51,7 @@ static struct fake_node {
   int nheard;
 } fake[NODES];
 
-static int64_t fake_ns = SEC(1000);
-
-static int fake_clock_gettime(clockid_t id, struct timespec *ts) {
-  (void)id;
-  ts->tv_sec = (time_t)(fake_ns / NS_PER_S);
-  ts->tv_nsec = (long)(fake_ns % NS_PER_S);
-  return 0;
-}
+/* The clock: fake_ns (helpers.h, TEST_FAKE_CLOCK). */
 
 /* Node f reads what it was sent, and answers each command with its next
    reply (none left: no answer, and the read times out). */
