@@ -649,7 +649,8 @@ static void round_(rs_sync *s) {
 /*
  * Other daemons' resets: a connection of its own, subscribed to the
  * resets' channel (engine_reset_channel) on the first node that accepts
- * (in a cluster a PUBLISH reaches the subscribers of every node), read
+ * and that the rounds have not found down (in a cluster a PUBLISH reaches
+ * the subscribers of every node), read
  * after each round without waiting: a reset published by any daemon
  * drops this daemon's state for its keys within about an interval
  * (engine_sync_reset). Pub/sub keeps nothing for a subscriber that was
@@ -661,9 +662,10 @@ static void subscribe(rs_sync *s) {
   int64_t now = mono_ms();
   if (s->sub || now < s->sub_after) return;
   s->sub_after = now + s->cfg.breaker_ms;
-  char ch[64], err[256] = "no node";
+  char ch[64], err[256] = "every node is down (breaker)";
   engine_reset_channel(s->e, ch, sizeof ch);
   for (int n = 0; n < s->topo.nnodes; n++) {
+    if (now < s->down_until[n]) continue; /* known down: no connect wait */
     redisContext *c =
         rc_connect_sync(&s->cfg, &s->topo.nodes[n], err, sizeof err);
     if (!c) continue;
