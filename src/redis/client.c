@@ -576,7 +576,9 @@ static void share_map(rc_client *c) {
 }
 
 /* Takes the map another client published since c last looked, if any:
-   each slot to c's node of the same address (added if new). */
+   each slot to c's node of the same address (added if new), except to a
+   node c has down: a map shared last is not always the newest (a node
+   that had not heard of a promotion yet), and c knows better. */
 static void adopt_map(rc_client *c) {
   rc_shared_map *m = c->shared;
   if (!m || atomic_load_explicit(&m->version, memory_order_acquire) ==
@@ -595,6 +597,8 @@ static void adopt_map(rc_client *c) {
     for (int k = 0; n && k < c->nnodes; k++)
       if (c->nodes[k] == n) to[i] = (uint8_t)k;
   }
+  for (int i = 0; i < t->nnodes; i++)
+    if (to[i] != 0xff && node_down(c->nodes[to[i]])) to[i] = 0xff;
   for (int s = 0; s < 16384; s++)
     if (t->slot_node[s] < t->nnodes && to[t->slot_node[s]] != 0xff)
       c->slot_node[s] = to[t->slot_node[s]];
@@ -663,6 +667,10 @@ static void refresh_map(rc_client *c, node *from) {
   c->refresh_after = now + MAP_REFRESH_NS;
   for (int i = 0; i < c->nnodes; i++)
     if (c->nodes[i] == from) c->map_from = i;
+  /* Asked for from anywhere (a node failing in rc_flush's deadline check,
+     or in flush_nodes after `from` was flushed): the timer writes it now,
+     not the next event, which could be its own deadline failing `from`. */
+  timer_arm(c, now);
 }
 
 /* Whether the slot map gives node n any slot. */

@@ -79,6 +79,13 @@
 /* A MOVED, or a node that fails, reads the whole slot map again at most
    this often (ms). */
 #define SYNC_MAP_REFRESH_MS 1000
+/* The resets' subscription is sent a PING this often (ms); one left
+   unanswered for the timeout is a connection that died without a word
+   (no FIN, no reset: a host gone, a partition). */
+#define SYNC_SUB_PING_MS 1000
+/* The most messages one read_resets takes: the rest wait for the next
+   round, so that a flood of them never holds the rounds up. */
+#define SYNC_SUB_MAX_MSGS 1024
 
 struct rs_sync {
   engine *e;
@@ -92,6 +99,8 @@ struct rs_sync {
   int64_t refresh_after; /* (ms) no CLUSTER SLOTS before this */
   redisContext *sub;     /* subscribed to the resets' channel (or NULL) */
   int64_t sub_after;     /* (ms) no new subscription before this */
+  int64_t sub_pinged;    /* (ms) the last PING on it */
+  int64_t sub_ping_at;   /* (ms) ... when still unanswered, else 0 */
   pthread_t tid;
   pthread_mutex_t lock;
   pthread_cond_t cond;
@@ -656,7 +665,9 @@ static void round_(rs_sync *s) {
  * (engine_sync_reset). Pub/sub keeps nothing for a subscriber that was
  * not there: while the subscription is down (tried again every breaker
  * interval) this daemon misses the resets, and its state for their keys
- * refills as its algorithm refills it.
+ * refills as its algorithm refills it. A connection that died without a
+ * word is found by a PING every SYNC_SUB_PING_MS, unanswered for the
+ * timeout.
  */
 static void subscribe(rs_sync *s) {
   int64_t now = mono_ms();
@@ -669,7 +680,10 @@ static void subscribe(rs_sync *s) {
     redisContext *c =
         rc_connect_sync(&s->cfg, &s->topo.nodes[n], err, sizeof err);
     if (!c) continue;
-    redisReply *r = redisCommand(c, "SUBSCRIBE %s", ch);
+    redisReply *r = NULL;
+    if (redisAppendCommand(c, "SUBSCRIBE %s", ch) != REDIS_OK ||
+        redisGetReply(c, (void **)&r) != REDIS_OK)
+      r = NULL;
     int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 3;
     if (!ok)
       snprintf(err, sizeof err, "%s:%d: SUBSCRIBE: %s", s->topo.nodes[n].host,
@@ -678,6 +692,8 @@ static void subscribe(rs_sync *s) {
     freeReplyObject(r);
     if (ok) {
       s->sub = c;
+      s->sub_pinged = now;
+      s->sub_ping_at = 0;
       engine_sync_subscribed(s->e, 1);
       return;
     }
@@ -687,29 +703,53 @@ static void subscribe(rs_sync *s) {
           s->cfg.breaker_ms);
 }
 
+/* Whether r is a message on the channel (its payload: a reset), or the
+   answer to a PING (subscribed, RESP2: ["pong", ""]). */
+static int is_kind(const redisReply *r, const char *kind, size_t elements) {
+  return r->type == REDIS_REPLY_ARRAY && r->elements == elements &&
+         r->element[0]->type == REDIS_REPLY_STRING &&
+         !strcmp(r->element[0]->str, kind) &&
+         r->element[elements - 1]->type == REDIS_REPLY_STRING;
+}
+
 static void read_resets(rs_sync *s) {
   subscribe(s);
-  while (s->sub) {
+  const char *why = NULL;
+  for (int msgs = 0; s->sub && msgs < SYNC_SUB_MAX_MSGS;) {
     void *x = NULL;
     if (redisGetReplyFromReader(s->sub, &x) != REDIS_OK) goto lost;
     if (!x) { /* nothing buffered: read what has come, if anything */
       struct pollfd p = {.fd = s->sub->fd, .events = POLLIN};
-      if (poll(&p, 1, 0) <= 0) return;
+      if (poll(&p, 1, 0) <= 0) break;
       if (redisBufferRead(s->sub) != REDIS_OK) goto lost;
       continue;
     }
     redisReply *r = x;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-        r->element[0]->type == REDIS_REPLY_STRING &&
-        !strcmp(r->element[0]->str, "message") &&
-        r->element[2]->type == REDIS_REPLY_STRING)
+    if (is_kind(r, "message", 3)) {
       engine_sync_reset(s->e, r->element[2]->str, r->element[2]->len);
+      msgs++;
+    } else if (is_kind(r, "pong", 2)) {
+      s->sub_ping_at = 0;
+    }
     freeReplyObject(r);
+  }
+  if (!s->sub) return;
+  int64_t now = mono_ms();
+  if (s->sub_ping_at && now - s->sub_ping_at > s->cfg.timeout_ms) {
+    why = "no answer to PING";
+    goto lost;
+  }
+  if (!s->sub_ping_at && now - s->sub_pinged >= SYNC_SUB_PING_MS) {
+    int done = 0;
+    if (redisAppendCommand(s->sub, "PING") != REDIS_OK) goto lost;
+    while (!done)
+      if (redisBufferWrite(s->sub, &done) != REDIS_OK) goto lost;
+    s->sub_pinged = s->sub_ping_at = now;
   }
   return;
 lost:
   srv_log("warn", "sync: resets: subscription lost (%s); resubscribing",
-          s->sub->errstr);
+          why ? why : s->sub->errstr);
   redisFree(s->sub);
   s->sub = NULL;
   engine_sync_subscribed(s->e, 0);

@@ -651,6 +651,67 @@ static void a_map_one_client_reads_is_taken_by_the_others(void **state) {
   rc_shared_map_free(m);
 }
 
+/* A map asked for inside rc_flush (node 2, which serves slot 10, times
+   out in its deadline check, after the nodes were flushed) is written at
+   once, by the timer: left queued, its own deadline would fail node 0, a
+   healthy node that was never sent it. */
+static void a_map_asked_for_in_a_flush_is_written_at_once(void **state) {
+  (void)state;
+  rc_client *c = client_of(3, 100);
+  c->slot_node[10] = 2;
+  served_by(c, 20, "z", 0); /* node 0: connected and up */
+  outcome a = {0};
+  send_get(c, 10, "a", &a);
+  rc_flush(c);
+  connect_node(c, 2); /* and silent */
+  fake_ns += SEC(1) / 10 + 1;
+  rc_flush(c); /* its deadline check fails node 2 */
+  assert_int_equal(a.type, -1);
+  assert_true(c->timer_at && c->timer_at <= fake_ns);
+  tick(c, fake_ns);
+  assert_int_equal(sent(c, 0, SLOTS_SENT), 1);
+  feed(c, 0, SLOTS_ON("7000"));
+  assert_int_equal(c->slot_node[10], 0);
+  tick(c, fake_ns + SEC(1));
+  assert_int_equal(c->nodes[0]->state, N_UP);
+  assert_int_equal(downs, 1);
+  rc_client_free(c);
+}
+
+/* A map another client shared last can be older than what this one
+   knows (read from a node that had not heard of the promotion yet): the
+   slots it gives to a node this client has down stay where they are. */
+static void a_shared_map_never_routes_to_a_node_this_client_has_down(
+    void **state) {
+  (void)state;
+  rc_client *c = client_of(3, 100);
+  static const int same[3] = {7000, 7001, 7002};
+  rc_client *other = client_on(same, 3, 0);
+  rc_shared_map *m = rc_shared_map_new();
+  assert_non_null(m);
+  rc_client_share(c, m);
+  rc_client_share(other, m);
+  master_dies(c, SLOTS_ON("7002")); /* c: node 0 down, slots on 2 */
+  /* other took that map with its call, then reads a stale one (every
+     slot still on 7000) after a MOVED, and shares it */
+  outcome b = {0};
+  send_get(other, 20, "b", &b);
+  rc_flush(other);
+  connect_node(other, 2);
+  feed(other, 2, "-MOVED 20 127.0.0.1:7001\r\n");
+  rc_flush(other);
+  connect_node(other, 1);
+  feed(other, 1, REPLY SLOTS_ON("7000"));
+  assert_int_equal(b.type, REDIS_REPLY_STRING);
+  assert_int_equal(other->slot_node[10], 0);
+  /* c keeps node 2 for the slots, and its next call goes there */
+  served_by(c, 10, "d", 2);
+  for (int x = 0; x < 16384; x++) assert_int_equal(c->slot_node[x], 2);
+  rc_client_free(other);
+  rc_client_free(c);
+  rc_shared_map_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_retried_request_past_its_deadline_fails_alone),
@@ -663,6 +724,9 @@ int main(void) {
       cmocka_unit_test(a_refused_call_asks_again_until_the_replica_takes_over),
       cmocka_unit_test(a_failed_probe_asks_again),
       cmocka_unit_test(a_map_one_client_reads_is_taken_by_the_others),
+      cmocka_unit_test(a_map_asked_for_in_a_flush_is_written_at_once),
+      cmocka_unit_test(
+          a_shared_map_never_routes_to_a_node_this_client_has_down),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   socks_free();

@@ -185,6 +185,7 @@ static rs_sync *sync_of(engine *e, int nodes, int interval_ms) {
 static void sync_free(rs_sync *s) {
   for (int n = 0; n < RC_MAX_NODES; n++)
     if (s->ctx[n]) redisFree(s->ctx[n]);
+  if (s->sub) redisFree(s->sub);
   free(s);
 }
 
@@ -504,6 +505,93 @@ static void a_dead_master_is_asked_about_until_its_replica_takes_over(
   fixture_free(&f);
 }
 
+/* ---- the resets' subscription ---- */
+
+#define SUBSCRIBED "*3\r\n$9\r\nsubscribe\r\n$10\r\nsl:reset:0\r\n:1\r\n"
+#define PONG "*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+
+/* Redis delivers `count` messages on node nd's subscribed connection
+   (in one write: a socketpair's buffer counts each write's overhead). */
+static void publishes(int nd, const char *payload, int count) {
+  char one[256];
+  int n = snprintf(one, sizeof one,
+                   "*3\r\n$7\r\nmessage\r\n$10\r\nsl:reset:0\r\n$%zu\r\n%s\r\n",
+                   strlen(payload), payload);
+  char *b = malloc((size_t)n * (size_t)count);
+  assert_non_null(b);
+  for (int i = 0; i < count; i++)
+    memcpy(b + (size_t)i * (size_t)n, one, (size_t)n);
+  ssize_t want = (ssize_t)n * count;
+  assert_int_equal(write(fake[nd].peer, b, (size_t)want), want);
+  free(b);
+}
+
+/* A sample of the engine's /metrics. */
+static long long metric_of(engine *e, const char *name) {
+  size_t len;
+  char *m = engine_metrics(e, &len);
+  char want[128];
+  snprintf(want, sizeof want, "\n%s ", name);
+  const char *p = strstr(m, want);
+  long long v = p ? strtoll(p + strlen(want), NULL, 10) : -1;
+  free(m);
+  return v;
+}
+
+#define RESETS "sluice_sync_resets_total"
+#define SUBSCRIBED_NOW "sluice_sync_resets_subscribed"
+#define NOTHING_TO_DROP "sluice-reset 00000000000000aa\n"
+
+/* The subscription: its messages read after each round (at most
+   SYNC_SUB_MAX_MSGS at a time: a flood does not hold the rounds up), a
+   PING once a second, and one left unanswered for the timeout drops it
+   (a connection that died without a word); the next round subscribes
+   again. */
+static void the_resets_subscription_reads_pings_and_comes_back(void **state) {
+  (void)state;
+  fixture f = sync_fixture();
+  rs_sync *s = sync_of(f.e, 1, 100);
+  says(0, SUBSCRIBED, strlen(SUBSCRIBED));
+  read_resets(s);
+  assert_non_null(s->sub);
+  assert_int_equal(heard(0, "SUBSCRIBE"), 1);
+  assert_int_equal(metric_of(f.e, SUBSCRIBED_NOW), 1);
+  publishes(0, NOTHING_TO_DROP "3:abc", 1);
+  read_resets(s);
+  assert_int_equal(metric_of(f.e, RESETS), 1);
+  publishes(0, NOTHING_TO_DROP, SYNC_SUB_MAX_MSGS + 10);
+  read_resets(s);
+  assert_int_equal(metric_of(f.e, RESETS), 1 + SYNC_SUB_MAX_MSGS);
+  read_resets(s);
+  assert_int_equal(metric_of(f.e, RESETS), 1 + SYNC_SUB_MAX_MSGS + 10);
+  /* a second on: a PING, answered */
+  fake_ns += SEC(1);
+  read_resets(s);
+  says(0, PONG, strlen(PONG));
+  serve(&fake[0]);
+  assert_int_equal(heard(0, "PING"), 1);
+  fake_ns += MS(200);
+  read_resets(s);
+  assert_non_null(s->sub);
+  assert_int_equal(s->sub_ping_at, 0);
+  /* another second: a PING left unanswered past the timeout (100 ms) */
+  fake_ns += SEC(1);
+  read_resets(s);
+  serve(&fake[0]);
+  assert_int_equal(heard(0, "PING"), 2);
+  fake_ns += MS(101);
+  read_resets(s); /* dropped, and subscribed again at once: not answered */
+  assert_null(s->sub);
+  assert_int_equal(metric_of(f.e, SUBSCRIBED_NOW), 0);
+  fake_ns += SEC(1); /* the breaker */
+  says(0, SUBSCRIBED, strlen(SUBSCRIBED));
+  read_resets(s);
+  assert_non_null(s->sub);
+  assert_int_equal(metric_of(f.e, SUBSCRIBED_NOW), 1);
+  sync_free(s);
+  fixture_free(&f);
+}
+
 int main(void) {
   for (int i = 0; i < NODES; i++) fake[i].peer = -1;
   const struct CMUnitTest tests[] = {
@@ -511,6 +599,7 @@ int main(void) {
       cmocka_unit_test(a_failed_append_of_a_follow_up_leaves_it_unsent),
       cmocka_unit_test(follow_ups_stop_at_the_end_of_the_interval),
       cmocka_unit_test(a_moved_reads_the_whole_map_again),
+      cmocka_unit_test(the_resets_subscription_reads_pings_and_comes_back),
       cmocka_unit_test(a_dead_master_is_relearned_from_another_node),
       cmocka_unit_test(
           a_dead_master_is_asked_about_until_its_replica_takes_over),
