@@ -563,14 +563,35 @@ void rc_shared_map_free(rc_shared_map *m) {
 
 void rc_client_share(rc_client *c, rc_shared_map *m) { c->shared = m; }
 
+/* c's map as a topology: its nodes, in its order. */
+static void map_of(const rc_client *c, rc_topology *t) {
+  t->nnodes = c->nnodes;
+  for (int i = 0; i < c->nnodes; i++) t->nodes[i] = c->nodes[i]->addr;
+  memcpy(t->slot_node, c->slot_node, sizeof t->slot_node);
+}
+
+/* Takes map t's slots into c: each to c's node of the same address (added
+   if new), except, with skip_down, to a node c has down. Slots t names no
+   node for (or one c has no room for) stay as they were. */
+static void take_map(rc_client *c, const rc_topology *t, int skip_down) {
+  uint8_t to[RC_MAX_NODES];
+  for (int i = 0; i < t->nnodes; i++) {
+    node *n = node_by_addr(c, t->nodes[i].host, t->nodes[i].port);
+    to[i] = 0xff;
+    for (int k = 0; n && k < c->nnodes; k++)
+      if (c->nodes[k] == n && !(skip_down && node_down(n))) to[i] = (uint8_t)k;
+  }
+  for (int s = 0; s < 16384; s++)
+    if (t->slot_node[s] < t->nnodes && to[t->slot_node[s]] != 0xff)
+      c->slot_node[s] = to[t->slot_node[s]];
+}
+
 /* Publishes c's map (just read) to the other clients. */
 static void share_map(rc_client *c) {
   rc_shared_map *m = c->shared;
   if (!m) return;
   pthread_mutex_lock(&m->lock);
-  m->t.nnodes = c->nnodes;
-  for (int i = 0; i < c->nnodes; i++) m->t.nodes[i] = c->nodes[i]->addr;
-  memcpy(m->t.slot_node, c->slot_node, sizeof m->t.slot_node);
+  map_of(c, &m->t);
   c->shared_seen = atomic_fetch_add(&m->version, 1) + 1;
   pthread_mutex_unlock(&m->lock);
 }
@@ -590,18 +611,7 @@ static void adopt_map(rc_client *c) {
   *t = m->t;
   c->shared_seen = atomic_load_explicit(&m->version, memory_order_relaxed);
   pthread_mutex_unlock(&m->lock);
-  uint8_t to[RC_MAX_NODES];
-  for (int i = 0; i < t->nnodes; i++) {
-    node *n = node_by_addr(c, t->nodes[i].host, t->nodes[i].port);
-    to[i] = 0xff;
-    for (int k = 0; n && k < c->nnodes; k++)
-      if (c->nodes[k] == n) to[i] = (uint8_t)k;
-  }
-  for (int i = 0; i < t->nnodes; i++)
-    if (to[i] != 0xff && node_down(c->nodes[to[i]])) to[i] = 0xff;
-  for (int s = 0; s < 16384; s++)
-    if (t->slot_node[s] < t->nnodes && to[t->slot_node[s]] != 0xff)
-      c->slot_node[s] = to[t->slot_node[s]];
+  take_map(c, t, 1);
   free(t);
 }
 
@@ -615,15 +625,9 @@ static void map_read(void *ud, const redisReply *r, const char *err) {
   c->refreshing = 0;
   rc_topology *t = r && !c->freeing ? malloc(sizeof *t) : NULL;
   if (!t) return;
-  t->nnodes = c->nnodes;
-  for (int i = 0; i < c->nnodes; i++) t->nodes[i] = c->nodes[i]->addr;
-  memcpy(t->slot_node, c->slot_node, sizeof t->slot_node);
+  map_of(c, t);
   if (rc_topology_read(t, r, from->addr.host) > 0) {
-    /* (the same order: a node's index in t is its index in c) */
-    while (c->nnodes < t->nnodes && node_new(c, &t->nodes[c->nnodes])) {
-    }
-    for (int s = 0; s < 16384; s++)
-      if (t->slot_node[s] < c->nnodes) c->slot_node[s] = t->slot_node[s];
+    take_map(c, t, 0); /* as Redis says: a node down here included */
     share_map(c);
   }
   free(t);
