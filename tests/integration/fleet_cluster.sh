@@ -515,16 +515,25 @@ job kb 1 k b
 step "a here, b moved, in one call" "$D3"
 # m x: its two keys are now on two nodes: TRYAGAIN until the second moves
 # (the request waits, within --redis-timeout).
-try1=$(errstat "$P1" TRYAGAIN)
-bg_f0=$(store_failures)
+# load_tryagain WHAT PORT DAEMON — the jobs queued so far, the last a
+# request whose keys are on two nodes, as a background load through
+# DAEMON (fl_bg_pid; its summary in $tmp/bg.sum, the store failures
+# before it in bg_f0): node PORT answers it TRYAGAIN, and again (it is
+# tried again, within its deadline).
+load_tryagain() {
+  _lt_port=$2
+  _lt_try=$(errstat "$_lt_port" TRYAGAIN)
+  bg_f0=$(store_failures)
+  mv "$tmp/jobs" "$tmp/bg.jobs"
+  : >"$tmp/jobs"
+  fl_load_bg "$tmp/bg.sum" --resp "$3" --threads 1 "$tmp/bg.jobs"
+  _lt_tried() { [ $(($(errstat "$_lt_port" TRYAGAIN) - _lt_try)) -ge 2 ]; }
+  waitfor 30 _lt_tried
+  in_range "reshard: $1 got TRYAGAIN (and tried again)" \
+    2 100000 $(($(errstat "$_lt_port" TRYAGAIN) - _lt_try))
+}
 job mx 1 m x
-mv "$tmp/jobs" "$tmp/bg.jobs"
-: >"$tmp/jobs"
-fl_load_bg "$tmp/bg.sum" --resp "$D1" --threads 1 "$tmp/bg.jobs"
-tried() { [ $(($(errstat "$P1" TRYAGAIN) - try1)) -ge 2 ]; }
-waitfor 30 tried
-in_range "reshard: m x, split over two nodes, got TRYAGAIN (and tried again)" \
-  2 100000 $(($(errstat "$P1" TRYAGAIN) - try1))
+load_tryagain "m x, split over two nodes," "$P1" "$D1"
 if kill -0 "$fl_bg_pid" 2>/dev/null; then pass; else
   fail "reshard: m x was answered while its keys were on two nodes: $(cat "$tmp/bg.sum")"
 fi
@@ -562,16 +571,8 @@ job kd 1 k d
 job ke 2 k e
 job mx 1 m x
 step "all moved"
-try2b=$(errstat "$P2" TRYAGAIN)
-bg_f0=$(store_failures)
 job my 1 m y
-mv "$tmp/jobs" "$tmp/bg2.jobs"
-: >"$tmp/jobs"
-fl_load_bg "$tmp/bg.sum" --resp "$D2" --threads 1 "$tmp/bg2.jobs"
-tried2() { [ $(($(errstat "$P2" TRYAGAIN) - try2b)) -ge 2 ]; }
-waitfor 30 tried2
-in_range "reshard: m y, new, got TRYAGAIN from the target (and tried again)" \
-  2 100000 $(($(errstat "$P2" TRYAGAIN) - try2b))
+load_tryagain "m y, new, from the target," "$P2" "$D2"
 zstep "all moved"
 eq "reshard: while importing, the target never answered MOVED (ASKING before every resend)" \
   0 $(($(errstat "$P2" MOVED) - moved2))
