@@ -2061,6 +2061,17 @@ static int reset_grow(reset_job *j) {
   return 0;
 }
 
+/* A command of argc arguments as RESP (hiredis formats it): malloc'd,
+   *len bytes, or NULL (out of memory). */
+static char *resp_command(int argc, const char **argv, const size_t *lens,
+                          size_t *len) {
+  char *cmd = NULL;
+  int n = redisFormatCommandArgv(&cmd, argc, argv, lens);
+  if (n < 0) return NULL;
+  *len = (size_t)n;
+  return cmd;
+}
+
 /*
  * Drops (lim, key)'s local state (lim, its on_store_error: local limiter
  * `local`, approximate mode's unpushed charges) and, in fleet mode, queues
@@ -2082,26 +2093,19 @@ static void reset_add(reset_job *j, sl_limiter *lim, sl_limiter *local,
   }
   if (j->oom || reset_grow(j)) return;
   size_t id_len = strlen(id_a) + (id_b ? 1 + strlen(id_b) : 0);
-  size_t rmax = REDIS_KEY_MAX(tag_len, id_len, key_len);
-  char *cmd = malloc(rmax + 64), *rkey = malloc(rmax);
-  if (!cmd || !rkey) {
-    free(cmd);
+  char *rkey = malloc(REDIS_KEY_MAX(tag_len, id_len, key_len)), *cmd = NULL;
+  size_t rlen = 0, n = 0;
+  if (rkey) {
+    rlen = redis_key(rkey, tag, tag_len, kind, id_a, id_b, key, key_len);
+    /* UNLINK: a sliding_log hash is freed off Redis's main thread */
+    cmd = resp_command(2, (const char *[]){"UNLINK", rkey},
+                       (const size_t[]){6, rlen}, &n);
+  }
+  if (!cmd) {
     free(rkey);
     j->oom = 1;
     return;
   }
-  size_t rlen = redis_key(rkey, tag, tag_len, kind, id_a, id_b, key, key_len);
-  size_t n = 0;
-  /* UNLINK: a sliding_log hash is freed off Redis's main thread */
-  memcpy(cmd, "*2\r\n$6\r\nUNLINK\r\n$", 17);
-  n = 17;
-  n += put_uint(cmd + n, rlen);
-  memcpy(cmd + n, "\r\n", 2);
-  n += 2;
-  memcpy(cmd + n, rkey, rlen);
-  n += rlen;
-  memcpy(cmd + n, "\r\n", 2);
-  n += 2;
   reset_item *it = &j->it[j->n++];
   *it = (reset_item){
       j, cmd, n, e->o.cluster ? (int)rc_key_slot(rkey, rlen) : -1, had, 0};
@@ -2172,24 +2176,24 @@ static void reset_add_publish(reset_job *j) {
   engine *e = j->t->e;
   char ch[64], head[32];
   engine_reset_channel(e, ch, sizeof ch);
-  size_t chl = strlen(ch);
   size_t hl =
       (size_t)snprintf(head, sizeof head, "sluice-reset %s\n", e->instance);
-  size_t pl = hl + j->names_len;
-  char *cmd = malloc(64 + chl + pl);
+  char *msg = malloc(hl + j->names_len), *cmd = NULL;
+  size_t n = 0;
+  if (msg) {
+    memcpy(msg, head, hl);
+    memcpy(msg + hl, j->names, j->names_len);
+    cmd = resp_command(3, (const char *[]){"PUBLISH", ch, msg},
+                       (const size_t[]){7, strlen(ch), hl + j->names_len}, &n);
+    free(msg);
+  }
   if (!cmd || reset_grow(j)) {
     free(cmd);
     j->oom = 1;
     return;
   }
-  size_t n = (size_t)sprintf(
-      cmd, "*3\r\n$7\r\nPUBLISH\r\n$%zu\r\n%s\r\n$%zu\r\n", chl, ch, pl);
-  memcpy(cmd + n, head, hl);
-  memcpy(cmd + n + hl, j->names, j->names_len);
-  n += pl;
-  memcpy(cmd + n, "\r\n", 2);
   reset_item *it = &j->it[j->n++];
-  *it = (reset_item){j, cmd, n + 2, j->it[0].slot, 0, 1};
+  *it = (reset_item){j, cmd, n, j->it[0].slot, 0, 1};
 }
 
 /* Sends the job's DELs. 0 (every answer now in out), ENG_PENDING (the
