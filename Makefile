@@ -9,6 +9,7 @@
 #   make bench-server    the daemon beside redis-server and nginx, one run
 #   make bench-fleet     fleet mode (state in Redis) beside its anchors
 #   make fuzz            the libFuzzer harnesses, FUZZ_SECONDS each (clang)
+#   make layers          every #include points down the layers
 #   make SANITIZE=address,undefined check    (or SANITIZE=thread)
 #
 # Instrumented builds live in their own directory, so they never mix objects
@@ -36,20 +37,26 @@ ALL_CFLAGS = -std=c17 $(WARN) $(CFLAGS) $(SANFLAGS) -fPIC -pthread -MMD -MP
 LIBS     = -lsodium -lpthread
 LDFLAGS += $(SANFLAGS) -pthread
 
-# The library: algorithms, store, limiters, the policy syntax. It needs only
-# libsodium; the daemon's parts (YAML config, HTTP, RESP) live in the binary.
-LIB_SRC  = $(wildcard src/*.c src/algo/*.c src/store/*.c) src/config/policy.c
-CLI_SRC  = $(wildcard src/cli/*.c)
-# The daemon (sluice serve, check-config): h2o, libyaml, jansson, hiredis
-# (fleet mode, src/redis/). Its parts that need no h2o (config, engine, RESP
-# parser, the Redis script's C side) also form an archive the unit tests and
-# test tools link.
-SRV_SRC  = $(wildcard src/server/*.c src/redis/*.c) src/config/config.c
+# The sources, layer by layer (docs/architecture.md; `make layers` checks
+# that includes point only down). The library is the leaf helpers, the
+# algorithms, the store, the limiters and the policy syntax: it needs only
+# libsodium. The daemon's layers (rules, engine, fleet, server) need
+# libyaml, hiredis and (the server) h2o, jansson; the CLI is the binary.
+BASE_SRC   = $(wildcard src/base/*.c)
+LIB_SRC    = $(BASE_SRC) $(wildcard src/*.c src/algo/*.c src/store/*.c)
+RULES_SRC  = $(wildcard src/rules/*.c)
+ENGINE_SRC = $(wildcard src/engine/*.c)
+FLEET_SRC  = $(wildcard src/fleet/*.c)
+SERVER_SRC = $(wildcard src/server/*.c)
+CLI_SRC    = $(wildcard src/cli/*.c)
+SRV_SRC  = $(RULES_SRC) $(ENGINE_SRC) $(FLEET_SRC) $(SERVER_SRC)
 SRV_OBJ  = $(SRV_SRC:%.c=$(BUILD)/obj/%.o)
 SRV_LIBS = -lh2o-evloop -lyaml -ljansson -lhiredis -lssl -lcrypto
-CORE_SRV_OBJ = $(BUILD)/obj/src/config/config.o \
-  $(BUILD)/obj/src/server/engine.o $(BUILD)/obj/src/server/resp_parse.o \
-  $(BUILD)/obj/src/redis/script.o $(BUILD)/obj/src/redis/slot.o
+# The daemon's layers that need no h2o (rules, engine, the fleet's codecs,
+# the RESP parser): an archive the unit tests and test tools link.
+CORE_SRV_OBJ = $(RULES_SRC:%.c=$(BUILD)/obj/%.o) \
+  $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/src/server/resp_parse.o \
+  $(BUILD)/obj/src/fleet/script.o $(BUILD)/obj/src/fleet/slot.o
 CORE_SRV_LIBS = -lyaml -lhiredis -lcrypto
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
@@ -62,7 +69,7 @@ TOOL_BIN = $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
 INTEG    = $(filter-out %_lib.sh,$(wildcard tests/integration/*.sh))
 
 
-.PHONY: all check unit integration examples run demo docs bench fuzz deps deps-bench deps-fuzz clean
+.PHONY: all check unit integration examples layers run demo docs bench fuzz deps deps-bench deps-fuzz clean
 all: $(BUILD)/libsluice.a $(BUILD)/libsluice.so $(BUILD)/sluice
 
 $(BUILD)/obj/%.o: %.c
@@ -101,7 +108,7 @@ $(BUILD)/tests/tools/%: tests/tools/%.c $(BUILD)/libsluice.a \
 	  $(LIBS) -lm
 
 # The script is embedded in script.o (.incbin).
-$(BUILD)/obj/src/redis/script.o: src/redis/decide.lua
+$(BUILD)/obj/src/fleet/script.o: src/fleet/decide.lua
 
 deps:
 	@scripts/deps.sh build test
@@ -116,6 +123,10 @@ check: deps
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(TOOL_BIN) \
 	  $(BUILD)/examples/quickstart
 	@$(MAKE) --no-print-directory unit integration examples
+
+# Includes point only down the layers (scripts/layers.py says which).
+layers:
+	@python3 scripts/layers.py
 
 $(BUILD)/examples/%: examples/%.c $(BUILD)/libsluice.a
 	@mkdir -p $(dir $@)
@@ -177,11 +188,11 @@ FUZZ_BIN = $(patsubst fuzz/%.c,build/fuzz/%,$(wildcard fuzz/*_fuzz.c))
 FUZZ_CFLAGS = -std=c17 -g -O1 -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=all $(CPPFLAGS) -pthread
 
-FUZZ_CLI = src/cli/replay.c src/cli/util.c src/cli/sim.c src/cli/lab.c \
-  src/cli/svg.c src/cli/examples.c
+FUZZ_CLI = src/cli/replay.c src/cli/sim.c src/cli/lab.c src/cli/svg.c \
+  src/cli/examples.c
 # The daemon's parts that need no h2o: YAML rules, engine, RESP parser.
-FUZZ_SRV = src/config/config.c src/server/engine.c src/server/resp_parse.c \
-  src/redis/script.c src/redis/slot.c
+FUZZ_SRV = $(RULES_SRC) $(ENGINE_SRC) src/server/resp_parse.c \
+  src/fleet/script.c src/fleet/slot.c
 build/fuzz/%_fuzz: fuzz/%_fuzz.c $(LIB_SRC) $(FUZZ_CLI) $(FUZZ_SRV)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc -o $@ $< $(LIB_SRC) $(FUZZ_CLI) \

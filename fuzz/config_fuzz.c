@@ -1,7 +1,7 @@
 /*
  * config_fuzz.c — libFuzzer harness for the daemon's YAML rules
- * (src/config/config.c) and the engine that runs them
- * (src/server/engine.c). Config files are trusted more than requests, but
+ * (src/rules/config.c) and the engine that runs them
+ * (src/engine/engine.c). Config files are trusted more than requests, but
  * a reload must never bring the daemon down, and request descriptors are
  * untrusted bytes.
  *
@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/config.h"
-#include "server/engine.h"
+#include "rules/config.h"
+#include "engine/engine.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

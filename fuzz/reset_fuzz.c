@@ -1,6 +1,6 @@
 /*
  * reset_fuzz.c — libFuzzer harness for the messages approximate mode's
- * resets are published in (engine_sync_reset, src/server/engine.c): the
+ * resets are published in (engine_sync_reset, src/engine/engine.c): the
  * sync thread reads them from a Redis channel, where any client of that
  * Redis can publish.
  *
@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/config.h"
-#include "server/engine.h"
+#include "rules/config.h"
+#include "engine/engine.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

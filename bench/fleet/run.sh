@@ -26,7 +26,7 @@
 #           memory, --threads 1, -P 1 and -P 16
 #   overshoot  three --sync 100 daemons on one key, sprayed round-robin for
 #           2 s by bench/fleet/spray.py: allowed, against what one limiter
-#           allows (burst + refill over the run) and src/redis/sync.c's
+#           allows (burst + refill over the run) and src/fleet/sync.c's
 #           bound (N - 1) x (burst + the refill of one interval), with
 #           token_bucket:200/m and with token_bucket:100/s:burst=10 (a rate
 #           that refills more per interval than its burst); the same spray
@@ -150,7 +150,7 @@ start_sluice m_t$T1 --threads "$T1" --store memory
 # The approximate-mode daemon's sync thread: started last, so its newest
 # task (PID/task/TID: /proc/TID/stat alone would be the whole process's).
 eval "a_sync=\$a_t${T1}_pid/task/\$(ls /proc/\$a_t${T1}_pid/task | sort -n | tail -1)"
-# sluice's script (src/redis/decide.lua), as the exact-mode daemons loaded it.
+# sluice's script (src/fleet/decide.lua), as the exact-mode daemons loaded it.
 echo "# sluice's Redis script: $(sed -n 's/.*script \([0-9a-f]\{40\}\) loaded.*/\1/p' "$tmp/$(echo $daemons | cut -d' ' -f1).log" | cut -c1-12)"
 
 # ---- one run ----
@@ -441,7 +441,7 @@ place shared - # what follows starts daemons of its own, on every core
 # between rounds outweighs the burst; then the same spray over the
 # exact-mode daemons started above (up to three), for comparison. Each key
 # is new. spray.py prints allowed, burst + refill over the run (what one
-# limiter allows), the overshoot beyond it, and src/redis/sync.c's bound.
+# limiter allows), the overshoot beyond it, and src/fleet/sync.c's bound.
 : >"$tmp/overshoot.txt"
 if command -v python3 >/dev/null 2>&1; then
   ports=""

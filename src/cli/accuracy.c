@@ -182,16 +182,10 @@ static size_t key_name(const trace *tr, uint32_t key, char *buf) {
     memcpy(buf, "client", 7);
     return 6;
   }
-  char tmp[16];
-  size_t n = 0;
-  do {
-    tmp[n++] = (char)('0' + key % 10);
-    key /= 10;
-  } while (key);
   memcpy(buf, "src", 3);
-  for (size_t i = 0; i < n; i++) buf[3 + i] = tmp[n - 1 - i];
-  buf[3 + n] = '\0';
-  return 3 + n;
+  size_t n = 3 + fmt_u64(buf + 3, key);
+  buf[n] = '\0';
+  return n;
 }
 
 typedef struct result {
@@ -331,19 +325,19 @@ int cmd_accuracy(int argc, char **argv) {
     const char *what = NULL;
     switch (c) {
     case 's':
-      if (cli_parse_int(optarg, 0, INT64_MAX, 0, &seed)) what = "--seed";
+      if (parse_int(optarg, 0, INT64_MAX, 0, &seed)) what = "--seed";
       break;
     case 't': only = optarg; break;
     case 'o': svg_dir = optarg; break;
     case 'L':
-      if (cli_parse_int(optarg, 1, 1000000, 0, &limit)) what = "--limit";
+      if (parse_int(optarg, 1, 1000000, 0, &limit)) what = "--limit";
       break;
     case 'p': period = optarg; break;
     case 'w':
-      if (cli_parse_int(optarg, 1, 100000, 0, &windows)) what = "--windows";
+      if (parse_int(optarg, 1, 100000, 0, &windows)) what = "--windows";
       break;
     case 'k':
-      if (cli_parse_int(optarg, 1, 10000000, 0, &keys)) what = "--keys";
+      if (parse_int(optarg, 1, 10000000, 0, &keys)) what = "--keys";
       break;
     case 'l':
       for (size_t i = 0; i < NTRACES; i++)

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../base/clock.h"
 #include "cli.h"
 #include "sluice.h"
 
@@ -73,15 +74,8 @@ typedef struct keyset {
 
 /* Writes "user:N" into buf (>= 32 bytes) and returns its length. */
 static size_t format_key(char *buf, int64_t n) {
-  char digits[24];
-  size_t d = 0;
-  do {
-    digits[d++] = (char)('0' + n % 10);
-    n /= 10;
-  } while (n);
   memcpy(buf, "user:", 5);
-  for (size_t i = 0; i < d; i++) buf[5 + i] = digits[d - 1 - i];
-  return 5 + d;
+  return 5 + fmt_i64(buf + 5, n);
 }
 
 typedef struct worker {
@@ -98,17 +92,8 @@ typedef struct worker {
   int errors;
 } worker;
 
-static int64_t wall_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+/* The monotonic clock in seconds, for rates. */
+static double mono_s(void) { return (double)clock_mono_ns() / 1e9; }
 
 static uint64_t splitmix64(uint64_t *x) {
   uint64_t z = (*x += UINT64_C(0x9e3779b97f4a7c15));
@@ -157,7 +142,7 @@ static void *run_limiter(void *arg) {
   char keys[256][32];
   while (!atomic_load_explicit(w->stop, memory_order_relaxed)) {
     for (int i = 0; i < 1024; i += CLOCK_EVERY) {
-      int64_t now = w->fixed_now ? w->fixed_now : wall_ns();
+      int64_t now = w->fixed_now ? w->fixed_now : clock_wall_ns();
       if (batch > 1) {
         for (int j = 0; j < CLOCK_EVERY; j += batch) {
           for (int b = 0; b < batch; b++) {
@@ -231,7 +216,7 @@ static int bench_one(const bench_cfg *cfg, const keyset *ks, FILE *out,
       return 1;
     }
     /* Every key once, untimed: the table holds them all from the start. */
-    now = wall_ns();
+    now = clock_wall_ns();
     for (int64_t k = 0; k < ks->n; k++) {
       sl_decision d;
       char key[32];
@@ -340,18 +325,18 @@ int cmd_bench(int argc, char **argv) {
       snprintf(algos_buf, sizeof algos_buf, "%s", optarg);
       break;
     case 'k':
-      if (cli_parse_int(optarg, 1, 100000000, 0, &v)) goto bad;
+      if (parse_int(optarg, 1, 100000000, 0, &v)) goto bad;
       base.keys = v;
       break;
     case 't':
       snprintf(threads_buf, sizeof threads_buf, "%s", optarg);
       break;
     case 's':
-      if (cli_parse_int(optarg, 1, 3600, 0, &v)) goto bad;
+      if (parse_int(optarg, 1, 3600, 0, &v)) goto bad;
       base.seconds = (int)v;
       break;
     case 'b':
-      if (cli_parse_int(optarg, 1, 256, 0, &v) || CLOCK_EVERY % v) {
+      if (parse_int(optarg, 1, 256, 0, &v) || CLOCK_EVERY % v) {
         fprintf(stderr, "sluice bench: --batch must divide %d\n", CLOCK_EVERY);
         return 2;
       }
@@ -361,7 +346,7 @@ int cmd_bench(int argc, char **argv) {
       base.policy = optarg;
       break;
     case 'r':
-      if (cli_parse_int(optarg, 1, 100, 0, &v)) goto bad;
+      if (parse_int(optarg, 1, 100, 0, &v)) goto bad;
       base.repeat = (int)v;
       break;
     case 'h':
@@ -404,7 +389,7 @@ int cmd_bench(int argc, char **argv) {
     }
   }
   for (int i = 0; i < nt; i++)
-    if (cli_parse_int(threads[i], 1, 256, 0, &v)) goto bad;
+    if (parse_int(threads[i], 1, 256, 0, &v)) goto bad;
 
   if (sodium_init() < 0) return 1;
   keyset ks = {base.keys};
@@ -413,7 +398,7 @@ int cmd_bench(int argc, char **argv) {
     for (int t = 0; t < nt; t++) {
       bench_cfg cfg = base;
       cfg.algo = algos[a];
-      cli_parse_int(threads[t], 1, 256, 0, &v);
+      parse_int(threads[t], 1, 256, 0, &v);
       cfg.threads = (int)v;
       /* Best of `repeat` runs: noise on a shared machine only slows down. */
       char *best = NULL;

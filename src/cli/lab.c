@@ -4,6 +4,8 @@
  */
 #include "lab.h"
 
+#include "../base/duration.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,18 +15,6 @@
 #define NS_S INT64_C(1000000000)
 
 __extension__ typedef unsigned __int128 lab_u128;
-
-static const struct {
-  const char *name;
-  int64_t ns;
-} lab_units[] = {
-    /* Longest first, so "ms" is never read as "m" followed by "s". */
-    {"ms", NS_MS},
-    {"d", 86400 * NS_S},
-    {"h", 3600 * NS_S},
-    {"m", 60 * NS_S},
-    {"s", NS_S},
-};
 
 static int dur_fail(char *err, size_t err_len, const char *fmt, ...) {
   if (err && err_len) {
@@ -76,15 +66,8 @@ int lab_parse_duration(const char *s, int64_t max_ns, int64_t *out, char *err,
       return dur_fail(err, err_len,
                       "'%s' is not a duration (e.g. 250ms, 59.9s, 1m30s)", s);
     int64_t unit = 0;
-    size_t ulen = 0;
-    for (size_t i = 0; i < sizeof lab_units / sizeof lab_units[0]; i++) {
-      size_t n = strlen(lab_units[i].name);
-      if (strncmp(p, lab_units[i].name, n) == 0) {
-        unit = lab_units[i].ns;
-        ulen = n;
-        break;
-      }
-    }
+    /* the longest unit first: "ms" is never "m" followed by "s" */
+    size_t ulen = duration_unit_at(p, &unit);
     if (!unit)
       return dur_fail(err, err_len,
                       "duration '%s' needs a unit: ms, s, m, h or d", s);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../server/daemon.h"
 #include "cli.h"
 #include "sluice.h"
 
@@ -14,7 +15,7 @@ static const struct {
   const char *what;
 } commands[] = {
     {"replay", cmd_replay, "decide a trace of requests under a policy"},
-    {"serve", cmd_serve, "run the daemon: HTTP and Redis-protocol front ends"},
+    {"serve", serve_main, "run the daemon: HTTP and Redis-protocol front ends"},
     {"check-config", cmd_check_config, "validate a YAML config, FILE:LINE:COL errors"},
     {"bench", cmd_bench, "measure decisions per second and bytes per key"},
     {"sim", cmd_sim, "run a scenario against policies side by side"},

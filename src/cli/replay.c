@@ -70,11 +70,11 @@ int replay_stream(FILE *in, FILE *out, const char *name, sl_limiter *lim,
     char *extra = next_field(&s);
     int64_t ms, cost = 1;
     const char *err = NULL;
-    if (cli_parse_int(t, 0, max_ms, 0, &ms))
+    if (parse_int(t, 0, max_ms, 0, &ms))
       err = "time is not an integer number of milliseconds in range";
     else if (!key)
       err = "missing KEY (expected 'T KEY [COST]')";
-    else if (cost_s && cli_parse_int(cost_s, 0, INT64_MAX, 0, &cost))
+    else if (cost_s && parse_int(cost_s, 0, INT64_MAX, 0, &cost))
       err = "COST is not an integer >= 0";
     else if (extra)
       err = "unexpected text after COST (expected 'T KEY [COST]')";
@@ -141,7 +141,7 @@ int cmd_replay(int argc, char **argv) {
       spec = optarg;
       break;
     case 'm':
-      if (cli_parse_int(optarg, 1, INT64_MAX, 1, &max_memory)) {
+      if (parse_int(optarg, 1, INT64_MAX, 1, &max_memory)) {
         fprintf(stderr, "sluice replay: --max-memory '%s' is not a byte "
                         "count (e.g. 512M)\n", optarg);
         return 2;

@@ -16,6 +16,8 @@
  */
 #include "sim.h"
 
+#include "../base/hash.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -102,12 +104,6 @@ static int perr(char *err, size_t err_len, int line, const char *fmt, ...) {
   return -1;
 }
 
-static uint64_t fnv1a(const char *s) {
-  uint64_t h = UINT64_C(0xcbf29ce484222325);
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * UINT64_C(0x100000001b3);
-  return h;
-}
-
 /* The index of key (interned on first use), or -1 out of memory. */
 static int64_t intern_key(sim_scenario *sc, const char *key) {
   if (sc->nkeys * 2 >= sc->kindex_cap) {
@@ -116,7 +112,7 @@ static int64_t intern_key(sim_scenario *sc, const char *key) {
     if (!n) return -1;
     for (size_t i = 0; i < sc->kindex_cap; i++) {
       if (!sc->kindex[i]) continue;
-      size_t j = fnv1a(sc->keys[sc->kindex[i] - 1]) & (ncap - 1);
+      size_t j = fnv1a_str(FNV1A_INIT, sc->keys[sc->kindex[i] - 1]) & (ncap - 1);
       while (n[j]) j = (j + 1) & (ncap - 1);
       n[j] = sc->kindex[i];
     }
@@ -124,7 +120,7 @@ static int64_t intern_key(sim_scenario *sc, const char *key) {
     sc->kindex = n;
     sc->kindex_cap = ncap;
   }
-  size_t j = fnv1a(key) & (sc->kindex_cap - 1);
+  size_t j = fnv1a_str(FNV1A_INIT, key) & (sc->kindex_cap - 1);
   while (sc->kindex[j]) {
     if (!strcmp(sc->keys[sc->kindex[j] - 1], key)) return sc->kindex[j] - 1;
     j = (j + 1) & (sc->kindex_cap - 1);
@@ -186,7 +182,7 @@ static int add_requests(parse_state *ps, int kind, int64_t every_ns,
     return perr(ps->err, ps->err_len, ps->line,
                 "key longer than %d bytes", SL_KEY_MAX);
   int64_t cost = 1;
-  if (cost_s && cli_parse_int(cost_s, 0, SL_LIMIT_MAX, 0, &cost))
+  if (cost_s && parse_int(cost_s, 0, SL_LIMIT_MAX, 0, &cost))
     return perr(ps->err, ps->err_len, ps->line,
                 "cost '%s' is not an integer from 0 to %u", cost_s,
                 SL_LIMIT_MAX);
@@ -293,7 +289,7 @@ static int parse_retry(parse_state *ps, char **w, int n) {
                   "'%.40s' needs a value", w[i]);
     if (!strcmp(w[i], "max")) {
       int64_t v;
-      if (cli_parse_int(w[i + 1], 1, SIM_MAX_ATTEMPTS, 0, &v))
+      if (parse_int(w[i + 1], 1, SIM_MAX_ATTEMPTS, 0, &v))
         return perr(ps->err, ps->err_len, ps->line,
                     "max '%.40s' is not a number of attempts from 1 to %d",
                     w[i + 1], SIM_MAX_ATTEMPTS);
@@ -380,7 +376,7 @@ static int parse_line(parse_state *ps, char **w, int n) {
     if (n < 2 || n > 4)
       return perr(ps->err, ps->err_len, ps->line,
                   "expected 'burst N [KEY] [COST]'");
-    if (cli_parse_int(w[1], 1, INT64_MAX, 0, &v))
+    if (parse_int(w[1], 1, INT64_MAX, 0, &v))
       return perr(ps->err, ps->err_len, ps->line,
                   "burst '%.40s' is not a positive number of requests", w[1]);
     return add_requests(ps, CMD_BURST, 0, 1, (uint64_t)v, n > 2 ? w[2] : NULL,
@@ -1250,7 +1246,7 @@ int cmd_sim(int argc, char **argv) {
     case 'q': so.summary_only = 1; break;
     case 'C': color_when = optarg; break;
     case 's':
-      if (cli_parse_int(optarg, 0, INT64_MAX, 0, &seed)) {
+      if (parse_int(optarg, 0, INT64_MAX, 0, &seed)) {
         fprintf(stderr, "sluice sim: --seed '%s' is not a non-negative "
                         "integer\n", optarg);
         return 2;

@@ -41,65 +41,14 @@ typedef struct sluice_handler {
   server *srv;
 } sluice_handler;
 
-/* ---- a growable output buffer ---- */
+/* ---- answers ---- */
 
-/* Starts in `small` (a typical answer fits: no malloc on the hot path);
-   grows on the heap. jbuf b = {0} is an empty buffer; jb_free releases. */
-typedef struct jbuf {
-  char *p;
-  size_t len, cap;
-  int oom;
-  char small[512];
-} jbuf;
-
-static void jb_free(jbuf *b) {
-  if (b->p != b->small) free(b->p);
-  b->p = NULL;
-  b->len = b->cap = 0;
-}
-
-static void jb_raw(jbuf *b, const char *s, size_t n) {
-  if (b->oom) return;
-  if (!b->cap && !b->p) {
-    b->p = b->small;
-    b->cap = sizeof b->small;
-  }
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 512;
-    while (cap < b->len + n + 1) cap *= 2;
-    char *grown = b->p == b->small ? malloc(cap) : realloc(b->p, cap);
-    if (!grown) {
-      b->oom = 1;
-      return;
-    }
-    if (b->p == b->small) memcpy(grown, b->small, b->len);
-    b->p = grown;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->len, s, n);
-  b->len += n;
-  b->p[b->len] = '\0';
-}
-
-/* A decimal integer. */
-static void jb_int(jbuf *b, int64_t v) {
-  char tmp[20];
-  jb_raw(b, tmp, srv_fmt_i64(tmp, v));
-}
-
-/* A string literal, its length counted by the compiler. */
-#define JB_LIT(b, lit) jb_raw((b), (lit), sizeof(lit) - 1)
-
-static void jb_fmt(jbuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void jb_fmt(jbuf *b, const char *fmt, ...) {
-  char tmp[256];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  if (n > 0) jb_raw(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
+/* An answer's buffer, starting on the stack: a typical answer fits, so the
+   hot path never allocates (base/strbuf.h). */
+#define ANSWER_BUF(b) \
+  char b##_mem[512];  \
+  strbuf b;           \
+  strbuf_init_with(&b, b##_mem, sizeof b##_mem)
 
 /* Length of the valid UTF-8 sequence at s (0 if invalid). */
 static size_t utf8_len(const unsigned char *s, size_t n) {
@@ -116,30 +65,30 @@ static size_t utf8_len(const unsigned char *s, size_t n) {
 }
 
 /* A JSON string: escapes, and U+FFFD for bytes that are not UTF-8. */
-static void jb_str(jbuf *b, const char *s, size_t n) {
-  JB_LIT(b, "\"");
+static void add_json_str(strbuf *b, const char *s, size_t n) {
+  STRBUF_LIT(b, "\"");
   const unsigned char *u = (const unsigned char *)s;
   for (size_t i = 0; i < n;) {
     unsigned char ch = u[i];
     if (ch == '"' || ch == '\\') {
       char e[2] = {'\\', (char)ch};
-      jb_raw(b, e, 2);
+      strbuf_add(b, e, 2);
       i++;
     } else if (ch < 0x20) {
-      jb_fmt(b, "\\u%04x", ch);
+      strbuf_addf(b, "\\u%04x", ch);
       i++;
     } else {
       size_t k = utf8_len(u + i, n - i);
       if (k) {
-        jb_raw(b, s + i, k);
+        strbuf_add(b, s + i, k);
         i += k;
       } else {
-        JB_LIT(b, "\\ufffd");
+        STRBUF_LIT(b, "\\ufffd");
         i++;
       }
     }
   }
-  JB_LIT(b, "\"");
+  STRBUF_LIT(b, "\"");
 }
 
 /* ---- responses ---- */
@@ -173,17 +122,16 @@ static void add_header(h2o_req_t *req, const char *name, const char *value,
 static void add_int_header(h2o_req_t *req, const char *name, int64_t v) {
   char *p = h2o_mem_alloc_pool(&req->pool, 20);
   h2o_add_header_by_str(&req->pool, &req->res.headers, name, strlen(name), 0,
-                        NULL, p, srv_fmt_i64(p, v));
+                        NULL, p, fmt_i64(p, v));
 }
 
 /* Sends body (freed here) with status and content type. */
 static int send_body(h2o_req_t *req, int status, const char *ctype,
-                     jbuf *b) {
+                     strbuf *b) {
   if (b->oom) {
-    jb_free(b);
-    b->oom = 0;
+    strbuf_free(b); /* (a stack buffer is empty again: the text fits) */
     status = 503;
-    JB_LIT(b, "{\"error\":\"out of memory\"}"); /* fits in b->small */
+    STRBUF_LIT(b, "{\"error\":\"out of memory\"}");
   }
   req->res.status = status;
   req->res.reason = reason(status);
@@ -196,7 +144,7 @@ static int send_body(h2o_req_t *req, int status, const char *ctype,
   h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
                  H2O_STRLIT("no-store"));
   h2o_send_inline(req, b->p ? b->p : "", b->len);
-  jb_free(b);
+  strbuf_free(b);
   return 0;
 }
 
@@ -210,10 +158,10 @@ static int send_error(h2o_req_t *req, int status, const char *fmt, ...) {
   va_end(ap);
   worker *w = worker_of(req->conn->ctx);
   engine_count(w->et, EC_HTTP_ERRORS, 1);
-  jbuf b = {0};
-  JB_LIT(&b, "{\"error\":");
-  jb_str(&b, msg, strlen(msg));
-  JB_LIT(&b, "}\n");
+  ANSWER_BUF(b);
+  STRBUF_LIT(&b, "{\"error\":");
+  add_json_str(&b, msg, strlen(msg));
+  STRBUF_LIT(&b, "}\n");
   return send_body(req, status, "application/json", &b);
 }
 
@@ -225,10 +173,6 @@ static int method_not_allowed(h2o_req_t *req, const char *allow) {
 }
 
 /* ---- the rate limit headers ---- */
-
-static int64_t secs_up(int64_t ns) {
-  return ns / 1000000000 + (ns % 1000000000 != 0);
-}
 
 /* A policy's window in seconds for RateLimit-Policy's w: the period for
    windows; for buckets the time a full burst takes to refill. */
@@ -244,14 +188,14 @@ static int64_t window_s(const sl_policy *p) {
 }
 
 /* A Structured Field String: printable ASCII, '"' and '\' escaped. */
-static void sf_str(jbuf *b, const char *s) {
-  JB_LIT(b, "\"");
+static void sf_str(strbuf *b, const char *s) {
+  STRBUF_LIT(b, "\"");
   for (; *s; s++) {
     char ch = (*s >= 0x20 && *s < 0x7f) ? *s : '_';
-    if (ch == '"' || ch == '\\') JB_LIT(b, "\\");
-    jb_raw(b, &ch, 1);
+    if (ch == '"' || ch == '\\') STRBUF_LIT(b, "\\");
+    strbuf_add(b, &ch, 1);
   }
-  JB_LIT(b, "\"");
+  STRBUF_LIT(b, "\"");
 }
 
 /* The name a status is reported under. */
@@ -269,7 +213,8 @@ static void add_limit_headers(h2o_req_t *req, server *srv, const eng_result *r,
   const eng_status *worst = &r->st[r->worst];
   if (worst->unlimited) return;
   if (style & HDR_IETF) {
-    jbuf pol = {0}, cur = {0};
+    ANSWER_BUF(pol);
+    ANSWER_BUF(cur);
     /* Enforced rules first, the most restrictive leading; one item each. */
     const eng_status *order[ENG_MAX_STATUSES];
     size_t n = 0;
@@ -285,38 +230,38 @@ static void add_limit_headers(h2o_req_t *req, server *srv, const eng_result *r,
       }
     for (size_t k = 0; k < n; k++) {
       const eng_status *s = order[k];
-      if (pol.len) JB_LIT(&pol, ", ");
-      if (cur.len) JB_LIT(&cur, ", ");
+      if (pol.len) STRBUF_LIT(&pol, ", ");
+      if (cur.len) STRBUF_LIT(&cur, ", ");
       sf_str(&pol, status_name(s));
-      JB_LIT(&pol, ";q=");
-      jb_int(&pol, s->d.limit);
+      STRBUF_LIT(&pol, ";q=");
+      strbuf_add_i64(&pol, s->d.limit);
       if (s->policy && !(s->limit && s->limit->blocked)) {
-        JB_LIT(&pol, ";w=");
-        jb_int(&pol, window_s(s->policy));
+        STRBUF_LIT(&pol, ";w=");
+        strbuf_add_i64(&pol, window_s(s->policy));
       }
       sf_str(&cur, status_name(s));
-      JB_LIT(&cur, ";r=");
-      jb_int(&cur, s->d.remaining);
-      JB_LIT(&cur, ";t=");
-      jb_int(&cur, secs_up(s->d.reset_ns));
+      STRBUF_LIT(&cur, ";r=");
+      strbuf_add_i64(&cur, s->d.remaining);
+      STRBUF_LIT(&cur, ";t=");
+      strbuf_add_i64(&cur, ns_to_s_up(s->d.reset_ns));
     }
     if (!pol.oom && !cur.oom) {
       add_header(req, "ratelimit-policy", pol.p, pol.len);
       add_header(req, "ratelimit", cur.p, cur.len);
     }
-    jb_free(&pol);
-    jb_free(&cur);
+    strbuf_free(&pol);
+    strbuf_free(&cur);
   }
   if (style & HDR_X) {
     add_int_header(req, "x-ratelimit-limit", worst->d.limit);
     add_int_header(req, "x-ratelimit-remaining", worst->d.remaining);
-    add_int_header(req, "x-ratelimit-reset", secs_up(now + worst->d.reset_ns));
+    add_int_header(req, "x-ratelimit-reset", ns_to_s_up(now + worst->d.reset_ns));
   }
   if (!r->allowed && worst->d.retry_after_ns >= 0) {
-    int64_t s = secs_up(worst->d.retry_after_ns);
+    int64_t s = ns_to_s_up(worst->d.retry_after_ns);
     char *v = h2o_mem_alloc_pool(&req->pool, 20);
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL,
-                   v, srv_fmt_i64(v, s > 0 ? s : 1));
+                   v, fmt_i64(v, s > 0 ? s : 1));
   }
 }
 
@@ -515,42 +460,42 @@ static int admin_ok(h2o_req_t *req, server *srv, int *status) {
 
 /* ---- decisions ---- */
 
-static void status_json(jbuf *b, const eng_status *s) {
+static void status_json(strbuf *b, const eng_status *s) {
   int ok = s->d.allowed || s->shadow;
-  jb_fmt(b, "{\"code\":\"%s\"", ok ? "OK" : "OVER_LIMIT");
+  strbuf_addf(b, "{\"code\":\"%s\"", ok ? "OK" : "OVER_LIMIT");
   if (s->unlimited) {
-    JB_LIT(b, ",\"unlimited\":true,\"limit_remaining\":4294967295");
+    STRBUF_LIT(b, ",\"unlimited\":true,\"limit_remaining\":4294967295");
   } else {
     if (s->limit && s->limit->unit_name)
-      jb_fmt(b,
+      strbuf_addf(b,
              ",\"current_limit\":{\"requests_per_unit\":%u,\"unit\":\"%s\"}",
              s->limit->requests_per_unit, s->limit->unit_name);
-    jb_fmt(b,
+    strbuf_addf(b,
            ",\"limit\":%lld,\"limit_remaining\":%lld,"
            "\"duration_until_reset\":\"%llds\",\"reset_ms\":%lld",
            (long long)s->d.limit, (long long)s->d.remaining,
-           (long long)secs_up(s->d.reset_ns),
-           (long long)srv_ms_up(s->d.reset_ns));
+           (long long)ns_to_s_up(s->d.reset_ns),
+           (long long)ns_to_ms_up(s->d.reset_ns));
     if (!s->d.allowed)
-      jb_fmt(b, ",\"retry_after_ms\":%lld",
+      strbuf_addf(b, ",\"retry_after_ms\":%lld",
              s->d.retry_after_ns < 0
                  ? -1LL
-                 : (long long)srv_ms_up(s->d.retry_after_ns));
+                 : (long long)ns_to_ms_up(s->d.retry_after_ns));
     if (s->d.delay_ns)
-      jb_fmt(b, ",\"delay_ms\":%lld", (long long)srv_ms_up(s->d.delay_ns));
+      strbuf_addf(b, ",\"delay_ms\":%lld", (long long)ns_to_ms_up(s->d.delay_ns));
   }
-  JB_LIT(b, ",\"policy\":");
-  jb_str(b, s->policy_str, strlen(s->policy_str));
+  STRBUF_LIT(b, ",\"policy\":");
+  add_json_str(b, s->policy_str, strlen(s->policy_str));
   if (s->limit) {
-    JB_LIT(b, ",\"rule\":");
-    jb_str(b, s->limit->rule, strlen(s->limit->rule));
+    STRBUF_LIT(b, ",\"rule\":");
+    add_json_str(b, s->limit->rule, strlen(s->limit->rule));
     if (s->limit->name) {
-      JB_LIT(b, ",\"name\":");
-      jb_str(b, s->limit->name, strlen(s->limit->name));
+      STRBUF_LIT(b, ",\"name\":");
+      add_json_str(b, s->limit->name, strlen(s->limit->name));
     }
   }
-  if (s->shadow) jb_fmt(b, ",\"shadow\":true");
-  JB_LIT(b, "}");
+  if (s->shadow) strbuf_addf(b, ",\"shadow\":true");
+  STRBUF_LIT(b, "}");
 }
 
 static int engine_error(h2o_req_t *req, int rc, const eng_request *er) {
@@ -577,24 +522,24 @@ static int engine_error(h2o_req_t *req, int rc, const eng_request *er) {
 static int render_check(h2o_req_t *req, server *srv, const eng_result *res,
                         size_t n, int peek, const int *skipped, size_t asked,
                         int64_t now) {
-  jbuf b = {0};
-  jb_fmt(&b, "{\"overall_code\":\"%s\",\"allowed\":%s,\"statuses\":[",
+  ANSWER_BUF(b);
+  strbuf_addf(&b, "{\"overall_code\":\"%s\",\"allowed\":%s,\"statuses\":[",
          res->allowed ? "OK" : "OVER_LIMIT", res->allowed ? "true" : "false");
   if (!skipped) asked = n;
   for (size_t i = 0, used = 0; i < asked; i++) {
-    if (i) JB_LIT(&b, ",");
+    if (i) STRBUF_LIT(&b, ",");
     if (skipped && skipped[i]) {
-      JB_LIT(&b, "{\"code\":\"OK\",\"skipped\":true}");
+      STRBUF_LIT(&b, "{\"code\":\"OK\",\"skipped\":true}");
       continue;
     }
     int k = used < ENG_MAX_DESCRIPTORS ? res->by_descriptor[used] : -1;
     used++;
     if (k < 0)
-      JB_LIT(&b, "{\"code\":\"OK\"}");
+      STRBUF_LIT(&b, "{\"code\":\"OK\"}");
     else
       status_json(&b, &res->st[k]);
   }
-  JB_LIT(&b, "]}\n");
+  STRBUF_LIT(&b, "]}\n");
   add_limit_headers(req, srv, res, now);
   return send_body(req, res->allowed || peek ? 200 : srv->o.deny_status,
                    "application/json", &b);
@@ -677,7 +622,7 @@ static int answer_check(h2o_req_t *req, server *srv, const eng_request *er,
     r.hits = 0;
     for (size_t i = 0; i < r.n; i++) r.descriptors[i].hits = -1;
   }
-  int64_t now = srv_now_ns();
+  int64_t now = clock_wall_ns();
   eng_result stack_res, *res = &stack_res;
   http_wait *wt = r.n ? wait_new(req, srv, W_CHECK, now) : NULL;
   if (wt) {
@@ -910,7 +855,7 @@ static int get_throttle(h2o_req_t *req, server *srv, int peek) {
   if (key->value_len > srv->o.max_key)
     return send_error(req, 400, "key longer than %zu bytes", srv->o.max_key);
   char err[256];
-  int64_t now = srv_now_ns();
+  int64_t now = clock_wall_ns();
   eng_result stack_res, *res = &stack_res;
   http_wait *wt = wait_new(req, srv, W_THROTTLE, now);
   if (wt) res = &wt->r;
@@ -934,23 +879,23 @@ static int get_throttle(h2o_req_t *req, server *srv, int peek) {
 static int render_throttle(h2o_req_t *req, server *srv, const eng_result *res,
                            int64_t now) {
   const sl_decision *d = &res->st[0].d;
-  jbuf b = {0};
+  ANSWER_BUF(b);
   if (d->allowed)
-    JB_LIT(&b, "{\"allowed\":true,\"limit\":");
+    STRBUF_LIT(&b, "{\"allowed\":true,\"limit\":");
   else
-    JB_LIT(&b, "{\"allowed\":false,\"limit\":");
-  jb_int(&b, d->limit);
-  JB_LIT(&b, ",\"remaining\":");
-  jb_int(&b, d->remaining);
-  JB_LIT(&b, ",\"reset_ms\":");
-  jb_int(&b, srv_ms_up(d->reset_ns));
-  JB_LIT(&b, ",\"retry_after_ms\":");
-  jb_int(&b, srv_ms_up(d->retry_after_ns));
-  JB_LIT(&b, ",\"delay_ms\":");
-  jb_int(&b, srv_ms_up(d->delay_ns));
-  JB_LIT(&b, ",\"policy\":");
-  jb_str(&b, res->st[0].policy_str, strlen(res->st[0].policy_str));
-  JB_LIT(&b, "}\n");
+    STRBUF_LIT(&b, "{\"allowed\":false,\"limit\":");
+  strbuf_add_i64(&b, d->limit);
+  STRBUF_LIT(&b, ",\"remaining\":");
+  strbuf_add_i64(&b, d->remaining);
+  STRBUF_LIT(&b, ",\"reset_ms\":");
+  strbuf_add_i64(&b, ns_to_ms_up(d->reset_ns));
+  STRBUF_LIT(&b, ",\"retry_after_ms\":");
+  strbuf_add_i64(&b, ns_to_ms_up(d->retry_after_ns));
+  STRBUF_LIT(&b, ",\"delay_ms\":");
+  strbuf_add_i64(&b, ns_to_ms_up(d->delay_ns));
+  STRBUF_LIT(&b, ",\"policy\":");
+  add_json_str(&b, res->st[0].policy_str, strlen(res->st[0].policy_str));
+  STRBUF_LIT(&b, "}\n");
   add_limit_headers(req, srv, res, now);
   return send_body(req, d->allowed ? 200 : srv->o.deny_status,
                    "application/json", &b);
@@ -961,10 +906,10 @@ static int render_reset(h2o_req_t *req, const eng_request *er, int rc,
                         const eng_reset *r) {
   switch (rc) {
   case 0: {
-    jbuf b = {0};
-    JB_LIT(&b, "{\"reset\":");
-    jb_int(&b, r->dropped);
-    JB_LIT(&b, "}\n");
+    ANSWER_BUF(b);
+    STRBUF_LIT(&b, "{\"reset\":");
+    strbuf_add_i64(&b, r->dropped);
+    STRBUF_LIT(&b, "}\n");
     return send_body(req, 200, "application/json", &b);
   }
   case ENG_ESTORE:
@@ -1108,7 +1053,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
   }
   if (path_is(req, "/metrics")) {
     if (!get) return method_not_allowed(req, "GET");
-    jbuf b = {0};
+    ANSWER_BUF(b);
     b.p = engine_metrics(srv->eng, &b.len);
     if (!b.p) b.oom = 1;
     return send_body(req, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
@@ -1116,11 +1061,11 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
   if (path_is(req, "/healthz") || path_is(req, "/readyz")) {
     if (!get) return method_not_allowed(req, "GET");
     int ready = !atomic_load(&srv->stopping);
-    jbuf b = {0};
+    ANSWER_BUF(b);
     if (path_is(req, "/healthz") || ready)
-      JB_LIT(&b, "{\"status\":\"ok\"}\n");
+      STRBUF_LIT(&b, "{\"status\":\"ok\"}\n");
     else
-      JB_LIT(&b, "{\"status\":\"stopping\"}\n");
+      STRBUF_LIT(&b, "{\"status\":\"stopping\"}\n");
     return send_body(req, path_is(req, "/healthz") || ready ? 200 : 503,
                      "application/json", &b);
   }

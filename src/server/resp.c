@@ -64,8 +64,8 @@ typedef struct resp_conn {
   int writing;  /* a write is in flight (h2o allows one) */
   int reading;
   size_t need;  /* don't parse again before this many input bytes */
-  char *out, *wbuf;
-  size_t out_len, out_cap, wbuf_cap;
+  strbuf out; /* replies not yet handed to the socket */
+  strbuf wbuf;/* the replies being written (h2o holds them until done) */
   resp_slot *head, *tail; /* replies held back behind a waiting command */
   size_t nslots;
 } resp_conn;
@@ -73,19 +73,8 @@ typedef struct resp_conn {
 /* ---- output ---- */
 
 static void out_raw(resp_conn *c, const char *s, size_t n) {
-  if (c->out_len + n > c->out_cap) {
-    size_t cap = c->out_cap ? c->out_cap : 4096;
-    while (cap < c->out_len + n) cap *= 2;
-    char *grown = realloc(c->out, cap);
-    if (!grown) { /* out of memory: drop the connection */
-      c->closing = 1;
-      return;
-    }
-    c->out = grown;
-    c->out_cap = cap;
-  }
-  memcpy(c->out + c->out_len, s, n);
-  c->out_len += n;
+  strbuf_add(&c->out, s, n);
+  if (c->out.oom) c->closing = 1; /* out of memory: drop the connection */
 }
 
 static void out_fmt(resp_conn *c, const char *fmt, ...)
@@ -120,7 +109,7 @@ static void out_err(resp_conn *c, const char *fmt, ...) {
 static void out_line(resp_conn *c, char type, int64_t v) {
   char buf[24];
   buf[0] = type;
-  size_t n = 1 + srv_fmt_i64(buf + 1, v);
+  size_t n = 1 + fmt_i64(buf + 1, v);
   buf[n++] = '\r';
   buf[n++] = '\n';
   out_raw(c, buf, n);
@@ -138,7 +127,7 @@ static void out_ints(resp_conn *c, const int64_t *v, size_t n) {
   buf[len++] = '\n';
   for (size_t i = 0; i < n; i++) {
     buf[len++] = ':';
-    len += srv_fmt_i64(buf + len, v[i]);
+    len += fmt_i64(buf + len, v[i]);
     buf[len++] = '\r';
     buf[len++] = '\n';
   }
@@ -170,8 +159,8 @@ static void conn_close(resp_conn *c) {
   }
   h2o_linklist_unlink(&c->link);
   h2o_socket_close(c->sock);
-  free(c->out);
-  free(c->wbuf);
+  strbuf_free(&c->out);
+  strbuf_free(&c->wbuf);
   free(c);
   w->resp_conns--;
   atomic_fetch_sub(&w->srv->connections, 1);
@@ -195,19 +184,16 @@ static void on_written(h2o_socket_t *sock, const char *err) {
 /* Sends what has accumulated, or closes when done and closing. */
 static void flush(resp_conn *c) {
   if (c->writing) return;
-  if (c->out_len == 0) {
+  if (c->out.len == 0) {
     if (c->closing && !c->head) conn_close(c);
     return;
   }
   /* Swap buffers: `out` keeps accumulating while `wbuf` is written. */
-  char *b = c->wbuf;
-  size_t bcap = c->wbuf_cap;
+  strbuf b = c->wbuf;
   c->wbuf = c->out;
-  c->wbuf_cap = c->out_cap;
-  h2o_iovec_t v = h2o_iovec_init(c->wbuf, c->out_len);
   c->out = b;
-  c->out_cap = bcap;
-  c->out_len = 0;
+  c->out.len = 0;
+  h2o_iovec_t v = h2o_iovec_init(c->wbuf.p, c->wbuf.len);
   c->writing = 1;
   h2o_socket_write(c->sock, &v, 1, on_written);
 }
@@ -262,9 +248,9 @@ static void reply_sl_throttle(resp_conn *c, const eng_result *r) {
   int64_t v[6] = {d->allowed,
                   d->limit,
                   d->remaining,
-                  srv_ms_up(d->retry_after_ns),
-                  srv_ms_up(d->reset_ns),
-                  srv_ms_up(d->delay_ns)};
+                  ns_to_ms_up(d->retry_after_ns),
+                  ns_to_ms_up(d->reset_ns),
+                  ns_to_ms_up(d->delay_ns)};
   out_ints(c, v, 6);
 }
 
@@ -280,8 +266,8 @@ static void reply_sl_check(resp_conn *c, const eng_result *r) {
   }
   const eng_status *s = &r->st[k];
   int64_t v[5] = {r->allowed, s->d.limit, s->d.remaining,
-                  s->d.retry_after_ns < 0 ? -1 : srv_ms_up(s->d.retry_after_ns),
-                  srv_ms_up(s->d.reset_ns)};
+                  s->d.retry_after_ns < 0 ? -1 : ns_to_ms_up(s->d.retry_after_ns),
+                  ns_to_ms_up(s->d.reset_ns)};
   out_line(c, '*', 6);
   for (size_t i = 0; i < 5; i++) out_int(c, v[i]);
   out_bulk(c, s->limit->rule, strlen(s->limit->rule));
@@ -291,13 +277,13 @@ static void reply_sl_check(resp_conn *c, const eng_result *r) {
 
 /* Moves the reply bytes written since `mark` into slot s (done). */
 static void slot_fill(resp_conn *c, resp_slot *s, size_t mark) {
-  s->len = c->out_len - mark;
+  s->len = c->out.len - mark;
   s->buf = s->len ? malloc(s->len) : NULL;
   if (s->len && !s->buf)
     c->closing = 1; /* out of memory: the connection cannot stay in order */
   else if (s->len)
-    memcpy(s->buf, c->out + mark, s->len);
-  c->out_len = mark;
+    memcpy(s->buf, c->out.p + mark, s->len);
+  c->out.len = mark;
   s->done = 1;
 }
 
@@ -346,7 +332,7 @@ static void slot_done(void *ud, int rc, eng_result *r) {
     free(s);
     return;
   }
-  size_t mark = c->out_len;
+  size_t mark = c->out.len;
   if (rc)
     out_err(c, "ERR %s", sl_strerror(rc));
   else if (s->kind == K_CL)
@@ -430,7 +416,7 @@ static void cmd_cl_throttle(resp_conn *c, const resp_cmd *cmd) {
             count, period);
     return;
   }
-  int64_t now = srv_now_ns();
+  int64_t now = clock_wall_ns();
   int never = qty > (long long)p.burst; /* redis-cell: limited, retry -1 */
   RESP_DECIDE(K_CL, never,
               engine_throttle_policy_async(c->w->et, cmd->argv[1],
@@ -458,7 +444,7 @@ static void cmd_sl_throttle(resp_conn *c, const resp_cmd *cmd) {
   RESP_DECIDE(K_SL_THROTTLE, 0,
               engine_throttle_async(c->w->et, cmd->argv[1], cmd->len[1],
                                     cmd->argv[2], cmd->len[2], cost,
-                                    srv_now_ns(), r, err, sizeof err,
+                                    clock_wall_ns(), r, err, sizeof err,
                                     slot_done, slot));
   if (rc == SL_EPOLICY || rc == ENG_EADHOC) {
     out_err(c, "ERR invalid policy: %s", err);
@@ -498,7 +484,7 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
                                cmd->argv[3 + 2 * i], cmd->len[3 + 2 * i]};
   eng_request req = {cmd->argv[1], cmd->len[1], &d, 1, hits};
   RESP_DECIDE(K_SL_CHECK, 0,
-              engine_check_async(c->w->et, &req, srv_now_ns(), r, slot_done,
+              engine_check_async(c->w->et, &req, clock_wall_ns(), r, slot_done,
                                  slot));
   if (rc == ENG_EDOMAIN) {
     out_err(c, "ERR unknown domain '%.*s'", (int)cmd->len[1], cmd->argv[1]);
@@ -545,7 +531,7 @@ static void reset_done(void *ud, int rc, eng_reset *r) {
     free(s);
     return;
   }
-  size_t mark = c->out_len;
+  size_t mark = c->out.len;
   reply_reset(c, rc, r);
   slot_answered(c, s, mark);
 }
@@ -700,7 +686,7 @@ static void on_read(h2o_socket_t *sock, const char *err) {
     if (n == 0) break;
     /* Behind a waiting command, a reply waits in a slot of its own. */
     resp_slot *behind = c->tail;
-    size_t mark = c->out_len;
+    size_t mark = c->out.len;
     if (n < 0) {
       out_err(c, "ERR %s", perr);
       c->closing = 1;
@@ -709,7 +695,7 @@ static void on_read(h2o_socket_t *sock, const char *err) {
       dispatch(c, c->w->cmd);
       h2o_buffer_consume(&sock->input, (size_t)n);
     }
-    if (behind && c->out_len > mark) {
+    if (behind && c->out.len > mark) {
       resp_slot *s = calloc(1, sizeof *s);
       if (!s) {
         c->closing = 1;
@@ -720,13 +706,13 @@ static void on_read(h2o_socket_t *sock, const char *err) {
       }
     }
     if (n < 0) break;
-    if (c->out_len >= OUT_PAUSE && c->writing) break;
+    if (c->out.len >= OUT_PAUSE && c->writing) break;
     if (c->nslots >= SLOTS_PAUSE) break;
   }
   if (c->closing && c->reading) {
     h2o_socket_read_stop(sock);
     c->reading = 0;
-  } else if (((c->writing && c->out_len >= OUT_PAUSE) ||
+  } else if (((c->writing && c->out.len >= OUT_PAUSE) ||
               c->nslots >= SLOTS_PAUSE) &&
              c->reading) {
     h2o_socket_read_stop(sock); /* the client is not reading: wait */

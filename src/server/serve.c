@@ -16,7 +16,6 @@
 #include <getopt.h>
 #include <netdb.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,41 +25,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../cli/cli.h"
-#include "../redis/client.h"
-#include "../redis/script.h"
-#include "../redis/sync.h"
+#include "../base/num.h"
+#include "../fleet/client.h"
+#include "../fleet/script.h"
+#include "../fleet/sync.h"
+#include "daemon.h"
 #include "server.h"
 
 #define EXPIRE_EVERY_MS 100
 #define EXPIRE_SLOTS 8192
 #define WATCH_EVERY_MS 1000
-
-/* --clock-skew (tests): this daemon's clock runs this far off. In fleet
-   mode's exact decisions Redis's clock is used, so it changes nothing. */
-static int64_t clock_skew_ns;
-
-int64_t srv_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + clock_skew_ns;
-}
-
-void srv_log(const char *level, const char *fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  struct tm tm;
-  gmtime_r(&ts.tv_sec, &tm);
-  char when[32];
-  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-  fprintf(stderr, "%s.%03ldZ %s: %s\n", when, ts.tv_nsec / 1000000, level,
-          msg);
-}
 
 /* --batch-max's default: requests per script call (make bench-fleet). */
 #define BATCH_MAX_DEFAULT 64
@@ -166,7 +140,7 @@ static int listen_on(const char *addr, int port_override, int *bound_port,
                      int probe) {
   char host[256], port[16];
   if (split_addr(addr, host, sizeof host, port, sizeof port)) {
-    srv_log("error", "address '%s' is not HOST:PORT", addr);
+    log_msg("error", "address '%s' is not HOST:PORT", addr);
     return -1;
   }
   if (port_override > 0) snprintf(port, sizeof port, "%d", port_override);
@@ -176,7 +150,7 @@ static int listen_on(const char *addr, int port_override, int *bound_port,
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   int rc = getaddrinfo(strcmp(host, "*") ? host : NULL, port, &hints, &res);
   if (rc) {
-    srv_log("error", "address '%s': %s", addr, gai_strerror(rc));
+    log_msg("error", "address '%s': %s", addr, gai_strerror(rc));
     return -1;
   }
   int fd = -1;
@@ -194,7 +168,7 @@ static int listen_on(const char *addr, int port_override, int *bound_port,
                    errno == EADDRINUSE;
         close(p);
         if (busy && port_override <= 0 && strcmp(port, "0")) {
-          srv_log("error", "cannot listen on %s: address in use", addr);
+          log_msg("error", "cannot listen on %s: address in use", addr);
           close(fd);
           fd = -1;
           continue;
@@ -203,7 +177,7 @@ static int listen_on(const char *addr, int port_override, int *bound_port,
     }
     setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
     if (bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, SOMAXCONN)) {
-      srv_log("error", "cannot listen on %s: %s", addr, strerror(errno));
+      log_msg("error", "cannot listen on %s: %s", addr, strerror(errno));
       close(fd);
       fd = -1;
     }
@@ -378,7 +352,7 @@ static void *worker_main(void *arg) {
       engine_thread_set_remote(w->et, remote_send, w->rc);
       w->remote = srv->remote;
     } else {
-      srv_log("error", "worker %u: no Redis client (out of memory): %s",
+      log_msg("error", "worker %u: no Redis client (out of memory): %s",
               w->index,
               srv->remote ? "answering per on_store_error" : "its resets fail");
     }
@@ -402,10 +376,10 @@ static void *worker_main(void *arg) {
       close_idle_http(w);
       resp_shutdown(w);
       draining = 1;
-      deadline = srv_now_ns() + (int64_t)srv->o.shutdown_grace_ms * 1000000;
+      deadline = clock_wall_ns() + (int64_t)srv->o.shutdown_grace_ms * 1000000;
     }
     if (draining && ((w->http_conns == 0 && w->resp_conns == 0) ||
-                     srv_now_ns() > deadline))
+                     clock_wall_ns() > deadline))
       break;
     if (draining) close_idle_http(w); /* those that were busy a moment ago */
   }
@@ -464,7 +438,7 @@ static int watch_changed(const watch *wt) {
 }
 
 static void log_config(const char *what, const sl_config *c) {
-  srv_log("info", "%s: %zu domain%s, %zu rule%s", what, c->ndomains,
+  log_msg("info", "%s: %zu domain%s, %zu rule%s", what, c->ndomains,
           c->ndomains == 1 ? "" : "s", c->nlimits, c->nlimits == 1 ? "" : "s");
 }
 
@@ -477,7 +451,7 @@ static int check_remote_policies(const sl_config *c) {
     char err[256];
     if (l->unlimited || l->blocked || !rs_policy_check(&l->policy, err, sizeof err))
       continue;
-    srv_log("error", "%s:%d:%d: %s: %s", l->pos.file, l->pos.line,
+    log_msg("error", "%s:%d:%d: %s: %s", l->pos.file, l->pos.line,
             l->pos.col, l->rule, err);
     bad++;
   }
@@ -490,7 +464,7 @@ static sl_config *load(const char *path, int remote) {
       path ? config_load(path, &errs)
            : config_load_string(config_default_yaml,
                                 strlen(config_default_yaml), "<default>", &errs);
-  for (size_t i = 0; i < errs.n; i++) srv_log("error", "%s", errs.msgs[i]);
+  for (size_t i = 0; i < errs.n; i++) log_msg("error", "%s", errs.msgs[i]);
   cfg_errors_free(&errs);
   if (c && remote && check_remote_policies(c)) {
     config_free(c);
@@ -504,9 +478,9 @@ static void reload(server *srv, watch *wt) {
   sl_config *c = load(path, srv->remote);
   if (!c) {
     engine_note_reload_failure(srv->eng);
-    srv_log("error", "config reload failed: keeping the running config");
+    log_msg("error", "config reload failed: keeping the running config");
   } else if (engine_reload(srv->eng, c)) {
-    srv_log("error", "config reload failed: out of memory; keeping the "
+    log_msg("error", "config reload failed: out of memory; keeping the "
                      "running config");
   } else {
     log_config("config reloaded", engine_config(srv->eng));
@@ -519,7 +493,7 @@ static void reload(server *srv, watch *wt) {
 
 static int parse_size_opt(const char *name, const char *v, int64_t min,
                           int64_t max, int suffix, int64_t *out) {
-  if (cli_parse_int(v, min, max, suffix, out)) {
+  if (parse_int(v, min, max, suffix, out)) {
     fprintf(stderr, "sluice serve: --%s '%s' is not a number in %lld..%lld\n",
             name, v, (long long)min, (long long)max);
     return -1;
@@ -527,7 +501,7 @@ static int parse_size_opt(const char *name, const char *v, int64_t min,
   return 0;
 }
 
-int cmd_serve(int argc, char **argv) {
+int serve_main(int argc, char **argv) {
   static const struct option opts[] = {
       {"http", required_argument, NULL, 1},
       {"resp", required_argument, NULL, 2},
@@ -696,7 +670,7 @@ int cmd_serve(int argc, char **argv) {
                         "ms within a day\n", optarg);
         return 2;
       }
-      clock_skew_ns = (int64_t)ms * 1000000;
+      clock_set_skew_ns((int64_t)ms * 1000000);
       break;
     }
     case 19:
@@ -753,7 +727,7 @@ int cmd_serve(int argc, char **argv) {
                     .db = rcfg.db};
   srv.eng = engine_new(&eo, cfg, err, sizeof err);
   if (!srv.eng) {
-    srv_log("error", "%s", err);
+    log_msg("error", "%s", err);
     return 1;
   }
   log_config(o->config_path ? o->config_path : "embedded default config",
@@ -764,10 +738,10 @@ int cmd_serve(int argc, char **argv) {
   rc_shared_map *map = remote && rcfg.cluster ? rc_shared_map_new() : NULL;
   if (remote) {
     if (rc_discover(&rcfg, &topo, err, sizeof err))
-      srv_log("warn", "redis: %s; starting anyway (answering per "
+      log_msg("warn", "redis: %s; starting anyway (answering per "
                       "on_store_error until it answers)", err);
     else
-      srv_log("info", "redis: %d node%s, script %s loaded, timeout %d ms, "
+      log_msg("info", "redis: %d node%s, script %s loaded, timeout %d ms, "
                       "breaker %d ms, batch window %d us, up to %d "
                       "requests per call", topo.nnodes,
               topo.nnodes == 1 ? "" : "s", rs_script_sha(), rcfg.timeout_ms,
@@ -819,12 +793,12 @@ int cmd_serve(int argc, char **argv) {
   }
   if (ok) {
     if (o->http_addr)
-      srv_log("info", "listening on http://%s (port %d)", o->http_addr,
+      log_msg("info", "listening on http://%s (port %d)", o->http_addr,
               srv.http_port);
     if (o->resp_addr)
-      srv_log("info", "listening on redis://%s (port %d)", o->resp_addr,
+      log_msg("info", "listening on redis://%s (port %d)", o->resp_addr,
               srv.resp_port);
-    srv_log("info", "%u worker threads, store cap %zu bytes%s", o->threads,
+    log_msg("info", "%u worker threads, store cap %zu bytes%s", o->threads,
             o->max_memory, o->password ? ", RESP AUTH required" : "");
   }
 
@@ -832,7 +806,7 @@ int cmd_serve(int argc, char **argv) {
   if (ok && sync_ms) {
     sync = rs_sync_start(srv.eng, &rcfg, &topo, sync_ms);
     if (sync)
-      srv_log("info", "approximate mode: local decisions, synced with "
+      log_msg("info", "approximate mode: local decisions, synced with "
                       "redis every %d ms", sync_ms);
     else
       ok = 0;
@@ -840,26 +814,26 @@ int cmd_serve(int argc, char **argv) {
 
   watch wt = {0};
   if (o->config_path) watch_set(&wt, o->config_path, engine_config(srv.eng));
-  int64_t last_watch = srv_now_ns();
+  int64_t last_watch = clock_wall_ns();
   while (ok) {
     struct timespec tick = {0, EXPIRE_EVERY_MS * 1000000};
     int sig = sigtimedwait(&sigs, NULL, &tick);
     if (sig == SIGINT || sig == SIGTERM) {
-      srv_log("info", "%s: stopping (in-flight requests get up to %d ms)",
+      log_msg("info", "%s: stopping (in-flight requests get up to %d ms)",
               sig == SIGINT ? "SIGINT" : "SIGTERM", o->shutdown_grace_ms);
       break;
     }
     if (sig == SIGHUP) {
-      srv_log("info", "SIGHUP: reloading the config");
+      log_msg("info", "SIGHUP: reloading the config");
       if (o->config_path) reload(&srv, &wt);
-      else srv_log("info", "no --config: nothing to reload");
+      else log_msg("info", "no --config: nothing to reload");
     }
-    int64_t now = srv_now_ns();
+    int64_t now = clock_wall_ns();
     sl_store_expire(engine_store(srv.eng), now, EXPIRE_SLOTS);
     if (o->config_path && now - last_watch >= WATCH_EVERY_MS * 1000000LL) {
       last_watch = now;
       if (watch_changed(&wt)) {
-        srv_log("info", "config changed on disk: reloading");
+        log_msg("info", "config changed on disk: reloading");
         reload(&srv, &wt);
       }
     }
@@ -885,34 +859,6 @@ int cmd_serve(int argc, char **argv) {
   engine_free(srv.eng);
   free(boots);
   rc_shared_map_free(map); /* (after the workers' clients) */
-  srv_log("info", ok ? "stopped" : "could not start");
+  log_msg("info", ok ? "stopped" : "could not start");
   return ok ? 0 : 1;
-}
-
-/* ---- sluice check-config ---- */
-
-int cmd_check_config(int argc, char **argv) {
-  if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-    printf("usage: sluice check-config PATH\n"
-           "\n"
-           "Validates a config file, or a directory of *.yaml files, as\n"
-           "`sluice serve --config PATH` would load it. Errors are printed\n"
-           "as FILE:LINE:COL: message; the exit status is 1 if there are\n"
-           "any, 0 otherwise (with a one-line summary).\n");
-    return 0;
-  }
-  if (argc != 2) {
-    fprintf(stderr, "usage: sluice check-config PATH\n");
-    return 2;
-  }
-  cfg_errors errs = {0};
-  sl_config *cfg = config_load(argv[1], &errs);
-  for (size_t i = 0; i < errs.n; i++) fprintf(stderr, "%s\n", errs.msgs[i]);
-  cfg_errors_free(&errs);
-  if (!cfg) return 1;
-  printf("%s: OK: %zu domain%s, %zu rule%s\n", argv[1], cfg->ndomains,
-         cfg->ndomains == 1 ? "" : "s", cfg->nlimits,
-         cfg->nlimits == 1 ? "" : "s");
-  config_free(cfg);
-  return 0;
 }

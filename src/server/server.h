@@ -13,7 +13,11 @@
 #define H2O_USE_EPOLL 1
 #include <h2o.h>
 
-#include "engine.h"
+#include "../base/strbuf.h"
+#include "../base/clock.h"
+#include "../base/fmt.h"
+#include "../base/log.h"
+#include "../engine/engine.h"
 
 enum { HDR_IETF = 1, HDR_X = 2 };
 
@@ -68,34 +72,6 @@ typedef struct worker {
 static inline worker *worker_of(h2o_context_t *ctx) {
   return (worker *)(void *)ctx;
 }
-
-/* Writes v in decimal at dst (at most 20 bytes, no terminator); returns
-   the length. The hot replies' numbers, without printf's parsing. */
-static inline size_t srv_fmt_i64(char *dst, int64_t v) {
-  char tmp[20];
-  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-  size_t n = 0;
-  do {
-    tmp[n++] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u);
-  size_t len = 0;
-  if (v < 0) dst[len++] = '-';
-  while (n) dst[len++] = tmp[--n];
-  return len;
-}
-
-/* ceil(ns / 1e6) for ns >= 0: the replies' durations in whole ms. */
-static inline int64_t srv_ms_up(int64_t ns) {
-  return ns / 1000000 + (ns % 1000000 != 0);
-}
-
-/* Wall-clock nanoseconds (the decisions' `now`). */
-int64_t srv_now_ns(void);
-
-/* Logs one line to stderr: "sluice: LEVEL: message". */
-void srv_log(const char *level, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 
 /* Called by the HTTP handler when a request is complete: lets a stop tell
    idle connections from busy ones. */

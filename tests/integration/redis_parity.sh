@@ -9,7 +9,7 @@
 # runs tests/tools/parity against it: random traces of all six algorithms
 # (and fixed sliding_window traces where the script's double estimates of
 # wide quotients are one too high or too low, so that both its fix-ups
-# count) through both sl_take_all and the script (src/redis/decide.lua) on
+# count) through both sl_take_all and the script (src/fleet/decide.lua) on
 # the same clock, every field of every decision compared (rounds of several
 # requests in one batched call too; forced charges, decide.lua's "f" mode
 # against sl_limiter_force, level for level, with ordinary requests deciding

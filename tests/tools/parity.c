@@ -1,5 +1,5 @@
 /*
- * parity.c — proves that exact mode's Redis script (src/redis/decide.lua)
+ * parity.c — proves that exact mode's Redis script (src/fleet/decide.lua)
  * decides as the core engine does, field for field.
  *
  *   parity --port P [--host H] [--seed S] [--steps N] [--traces T] [--time]
@@ -89,7 +89,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "redis/script.h"
+#include "fleet/script.h"
 #include "sluice.h"
 
 #define MAXP 3 /* policies per trace */

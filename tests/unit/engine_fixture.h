@@ -3,7 +3,7 @@
  * test_sync_engine.c): a config from YAML text, one engine with one worker
  * thread, reloads from the test's thread, ad-hoc decisions, and a fake
  * Redis remote that records commands for the test to answer. Include
- * after helpers.h, config/config.h and server/engine.h.
+ * after helpers.h, rules/config.h and engine/engine.h.
  */
 #ifndef SLUICE_TEST_ENGINE_FIXTURE_H
 #define SLUICE_TEST_ENGINE_FIXTURE_H

@@ -111,17 +111,25 @@ static inline void assert_same_decision(const sl_decision *a,
 }
 
 #ifdef TEST_FAKE_CLOCK
-/* The test's clock, for a source compiled into it (#include) after
-   `#define clock_gettime fake_clock_gettime`: every clock reads fake_ns,
-   which the test moves. */
-#include <time.h>
+/* The test's clock (base/clock.h's override, installed by
+   fake_clock_install): the monotonic clock reads fake_ns, which the test
+   moves; the wall clock stands at T0. */
+#include "base/clock.h"
 static int64_t fake_ns = SEC(1000);
 
-static int fake_clock_gettime(clockid_t id, struct timespec *ts) {
-  (void)id;
-  ts->tv_sec = (time_t)(fake_ns / NS_PER_S);
-  ts->tv_nsec = (long)(fake_ns % NS_PER_S);
-  return 0;
+static int64_t fake_mono_ns(void *ud) {
+  (void)ud;
+  return fake_ns;
+}
+
+static int64_t fake_wall_ns(void *ud) {
+  (void)ud;
+  return T0;
+}
+
+static inline void fake_clock_install(void) {
+  static const clock_source fake = {fake_wall_ns, fake_mono_ns, NULL};
+  clock_override(&fake);
 }
 #endif
 

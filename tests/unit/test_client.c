@@ -1,5 +1,5 @@
 /*
- * test_client.c — exact mode's Redis client (src/redis/client.c) on a
+ * test_client.c — exact mode's Redis client (src/fleet/client.c) on a
  * fake event loop: what it writes and when it fails a request, the node
  * or nothing, as a node answers TRYAGAIN, NOSCRIPT (and refuses the
  * SCRIPT LOAD), ASK, MOVED (the map read again), or nothing in time, and
@@ -21,7 +21,8 @@
 #define TEST_FAKE_CLOCK
 #include "helpers.h"
 
-#include "redis/client.h"
+#include "base/log.h"
+#include "fleet/client.h"
 
 /* ---- what client.c sees instead of the world ---- */
 
@@ -40,12 +41,10 @@ static void *t_realloc(void *p, size_t n) {
   return fail_from && n >= fail_from ? NULL : realloc(p, n);
 }
 
-#define clock_gettime fake_clock_gettime
 #define malloc t_malloc
 #define calloc t_calloc
 #define realloc t_realloc
-#include "redis/client.c"
-#undef clock_gettime
+#include "fleet/client.c"
 #undef malloc
 #undef calloc
 #undef realloc
@@ -54,11 +53,9 @@ static void *t_realloc(void *p, size_t n) {
 static int downs;
 static char last_log[512];
 
-void srv_log(const char *level, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(last_log, sizeof last_log, fmt, ap);
-  va_end(ap);
+static void log_sink(void *ud, const char *level, const char *msg) {
+  (void)ud;
+  snprintf(last_log, sizeof last_log, "%s", msg);
   if (!strcmp(level, "warn") && strstr(last_log, "; down for")) downs++;
 }
 
@@ -713,6 +710,8 @@ static void a_shared_map_never_routes_to_a_node_this_client_has_down(
 }
 
 int main(void) {
+  fake_clock_install();
+  log_set_sink(log_sink, NULL);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_retried_request_past_its_deadline_fails_alone),
       cmocka_unit_test(a_silent_node_still_fails_after_a_retry),

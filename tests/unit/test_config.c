@@ -1,5 +1,5 @@
 /*
- * test_config.c — the daemon's YAML rules (src/config/config.c): loading
+ * test_config.c — the daemon's YAML rules (src/rules/config.c): loading
  * strings, files and directories; envoyproxy/ratelimit's README examples 1-9
  * as matching outcomes; sluice's extensions (policy:, algorithm/period/burst,
  * rate_limits); fleet mode's on_store_error, local_fraction and hash_tag
@@ -12,7 +12,7 @@
 
 #include "helpers.h"
 
-#include "config/config.h"
+#include "rules/config.h"
 
 #define MIN_NS (INT64_C(60) * NS_PER_S)
 #define HOUR_NS (INT64_C(3600) * NS_PER_S)

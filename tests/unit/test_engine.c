@@ -1,5 +1,5 @@
 /*
- * test_engine.c — the daemon's decision engine (src/server/engine.c): config
+ * test_engine.c — the daemon's decision engine (src/engine/engine.c): config
  * rules to decisions (several descriptors and limits, all or nothing,
  * shadow, unlimited, blocked, replaces), request validation, config
  * reloads (counters that survive, limiters that go, reloads racing worker
@@ -12,9 +12,9 @@
 
 #include "helpers.h"
 
-#include "config/config.h"
-#include "redis/slot.h"
-#include "server/engine.h"
+#include "rules/config.h"
+#include "fleet/slot.h"
+#include "engine/engine.h"
 #include "engine_fixture.h"
 
 /* ---- local helpers (the shared ones: engine_fixture.h) ---- */

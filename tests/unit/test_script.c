@@ -1,6 +1,6 @@
 /*
  * test_script.c — the C side of exact mode's Redis script
- * (src/redis/script.c): which policies the script takes (its exactness
+ * (src/fleet/script.c): which policies the script takes (its exactness
  * bounds, to the unit), the embedded script and its SHA1, the EVALSHA that
  * rs_format builds (merging, the constants, every error), and rs_parse on
  * replies well-formed and not. The script's decisions themselves are
@@ -12,7 +12,7 @@
 #include <openssl/sha.h>
 #include <pthread.h>
 
-#include "redis/script.h"
+#include "fleet/script.h"
 
 /* ---- local helpers ---- */
 

@@ -1,5 +1,5 @@
 /*
- * test_slot.c — Redis Cluster routing (src/redis/slot.c): the key slot
+ * test_slot.c — Redis Cluster routing (src/fleet/slot.c): the key slot
  * against CLUSTER KEYSLOT's answers, the slot map's nodes, the MOVED / ASK
  * parser both fleet clients share, and the TRYAGAIN split of a batched
  * script call into its requests and the join of their replies (read back
@@ -8,8 +8,8 @@
  */
 #include "helpers.h"
 
-#include "redis/script.h"
-#include "redis/slot.h"
+#include "fleet/script.h"
+#include "fleet/slot.h"
 
 /* ---- local helpers ---- */
 

@@ -1,5 +1,5 @@
 /*
- * test_sync.c — approximate mode's sync thread (src/redis/sync.c): what a
+ * test_sync.c — approximate mode's sync thread (src/fleet/sync.c): what a
  * round's pass sends, and what it reports for each key (the fleet's
  * level; UNSENT: Redis did not run it, carried to the next round;
  * UNKNOWN: it may have), when an append fails, and when following a
@@ -25,11 +25,12 @@
 #define TEST_FAKE_CLOCK
 #include "helpers.h"
 
-#include "config/config.h"
-#include "redis/client.h"
-#include "redis/script.h"
-#include "redis/slot.h"
-#include "server/engine.h"
+#include "base/log.h"
+#include "rules/config.h"
+#include "fleet/client.h"
+#include "fleet/script.h"
+#include "fleet/slot.h"
+#include "engine/engine.h"
 #include "engine_fixture.h"
 
 /* ---- what sync.c sees instead of the world ---- */
@@ -114,21 +115,17 @@ static int t_append(redisContext *c, const char *fmt, ...) {
   return rc;
 }
 
-#define clock_gettime fake_clock_gettime
 #define redisGetReply timed_get_reply
 #define redisAppendFormattedCommand t_append_formatted
 #define redisAppendCommand t_append
-#include "redis/sync.c"
-#undef clock_gettime
+#include "fleet/sync.c"
 #undef redisGetReply
 #undef redisAppendFormattedCommand
 #undef redisAppendCommand
 
-void srv_log(const char *level, const char *fmt, ...) {
-  (void)level, (void)fmt;
+static void log_sink(void *ud, const char *level, const char *msg) {
+  (void)ud, (void)level, (void)msg;
 }
-
-int64_t srv_now_ns(void) { return T0; }
 
 /* A connection to fake node a->port - 7000: a socketpair, no handshake. */
 redisContext *rc_connect_sync(const rc_config *c, const rc_addr *a, char *err,
@@ -593,6 +590,8 @@ static void the_resets_subscription_reads_pings_and_comes_back(void **state) {
 }
 
 int main(void) {
+  fake_clock_install();
+  log_set_sink(log_sink, NULL);
   for (int i = 0; i < NODES; i++) fake[i].peer = -1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_failed_append_leaves_the_nodes_batches_unsent),

@@ -1,6 +1,6 @@
 /*
  * test_sync_engine.c — approximate fleet mode's engine side
- * (src/server/engine.c, "approximate mode: local decisions, synced with
+ * (src/engine/engine.c, "approximate mode: local decisions, synced with
  * Redis"): the charges each thread records (note_charge's delta tables),
  * engine_sync_take merging them per (limiter, key) under their Redis names,
  * and engine_sync_apply bringing the fleet's levels back (forced charges,
@@ -18,8 +18,8 @@
 
 #include "helpers.h"
 
-#include "config/config.h"
-#include "server/engine.h"
+#include "rules/config.h"
+#include "engine/engine.h"
 #include "engine_fixture.h"
 
 /* ---- local helpers (the shared ones: engine_fixture.h) ---- */

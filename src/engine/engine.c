@@ -33,9 +33,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "../base/clock.h"
+#include "../base/fmt.h"
+#include "../base/hash.h"
 #include "../limiter.h"
-#include "../redis/script.h"
-#include "../redis/slot.h"
+#include "../fleet/script.h"
+#include "../fleet/slot.h"
 
 #define OFFLINE UINT64_MAX
 #define SERIES_CHUNK 256
@@ -218,20 +221,12 @@ struct engine {
   struct delta_table *carry;   /* charges to push again next round */
 };
 
-static int64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* ---- series registry ---- */
 
 static uint64_t series_hash(const char *domain, const char *rule) {
-  uint64_t h = 0xcbf29ce484222325u;
-  for (const char *p = domain; *p; p++) h = (h ^ (uint8_t)*p) * 0x100000001b3u;
-  h = (h ^ 0xff) * 0x100000001b3u;
-  for (const char *p = rule; *p; p++) h = (h ^ (uint8_t)*p) * 0x100000001b3u;
-  return h;
+  /* (0xff between the two: no byte of UTF-8 text, so no two pairs of
+     strings hash as one) */
+  return fnv1a_str(fnv1a(fnv1a_str(FNV1A_INIT, domain), "\xff", 1), rule);
 }
 
 /* Rebuilds the hash index at twice the size (under series_lock). */
@@ -723,9 +718,8 @@ static uint32_t detailed_series(engine_thread *t, const cfg_limit *l,
                                 uint32_t base, const cfg_entry *last) {
   if (!l->detailed_metric || last->value_len >= sizeof t->detail_cache[0].value)
     return base;
-  uint64_t h = (uint64_t)(uintptr_t)l * 0x9e3779b97f4a7c15u;
-  for (size_t i = 0; i < last->value_len; i++)
-    h = (h ^ (uint8_t)last->value[i]) * 0x100000001b3u;
+  uint64_t h = fnv1a((uint64_t)(uintptr_t)l * 0x9e3779b97f4a7c15u,
+                     last->value, last->value_len);
   size_t slot = (size_t)(h >> 32) % DETAIL_CACHE;
   if (t->detail_cache[slot].limit == l &&
       t->detail_cache[slot].len == last->value_len &&
@@ -819,7 +813,6 @@ void engine_thread_set_remote(engine_thread *t, eng_send_fn send, void *io) {
  * puts a request's keys in one slot. The one builder of these names:
  * exact mode's calls, approximate mode's pushes and resets.
  */
-static size_t put_uint(char *dst, size_t v);
 
 /* The most bytes redis_key writes: for a tag, id parts and key of these
    lengths. */
@@ -837,7 +830,7 @@ static size_t redis_key(char *dst, const char *tag, size_t tag_len, char kind,
   n += tag_len;
   dst[n++] = '}';
   dst[n++] = kind;
-  n += put_uint(dst + n, la + (id_b ? 1 + lb : 0));
+  n += fmt_u64(dst + n, la + (id_b ? 1 + lb : 0));
   dst[n++] = ':';
   memcpy(dst + n, id_a, la);
   n += la;
@@ -923,7 +916,7 @@ static void job_fallback(eng_job *j, int64_t now) {
 static void job_finish(eng_job *j) {
   engine_thread *t = j->t;
   eng_result *out = j->out;
-  observe_latency(t, mono_ns() - j->t0);
+  observe_latency(t, clock_mono_ns() - j->t0);
   if (j->adhoc) {
     out->st[0].d = j->dec[0];
     out->allowed = j->dec[0].allowed;
@@ -985,7 +978,7 @@ static int job_send(eng_job *j, int phase) {
   }
   j->phase = phase;
   j->all = 1;
-  j->sent = mono_ns();
+  j->sent = clock_mono_ns();
   for (size_t g = 0; g < j->ngroups; g++) {
     engine_count(t, EC_STORE_CALLS, 1);
     if (t->send(t->io, j->groups[g].slot, cmds[g], lens[g], job_reply,
@@ -1021,7 +1014,7 @@ static int group_reply(job_group *grp, const redisReply *r) {
   engine_thread *t = j->t;
   int failed = 0;
   j->waiting--;
-  observe(&t->shist, mono_ns() - j->sent);
+  observe(&t->shist, clock_mono_ns() - j->sent);
   sl_decision dec[ENG_MAX_STATUSES];
   int allowed = 0;
   int64_t rnow;
@@ -1077,7 +1070,7 @@ static void batch_send(engine_thread *t, job_group **q, size_t n) {
   size_t len = 0;
   eng_batch *b = malloc(sizeof *b + n * sizeof *b->g);
   int rc = b ? rs_format_batch(reqs, n, RS_DECIDE, -1, &cmd, &len) : SL_ENOMEM;
-  int64_t now = mono_ns();
+  int64_t now = clock_mono_ns();
   for (size_t i = 0; i < n; i++) {
     free(q[i]->words);
     q[i]->words = NULL;
@@ -1175,7 +1168,7 @@ static eng_job *job_new(engine_thread *t, eng_result *out, eng_done_fn done,
   j->ndesc = 1;
   j->groups = NULL;
   j->keys = NULL;
-  j->t0 = mono_ns();
+  j->t0 = clock_mono_ns();
   return j;
 }
 
@@ -1354,16 +1347,6 @@ static void *delta_alloc(delta_table *t, size_t n) {
   void *p = (char *)c->mem + c->used;
   c->used += n;
   return p;
-}
-
-/* The decimal digits of v at dst; their count. */
-static size_t put_uint(char *dst, size_t v) {
-  char tmp[24];
-  size_t n = 0;
-  do tmp[n++] = (char)('0' + v % 10);
-  while ((v /= 10));
-  for (size_t i = 0; i < n; i++) dst[i] = tmp[n - 1 - i];
-  return n;
 }
 
 /* Approximate mode, before a decision: the hash of (lim, key) in the
@@ -1688,7 +1671,7 @@ void engine_sync_apply(engine *e, eng_delta *list, const int64_t *level,
   int64_t *pend = level && n ? calloc(n, sizeof *pend) : NULL;
   pthread_mutex_lock(&e->reload_lock);
   if (pend) pending_costs(e, list, pend);
-  int64_t mono = mono_ns();
+  int64_t mono = clock_mono_ns();
   size_t i = 0, ahead_i = 0;
   eng_delta *ahead = level ? list : NULL;
   for (eng_delta *d = list; d; d = d->next, i++) {
@@ -1814,11 +1797,11 @@ int engine_check_async(engine_thread *t, const eng_request *req, int64_t now,
     for (size_t c = 0; c < nc; c++)
       dh[c] = delta_prefetch(t, checks[c].limiter, checks[c].key,
                              checks[c].key_len);
-  int64_t t0 = mono_ns();
+  int64_t t0 = clock_mono_ns();
   sl_decision dec[ENG_MAX_STATUSES];
   int all = 1, rc = 0;
   if (nc) rc = sl_take_all(checks, nc, now, dec, &all);
-  observe_latency(t, mono_ns() - t0);
+  observe_latency(t, clock_mono_ns() - t0);
   if (rc) return rc;
   if (t->e->o.sync && all && !blocked)
     for (size_t c = 0; c < nc; c++) {
@@ -1917,9 +1900,9 @@ static int adhoc_decide(engine_thread *t, const adhoc_entry *a,
   if (t->e->o.remote && t->send && done)
     return adhoc_remote(t, a, key, key_len, cost, now, out, done, ud);
   uint64_t dh = t->e->o.sync ? delta_prefetch(t, a->lim, key, key_len) : 0;
-  int64_t t0 = mono_ns();
+  int64_t t0 = clock_mono_ns();
   int rc = sl_limiter_take(a->lim, key, key_len, cost, now, &s->d);
-  observe_latency(t, mono_ns() - t0);
+  observe_latency(t, clock_mono_ns() - t0);
   if (rc) return rc;
   if (t->e->o.sync && s->d.allowed)
     note_charge(t, a->lim, a->canon, NULL, key, key_len, cost, dh);
@@ -1942,9 +1925,7 @@ int engine_throttle_async(engine_thread *t, const char *key, size_t key_len,
                           int64_t now, eng_result *out, char *err,
                           size_t err_len, eng_done_fn done, void *ud) {
   /* Per-thread cache by the spec as written: no parsing on the hot path. */
-  uint64_t h = 0xcbf29ce484222325u;
-  for (size_t i = 0; i < spec_len; i++)
-    h = (h ^ (uint8_t)spec[i]) * 0x100000001b3u;
+  uint64_t h = fnv1a(FNV1A_INIT, spec, spec_len);
   size_t slot = (size_t)(h % ADHOC_CACHE);
   const adhoc_entry *a = NULL;
   if (t->adhoc_cache[slot].a && t->adhoc_cache[slot].len == spec_len &&
@@ -2113,7 +2094,7 @@ static void reset_add(reset_job *j, sl_limiter *lim, sl_limiter *local,
     char *grown = realloc(j->names, j->names_len + 21 + rlen);
     if (grown) {
       j->names = grown;
-      j->names_len += put_uint(grown + j->names_len, rlen);
+      j->names_len += fmt_u64(grown + j->names_len, rlen);
       grown[j->names_len++] = ':';
       memcpy(grown + j->names_len, rkey, rlen);
       j->names_len += rlen;

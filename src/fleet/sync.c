@@ -67,7 +67,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "../server/server.h"
+#include "../base/clock.h"
+#include "../base/log.h"
 #include "script.h"
 #include "slot.h"
 
@@ -107,11 +108,8 @@ struct rs_sync {
   int stop;
 };
 
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+/* The monotonic clock in ms, the unit of the sync's intervals. */
+static int64_t mono_ms(void) { return clock_mono_ns() / 1000000; }
 
 /* Whether an idle connection was closed by its peer (a Redis restarted
    since the last round): between rounds Redis has nothing to say, so
@@ -142,7 +140,7 @@ static redisContext *node_ctx(rs_sync *s, int n) {
   char err[256];
   redisContext *c = rc_connect_sync(&s->cfg, &s->topo.nodes[n], err, sizeof err);
   if (!c) {
-    srv_log("warn", "sync: redis %s; retrying in %d ms", err, s->cfg.breaker_ms);
+    log_msg("warn", "sync: redis %s; retrying in %d ms", err, s->cfg.breaker_ms);
     s->down_until[n] = mono_ms() + s->cfg.breaker_ms;
     return NULL;
   }
@@ -245,7 +243,7 @@ static redisReply *call_node(rs_sync *s, int nd, int load, int asking,
     if (r) freeReplyObject(r);
     r = NULL;
     if (redisGetReply(c, (void **)&r) != REDIS_OK || !r) {
-      srv_log("warn", "sync: redis %s:%d: %s", s->topo.nodes[nd].host,
+      log_msg("warn", "sync: redis %s:%d: %s", s->topo.nodes[nd].host,
               s->topo.nodes[nd].port, c->errstr);
       node_drop(s, nd);
       *failed = ENG_LEVEL_UNKNOWN;
@@ -278,7 +276,7 @@ static void refresh_map(rs_sync *s, int nd) {
   if (!c) return;
   if (redisAppendCommand(c, "CLUSTER SLOTS") != REDIS_OK ||
       redisGetReply(c, (void **)&r) != REDIS_OK || !r) {
-    srv_log("warn", "sync: redis %s:%d: CLUSTER SLOTS: %s",
+    log_msg("warn", "sync: redis %s:%d: CLUSTER SLOTS: %s",
             s->topo.nodes[nd].host, s->topo.nodes[nd].port, c->errstr);
     node_drop(s, nd);
     return;
@@ -479,7 +477,7 @@ static void read_one(rs_sync *s, sync_pass *ps, int nd) {
   redisReply *r = NULL;
   ps->written[nd] = ps->nb; /* hiredis writes all it holds, then reads */
   if (redisGetReply(s->ctx[nd], (void **)&r) != REDIS_OK || !r) {
-    srv_log("warn", "sync: redis %s:%d: %s", s->topo.nodes[nd].host,
+    log_msg("warn", "sync: redis %s:%d: %s", s->topo.nodes[nd].host,
             s->topo.nodes[nd].port, s->ctx[nd]->errstr);
     node_drop(s, nd);
     engine_sync_count(s->e, ENG_SYNC_ERRORS, 1);
@@ -508,7 +506,7 @@ static void read_one(rs_sync *s, sync_pass *ps, int nd) {
    written and not read may have run (ENG_LEVEL_UNKNOWN). Its later batches
    find the node down and stay unsent too. */
 static void append_failed(rs_sync *s, sync_pass *ps, int nd) {
-  srv_log("warn", "sync: redis %s:%d: %s", s->topo.nodes[nd].host,
+  log_msg("warn", "sync: redis %s:%d: %s", s->topo.nodes[nd].host,
           s->topo.nodes[nd].port, s->ctx[nd]->errstr);
   node_drop(s, nd);
   for (size_t k = ps->next[nd]; k < ps->nb; k++) {
@@ -649,7 +647,7 @@ static void round_(rs_sync *s) {
     cost[i] = engine_delta_cost(x);
   }
   pass(s, d, n, cost, level);
-  engine_sync_apply(s->e, list, level, srv_now_ns());
+  engine_sync_apply(s->e, list, level, clock_wall_ns());
   free(d);
   free(cost);
   free(level);
@@ -699,7 +697,7 @@ static void subscribe(rs_sync *s) {
     }
     redisFree(c);
   }
-  srv_log("warn", "sync: resets: cannot subscribe (%s); retrying in %d ms", err,
+  log_msg("warn", "sync: resets: cannot subscribe (%s); retrying in %d ms", err,
           s->cfg.breaker_ms);
 }
 
@@ -748,7 +746,7 @@ static void read_resets(rs_sync *s) {
   }
   return;
 lost:
-  srv_log("warn", "sync: resets: subscription lost (%s); resubscribing",
+  log_msg("warn", "sync: resets: subscription lost (%s); resubscribing",
           why ? why : s->sub->errstr);
   redisFree(s->sub);
   s->sub = NULL;

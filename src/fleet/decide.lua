@@ -2,7 +2,7 @@
 decide.lua -- exact mode's server-side script: sluice's six algorithms,
 decided atomically inside Redis, field for field as the C engine decides
 them (docs/semantics.md, src/algo/*.c, sl_take_all in src/limiter.c).
-src/redis/script.c embeds this file, formats its calls and reads its reply;
+src/fleet/script.c embeds this file, formats its calls and reads its reply;
 docs/store.md ("Exact mode's script") explains the design.
 
 CALL    EVALSHA sha n KEYS[1..n] ARGV...   (n >= 1: distinct state keys; the

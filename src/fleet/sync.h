@@ -6,7 +6,7 @@
 #ifndef SLUICE_REDIS_SYNC_H
 #define SLUICE_REDIS_SYNC_H
 
-#include "../server/engine.h"
+#include "../engine/engine.h"
 #include "client.h"
 
 typedef struct rs_sync rs_sync;

@@ -1,14 +1,14 @@
 /*
- * util.c — small helpers the subcommands share.
+ * num.c — command-line numbers.
  */
+#include "num.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 
-#include "cli.h"
-
-int cli_parse_int(const char *s, int64_t min, int64_t max, int suffix,
-                  int64_t *out) {
+int parse_int(const char *s, int64_t min, int64_t max, int suffix,
+              int64_t *out) {
   if (!s || !isdigit((unsigned char)*s)) return -1; /* no sign, no space */
   char *end;
   errno = 0;

@@ -18,7 +18,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "../config/config.h"
+#include "../rules/config.h"
 #include "sluice.h"
 
 #define ENG_MAX_DESCRIPTORS 16 /* per request */
@@ -45,7 +45,7 @@ typedef struct engine_thread engine_thread;
 
 typedef struct engine_opts {
   size_t max_memory; /* store cap; 0 = library default */
-  /* Fleet mode: decisions by the Redis script (src/redis/script.h) through
+  /* Fleet mode: decisions by the Redis script (src/fleet/script.h) through
      each thread's remote (engine_thread_set_remote). */
   int remote;
   int cluster;           /* keys route by slot: group a request's keys */

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "../algo/algo.h"
+#include "../base/fmt.h"
 
 /* decide.lua, embedded (the Makefile makes script.o depend on it). */
 __asm__(".section .rodata\n"
@@ -26,7 +27,7 @@ __asm__(".section .rodata\n"
         ".globl rs_lua_begin\n"
         ".hidden rs_lua_begin\n"
         "rs_lua_begin:\n"
-        ".incbin \"src/redis/decide.lua\"\n"
+        ".incbin \"src/fleet/decide.lua\"\n"
         ".globl rs_lua_end\n"
         ".hidden rs_lua_end\n"
         "rs_lua_end:\n"
@@ -118,19 +119,6 @@ static int same_policy(const algo_policy *a, const algo_policy *b) {
          a->W == b->W;
 }
 
-/* Decimal digits of v >= 0 into buf (no NUL); returns their count. */
-static size_t put_i64(char *buf, int64_t v) {
-  char tmp[24];
-  size_t n = 0;
-  uint64_t u = (uint64_t)v;
-  do {
-    tmp[n++] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u);
-  for (size_t i = 0; i < n; i++) buf[i] = tmp[n - 1 - i];
-  return n;
-}
-
 /* Four int64 into 32 bytes, little-endian (decide.lua's '<i8i8i8i8'). */
 static void put_nums(char *buf, int64_t a, int64_t b, int64_t c, int64_t d) {
   const int64_t v[4] = {a, b, c, d};
@@ -142,7 +130,7 @@ static void put_nums(char *buf, int64_t a, int64_t b, int64_t c, int64_t d) {
 /* Appends the RESP bulk string of b[0..n) at p; returns the end. */
 static char *put_bulk(char *p, const void *b, size_t n) {
   *p++ = '$';
-  p += put_i64(p, (int64_t)n);
+  p += fmt_i64(p, (int64_t)n);
   *p++ = '\r';
   *p++ = '\n';
   if (n) memcpy(p, b, n);
@@ -262,18 +250,18 @@ int rs_format_batch(const rs_request *reqs, size_t n, int mode, int64_t now_ns,
   if (!buf) return SL_ENOMEM;
   /* EVALSHA sha nkeys, the keys, now, the requests, 3 values per key */
   *p++ = '*';
-  p += put_i64(p, (int64_t)(3 + nk + 2 + 3 * nk));
+  p += fmt_i64(p, (int64_t)(3 + nk + 2 + 3 * nk));
   *p++ = '\r';
   *p++ = '\n';
   p = put_bulk(p, "EVALSHA", 7);
   p = put_bulk(p, rs_script_sha(), 40);
   char num[24];
-  p = put_bulk(p, num, put_i64(num, (int64_t)nk));
+  p = put_bulk(p, num, fmt_i64(num, (int64_t)nk));
   for (size_t i = 0; i < n; i++) {
     memcpy(p, reqs[i].words, reqs[i].keys_len);
     p += reqs[i].keys_len;
   }
-  p = put_bulk(p, num, now_ns < 0 ? 0 : put_i64(num, now_ns));
+  p = put_bulk(p, num, now_ns < 0 ? 0 : fmt_i64(num, now_ns));
   if (n == 1 && mode != RS_FORCE) {
     p = put_bulk(p, mode == RS_DRY ? "1" : "0", 1);
   } else {

@@ -26,7 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../server/server.h"
+#include "../base/clock.h"
+#include "../base/log.h"
 #include "script.h"
 #include "slot.h"
 
@@ -125,12 +126,6 @@ struct rc_client {
   int64_t timer_at; /* armed for, 0 = disarmed */
   int freeing;
 };
-
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* ---- configuration ---- */
 
@@ -325,7 +320,7 @@ int rc_discover(const rc_config *c, rc_topology *t, char *err, size_t len) {
 static void timer_arm(rc_client *c, int64_t at) {
   if (c->timer_at && c->timer_at <= at) return;
   c->timer_at = at;
-  int64_t d = at - now_ns();
+  int64_t d = at - clock_mono_ns();
   if (d < 1000) d = 1000;
   struct itimerspec its = {{0, 0}, {d / 1000000000, d % 1000000000}};
   timerfd_settime(c->timer_fd, 0, &its, NULL);
@@ -415,11 +410,11 @@ static void node_fail(node *n, const char *why) {
   n->inflight = NULL;
   n->wlen = 0;
   n->state = N_DOWN;
-  n->down_until = now_ns() + (int64_t)n->c->cfg.breaker_ms * 1000000;
+  n->down_until = clock_mono_ns() + (int64_t)n->c->cfg.breaker_ms * 1000000;
   pending *lists[2] = {n->head, n->qhead};
   n->head = n->tail = n->qhead = n->qtail = NULL;
   if (!n->c->freeing)
-    srv_log("warn", "redis %s:%d: %s; down for %d ms", n->addr.host,
+    log_msg("warn", "redis %s:%d: %s; down for %d ms", n->addr.host,
             n->addr.port, why, n->c->cfg.breaker_ms);
   for (int l = 0; l < 2; l++)
     for (pending *p = lists[l], *next; p; p = next) {
@@ -452,7 +447,7 @@ static int wbuf_add(node *n, const char *cmd, size_t len) {
    timeout from now to answer it (p->reply_by). */
 static int enqueue(node *n, pending *p) {
   if (wbuf_add(n, p->cmd, p->len)) return -1;
-  int64_t now = now_ns();
+  int64_t now = clock_mono_ns();
   p->next = NULL;
   if (n->qtail)
     n->qtail->next = p;
@@ -496,7 +491,7 @@ static pending *enqueue_internal(node *n, int argc, const char **argv,
 }
 
 static int node_down(const node *n) {
-  return n->state == N_DOWN && now_ns() < n->down_until;
+  return n->state == N_DOWN && clock_mono_ns() < n->down_until;
 }
 
 /* Queues ASKING and then p on n, both or neither: ASKING's flag lasts one
@@ -643,7 +638,7 @@ static void map_read(void *ud, const redisReply *r, const char *err) {
  */
 static void refresh_map(rc_client *c, node *from) {
   static const char slots[] = "*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n";
-  int64_t now = now_ns();
+  int64_t now = clock_mono_ns();
   if (!c->cfg.cluster || c->refreshing || now < c->refresh_after ||
       node_down(from))
     return;
@@ -716,7 +711,7 @@ static node *map_source(rc_client *c, const node *failed) {
  */
 static void relearn_map(rc_client *c, const node *failed) {
   if (!c->cfg.cluster || c->freeing || c->refreshing ||
-      now_ns() < c->refresh_after || !serves_slots(c, failed))
+      clock_mono_ns() < c->refresh_after || !serves_slots(c, failed))
     return;
   node *from = map_source(c, failed);
   if (from) refresh_map(c, from);
@@ -788,7 +783,7 @@ static int64_t retry_margin(const rc_client *c, int64_t pause) {
  * fails alone at its deadline (check_deadlines), not its node.
  */
 static void retry_later(rc_client *c, pending *p) {
-  int64_t now = now_ns();
+  int64_t now = clock_mono_ns();
   int64_t pause = (int64_t)RETRY_MIN_NS
                   << (p->tries < RETRY_DOUBLINGS ? p->tries : RETRY_DOUBLINGS);
   if (now + pause + retry_margin(c, pause) > p->deadline) {
@@ -869,9 +864,9 @@ static void node_write(node *n) {
  */
 static void load_refused(node *n, pending *load, redisReply *r) {
   load->waiter->load_refused = 1;
-  int64_t now = now_ns();
+  int64_t now = clock_mono_ns();
   if (now >= n->quiet_until) {
-    srv_log("warn", "redis %s:%d: SCRIPT LOAD after NOSCRIPT: %.120s",
+    log_msg("warn", "redis %s:%d: SCRIPT LOAD after NOSCRIPT: %.120s",
             n->addr.host, n->addr.port, r->str ? r->str : "error");
     n->quiet_until = now + (int64_t)n->c->cfg.breaker_ms * 1000000;
   }
@@ -1021,7 +1016,7 @@ static int node_connect(node *n) {
   size_t oldlen = n->wlen;
   n->wbuf = NULL;
   n->wlen = n->wcap = 0;
-  int64_t deadline = now_ns() + (int64_t)c->cfg.timeout_ms * 1000000;
+  int64_t deadline = clock_mono_ns() + (int64_t)c->cfg.timeout_ms * 1000000;
   int rc = 0;
   if (c->cfg.password[0]) {
     const char *argv[] = {"AUTH", c->cfg.user, c->cfg.password};
@@ -1134,14 +1129,14 @@ static void on_timer(h2o_socket_t *sock, const char *err) {
   if (err) return;
   h2o_buffer_consume(&sock->input, sock->input->size);
   c->timer_at = 0;
-  int64_t now = now_ns();
+  int64_t now = clock_mono_ns();
   check_deadlines(c, now);
   retry_due(c, now);
   flush_nodes(c, now, 0);
 }
 
 void rc_flush(rc_client *c) {
-  int64_t now = now_ns();
+  int64_t now = clock_mono_ns();
   if (c->retry) retry_due(c, now);
   flush_nodes(c, now, 0);
   if (c->timer_at && c->timer_at <= now) {
@@ -1192,7 +1187,7 @@ int rc_send(rc_client *c, int slot, char *cmd, size_t len, rc_reply_fn cb,
             void *ud) {
   adopt_map(c); /* (one atomic load when there is nothing new) */
   node *n = slot_owner(c, slot);
-  int64_t now = now_ns();
+  int64_t now = clock_mono_ns();
   if (c->freeing || (n->state == N_DOWN && now < n->down_until)) {
     relearn_map(c, n); /* its slots may have a new master by now */
     free(cmd);

@@ -13,18 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../algo/algo.h"
-
-static const struct {
-  const char *name;
-  int64_t ns;
-} units[] = {
-    {"ms", INT64_C(1000000)},
-    {"s", INT64_C(1000000000)},
-    {"m", INT64_C(60000000000)},
-    {"h", INT64_C(3600000000000)},
-    {"d", INT64_C(86400000000000)},
-};
+#include "algo/algo.h"
+#include "base/duration.h"
 
 /*
  * Reads the decimal digits at *s into *out, advancing *s. Returns the number
@@ -117,12 +107,8 @@ int sl_policy_parse(const char *spec, sl_policy *out, char *err,
     return algo_policy_error(err, err_len, "period '%.*s' is too large",
                              per_len, per);
   if (digits == 0) count = 1; /* a bare unit means 1 of it */
-  int64_t unit = 0;
   int ulen = (int)strspn(s, "abcdefghijklmnopqrstuvwxyz");
-  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-    if ((int)strlen(units[i].name) == ulen &&
-        strncmp(s, units[i].name, (size_t)ulen) == 0)
-      unit = units[i].ns;
+  int64_t unit = duration_unit_ns(s, (size_t)ulen);
   if (!unit)
     return algo_policy_error(
         err, err_len, "period '%.*s' needs a unit: ms, s, m, h or d (e.g. 15m)",
@@ -177,15 +163,14 @@ int sl_policy_format(const sl_policy *policy, char *buf, size_t len) {
   algo_policy ap;
   if (algo_policy_compile(policy, &ap, NULL, 0) != 0) return SL_EINVAL;
   /* The largest unit that divides the period exactly. */
-  size_t u = sizeof units / sizeof units[0];
-  while (u > 1 && ap.W % units[u - 1].ns != 0) u--;
-  int64_t count = ap.W / units[u - 1].ns;
+  const duration_unit *u = &duration_units[DURATION_NUNITS - 1];
+  while (u > duration_units && ap.W % u->ns != 0) u--;
+  int64_t count = ap.W / u->ns;
   char period[32];
   if (count == 1)
-    snprintf(period, sizeof period, "%s", units[u - 1].name);
+    snprintf(period, sizeof period, "%s", u->name);
   else
-    snprintf(period, sizeof period, "%lld%s", (long long)count,
-             units[u - 1].name);
+    snprintf(period, sizeof period, "%lld%s", (long long)count, u->name);
   if (!is_window(ap.pub.algo) && ap.pub.burst != ap.pub.limit)
     return snprintf(buf, len, "%s:%u/%s:burst=%u", ap.ops->name, ap.pub.limit,
                     period, ap.pub.burst);

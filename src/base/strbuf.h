@@ -1,0 +1,49 @@
+/*
+ * strbuf.h — a growable byte buffer: replies being built, commands being
+ * queued. Appends never fail loudly: a failed one sets `oom` and drops the
+ * bytes, and the owner checks oom once, when the buffer is complete (a
+ * reply that could not be built is answered "out of memory" instead).
+ *
+ * A buffer may start in storage of the caller's (strbuf_init_with: a stack
+ * array that a typical reply fits, so the hot path never allocates); it
+ * moves to the heap when it outgrows it. The bytes are always followed by
+ * a NUL (not counted in len), so a buffer of text is a C string.
+ */
+#ifndef SLUICE_BASE_STRBUF_H
+#define SLUICE_BASE_STRBUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct strbuf {
+  char *p;      /* the bytes (NULL until the first append) */
+  size_t len;   /* bytes used */
+  size_t cap;   /* bytes available at p */
+  int oom;      /* an append failed: the contents are incomplete */
+  int borrowed; /* p is the caller's storage (strbuf_init_with): not freed */
+} strbuf;
+
+/* An empty buffer on the heap: strbuf b = STRBUF_INIT; */
+#define STRBUF_INIT {NULL, 0, 0, 0, 0}
+
+/* An empty buffer that starts in mem[0..cap) (the caller's, not freed). */
+void strbuf_init_with(strbuf *b, char *mem, size_t cap);
+
+/* Room for `more` bytes after len: 0, or -1 with oom set. */
+int strbuf_reserve(strbuf *b, size_t more);
+
+void strbuf_add(strbuf *b, const void *s, size_t n);
+void strbuf_addf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void strbuf_add_i64(strbuf *b, int64_t v);
+
+/* A string literal, its length counted by the compiler. */
+#define STRBUF_LIT(b, lit) strbuf_add((b), (lit), sizeof(lit) - 1)
+
+/* The heap bytes, now the caller's (free()); the buffer is left empty.
+   NULL when there are none or they are borrowed. */
+char *strbuf_take(strbuf *b);
+
+/* Frees what the buffer owns and empties it (borrowed storage kept). */
+void strbuf_free(strbuf *b);
+
+#endif /* SLUICE_BASE_STRBUF_H */
