@@ -230,6 +230,9 @@ static void lib_error(resp_conn *c, int rc, int64_t cost, const char *what) {
             what);
   else if (rc == SL_EKEY)
     out_err(c, "ERR key longer than %d bytes", SL_KEY_MAX);
+  else if (rc == ENG_EADHOC)
+    out_err(c, "ERR too many distinct ad-hoc policies (max %d)",
+            ENG_MAX_ADHOC);
   else
     out_err(c, "ERR %s", sl_strerror(rc));
 }

@@ -443,5 +443,15 @@ in_range "sluice_connections{protocol=\"resp\"} counts an open connection" 1 10 
 kill $holder 2>/dev/null
 wait $holder 2>/dev/null
 
+# --- the ad-hoc policies' bound -------------------------------------------------------
+# CL.THROTTLE with 1,100 distinct rates: past the 1,024 ad-hoc policies a
+# daemon keeps, the command says why it failed (it once said "unknown
+# error"). Last in this script: the daemon has no room for new ones after.
+seq 1 1100 | sed 's/.*/CL.THROTTLE adhoc 10 & 3600/' |
+  timeout 60 redis-cli -h 127.0.0.1 -p "$RESP" >"$tmp/adhoc" 2>&1
+eq "CL.THROTTLE past 1024 distinct rates: the reason" \
+  "ERR too many distinct ad-hoc policies (max 1024)" \
+  "$(grep ERR "$tmp/adhoc" | tail -n 1)"
+
 sv_stop r
 lib_finish
