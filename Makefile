@@ -54,9 +54,10 @@ SRV_OBJ  = $(SRV_SRC:%.c=$(BUILD)/obj/%.o)
 SRV_LIBS = -lh2o-evloop -lyaml -ljansson -lhiredis -lssl -lcrypto
 # The daemon's layers that need no h2o (rules, engine, the fleet's codecs,
 # the RESP parser): an archive the unit tests and test tools link.
+CORE_FLEET = script slot keys exact approx unlink
 CORE_SRV_OBJ = $(RULES_SRC:%.c=$(BUILD)/obj/%.o) \
   $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/src/server/resp_parse.o \
-  $(BUILD)/obj/src/fleet/script.o $(BUILD)/obj/src/fleet/slot.o
+  $(CORE_FLEET:%=$(BUILD)/obj/src/fleet/%.o)
 CORE_SRV_LIBS = -lyaml -lhiredis -lcrypto
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
@@ -120,6 +121,7 @@ deps-bench:
 # the daemon's against real peers: curl, redis-cli, nginx, wrk), and the
 # README's C example (built against the static library and run).
 check: deps
+	@$(MAKE) --no-print-directory layers
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(TOOL_BIN) \
 	  $(BUILD)/examples/quickstart
 	@$(MAKE) --no-print-directory unit integration examples
@@ -192,7 +194,7 @@ FUZZ_CLI = src/cli/replay.c src/cli/sim.c src/cli/lab.c src/cli/svg.c \
   src/cli/examples.c
 # The daemon's parts that need no h2o: YAML rules, engine, RESP parser.
 FUZZ_SRV = $(RULES_SRC) $(ENGINE_SRC) src/server/resp_parse.c \
-  src/fleet/script.c src/fleet/slot.c
+  $(CORE_FLEET:%=src/fleet/%.c)
 build/fuzz/%_fuzz: fuzz/%_fuzz.c $(LIB_SRC) $(FUZZ_CLI) $(FUZZ_SRV)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc -o $@ $< $(LIB_SRC) $(FUZZ_CLI) \

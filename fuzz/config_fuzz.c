@@ -42,7 +42,8 @@ static void decide(engine_thread *t, const char *dom, const eng_descriptor *d,
   eng_descriptor copy = *d;
   eng_request r = {dom, strlen(dom), &copy, 1, hits};
   eng_result out;
-  int rc = engine_check(t, &r, NOW, &out);
+  eng_query q = {.kind = ENG_QUERY_RULES, .req = &r, .now = NOW};
+  int rc = engine_decide(t, &q, &out, NULL, NULL);
   if (rc == ENG_EDESCRIPTOR || rc == SL_ECOST) return;
   if (rc != 0) abort();
   if (out.n > ENG_MAX_STATUSES) abort();

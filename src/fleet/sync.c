@@ -1,12 +1,12 @@
 /*
  * sync.c — approximate mode's sync thread.
  *
- * Every interval: the engine hands over what each (limiter, key) charged
- * locally since the last round (engine_sync_take); each is charged to the
+ * Every interval: the approximate backend hands over what each (limiter,
+ * key) charged locally since the last round (approx_take); each is charged to the
  * key's state in Redis by force, by the exact-mode script ("f" mode: the
  * state goes below empty when the fleet admitted more than the limit, a
  * debt). The script's reply is the fleet's signed level, and a local
- * limiter above it is charged the difference by force (engine_sync_apply):
+ * limiter above it is charged the difference by force (approx_apply):
  * after each round every daemon owes what the fleet owes, and pays it back
  * before it allows again.
  *
@@ -24,7 +24,7 @@
  * most the longest of --redis-timeout, the interval and 1 s). Local
  * decisions never wait for it. The charges of a
  * call Redis did not run (no connection, MOVED, NOSCRIPT, ...) are pushed
- * again with every round for up to 10 s (engine_sync_apply;
+ * again with every round for up to 10 s (approx_apply;
  * sluice_sync_retried_cost_total), then counted lost
  * (sluice_sync_lost_cost_total). Those of a call sent without a reply are
  * not: Redis may have run it, or may run it yet (a hung server that
@@ -55,7 +55,7 @@
  *
  * After each round, the thread reads the resets other daemons published
  * (read_resets: a subscription of its own) and drops this daemon's state
- * for their keys (engine_sync_reset).
+ * for their keys (approx_reset_message).
  */
 #include "sync.h"
 
@@ -89,7 +89,7 @@
 #define SYNC_SUB_MAX_MSGS 1024
 
 struct rs_sync {
-  engine *e;
+  approx *a;
   rc_config cfg;
   rc_topology topo;
   int interval_ms;
@@ -216,8 +216,8 @@ static int followable(const redisReply *r) {
 /*
  * Sends cmd to node nd, after SCRIPT LOAD (load) and ASKING (asking), and
  * waits for its reply (owned). NULL when it failed, with *failed saying
- * how: ENG_LEVEL_UNSENT (no connection: never written) or
- * ENG_LEVEL_UNKNOWN (written, no reply: Redis may run it; the connection
+ * how: APPROX_LEVEL_UNSENT (no connection: never written) or
+ * APPROX_LEVEL_UNKNOWN (written, no reply: Redis may run it; the connection
  * is dropped). One command at a time: this runs once every pipelined
  * reply of the pass is in, so nothing else is pending on any connection.
  */
@@ -225,7 +225,7 @@ static redisReply *call_node(rs_sync *s, int nd, int load, int asking,
                              const char *cmd, size_t len, int64_t *failed) {
   drop_if_closed(s, nd); /* nothing pending on any connection now */
   redisContext *c = node_ctx(s, nd);
-  *failed = ENG_LEVEL_UNSENT;
+  *failed = APPROX_LEVEL_UNSENT;
   if (!c) return NULL;
   size_t sl;
   const char *src = rs_script(&sl);
@@ -237,7 +237,7 @@ static redisReply *call_node(rs_sync *s, int nd, int load, int asking,
     node_drop(s, nd);
     return NULL;
   }
-  engine_sync_count(s->e, ENG_SYNC_CALLS, 1);
+  approx_count(s->a, APPROX_CALLS, 1);
   redisReply *r = NULL;
   for (int i = 0; i <= load + asking; i++) {
     if (r) freeReplyObject(r);
@@ -246,7 +246,7 @@ static redisReply *call_node(rs_sync *s, int nd, int load, int asking,
       log_msg("warn", "sync: redis %s:%d: %s", s->topo.nodes[nd].host,
               s->topo.nodes[nd].port, c->errstr);
       node_drop(s, nd);
-      *failed = ENG_LEVEL_UNKNOWN;
+      *failed = APPROX_LEVEL_UNKNOWN;
       return NULL;
     }
   }
@@ -342,7 +342,7 @@ static void relearn_map(rs_sync *s) {
  * still learned, for the next round). Takes r (NULL: returned as it is);
  * returns the last reply (owned: a TRYAGAIN among them, for the caller to
  * split), or NULL when a call failed or was not made (*failed:
- * call_node's; ENG_LEVEL_UNSENT when out of time).
+ * call_node's; APPROX_LEVEL_UNSENT when out of time).
  */
 static redisReply *follow(rs_sync *s, int nd, const char *cmd, size_t len,
                           redisReply *r, int64_t *failed) {
@@ -361,7 +361,7 @@ static redisReply *follow(rs_sync *s, int nd, const char *cmd, size_t len,
     }
     freeReplyObject(r);
     if (out_of_time(s)) { /* not run: carried to the next round */
-      *failed = ENG_LEVEL_UNSENT;
+      *failed = APPROX_LEVEL_UNSENT;
       return NULL;
     }
     if (moved) refresh_map(s, nd);
@@ -373,20 +373,20 @@ static redisReply *follow(rs_sync *s, int nd, const char *cmd, size_t len,
 /*
  * The outcome of a call for keys ks[first .. first+n): r (freed here) or,
  * NULL, the call failed as `failed` says. Each key's level is the fleet's
- * after its charge; or ENG_LEVEL_UNSENT when Redis did not run the call
+ * after its charge; or APPROX_LEVEL_UNSENT when Redis did not run the call
  * (never written; an error reply that says so: refused_unrun); or
- * ENG_LEVEL_UNKNOWN when it may have (written without a reply, another
+ * APPROX_LEVEL_UNKNOWN when it may have (written without a reply, another
  * error, a malformed reply). All but the unwritten count as a failed call.
  */
 static void settle(rs_sync *s, size_t first, size_t n, const sync_key *ks,
                    rs_call *call, int64_t *level, redisReply *r,
                    int64_t failed) {
   int bad = !r || r->type == REDIS_REPLY_ERROR;
-  int64_t bad_level = ENG_LEVEL_UNKNOWN;
+  int64_t bad_level = APPROX_LEVEL_UNKNOWN;
   if (!r)
     bad_level = failed;
   else if (bad && refused_unrun(r->str))
-    bad_level = ENG_LEVEL_UNSENT;
+    bad_level = APPROX_LEVEL_UNSENT;
   for (size_t x = 0; x < n && !bad; x++) {
     size_t i = ks[first + x].i;
     sl_decision dec;
@@ -398,8 +398,8 @@ static void settle(rs_sync *s, size_t first, size_t n, const sync_key *ks,
       level[i] = dec.remaining;
   }
   if (bad) {
-    if (r || failed != ENG_LEVEL_UNSENT)
-      engine_sync_count(s->e, ENG_SYNC_ERRORS, 1);
+    if (r || failed != APPROX_LEVEL_UNSENT)
+      approx_count(s->a, APPROX_ERRORS, 1);
     for (size_t x = 0; x < n; x++) level[ks[first + x].i] = bad_level;
   }
   if (r) freeReplyObject(r);
@@ -424,7 +424,7 @@ static int split_batch(rs_sync *s, const sync_batch *b, const sync_key *ks,
     size_t i = ks[b->first + x].i;
     rs_call_alone(&call[i]);
     int nd = slot_node(s, ks[b->first + x].slot);
-    int64_t failed = ENG_LEVEL_UNSENT;
+    int64_t failed = APPROX_LEVEL_UNSENT;
     redisReply *r = NULL;
     if (!out_of_time(s)) {
       r = call_node(s, nd, 0, 0, sp->part[x].cmd, sp->part[x].len, &failed);
@@ -461,7 +461,7 @@ typedef struct sync_pass {
 
 /* Reads the reply of node nd's oldest call in flight: its keys' levels,
    or held to be followed. When the read fails, the node is dropped and
-   each of its calls in flight may have run (ENG_LEVEL_UNKNOWN). */
+   each of its calls in flight may have run (APPROX_LEVEL_UNKNOWN). */
 static void read_one(rs_sync *s, sync_pass *ps, int nd) {
   size_t k = ps->next[nd];
   while (k < ps->nb && !(ps->bs[k].sent && ps->ks[ps->bs[k].first].node == nd))
@@ -473,21 +473,21 @@ static void read_one(rs_sync *s, sync_pass *ps, int nd) {
   sync_batch *b = &ps->bs[k];
   ps->next[nd] = k + 1;
   ps->inflight[nd]--;
-  engine_sync_count(s->e, ENG_SYNC_CALLS, 1);
+  approx_count(s->a, APPROX_CALLS, 1);
   redisReply *r = NULL;
   ps->written[nd] = ps->nb; /* hiredis writes all it holds, then reads */
   if (redisGetReply(s->ctx[nd], (void **)&r) != REDIS_OK || !r) {
     log_msg("warn", "sync: redis %s:%d: %s", s->topo.nodes[nd].host,
             s->topo.nodes[nd].port, s->ctx[nd]->errstr);
     node_drop(s, nd);
-    engine_sync_count(s->e, ENG_SYNC_ERRORS, 1);
+    approx_count(s->a, APPROX_ERRORS, 1);
     /* This call and the node's others in flight (all its sent calls from
        this one on) were written, or partly: Redis may run them. */
     for (size_t k2 = k; k2 < ps->nb; k2++) {
       sync_batch *b2 = &ps->bs[k2];
       if (!b2->sent || ps->ks[b2->first].node != nd) continue;
       for (size_t x = 0; x < b2->n; x++)
-        ps->level[ps->ks[b2->first + x].i] = ENG_LEVEL_UNKNOWN;
+        ps->level[ps->ks[b2->first + x].i] = APPROX_LEVEL_UNKNOWN;
     }
     ps->next[nd] = ps->nb;
     ps->inflight[nd] = 0;
@@ -497,13 +497,13 @@ static void read_one(rs_sync *s, sync_pass *ps, int nd) {
     ps->held[k] = r;
   else
     settle(s, b->first, b->n, ps->ks, ps->call, ps->level, r,
-           ENG_LEVEL_UNKNOWN);
+           APPROX_LEVEL_UNKNOWN);
 }
 
 /* An append to node nd's connection failed (out of memory): the context
    is unusable and is dropped. Its batches appended since its last read
    were not written (hiredis writes at a read): unsent, pushed again; those
-   written and not read may have run (ENG_LEVEL_UNKNOWN). Its later batches
+   written and not read may have run (APPROX_LEVEL_UNKNOWN). Its later batches
    find the node down and stay unsent too. */
 static void append_failed(rs_sync *s, sync_pass *ps, int nd) {
   log_msg("warn", "sync: redis %s:%d: %s", s->topo.nodes[nd].host,
@@ -517,7 +517,7 @@ static void append_failed(rs_sync *s, sync_pass *ps, int nd) {
       continue;
     }
     for (size_t x = 0; x < b->n; x++)
-      ps->level[ps->ks[b->first + x].i] = ENG_LEVEL_UNKNOWN;
+      ps->level[ps->ks[b->first + x].i] = APPROX_LEVEL_UNKNOWN;
   }
   ps->next[nd] = ps->nb;
   ps->inflight[nd] = 0;
@@ -525,16 +525,16 @@ static void append_failed(rs_sync *s, sync_pass *ps, int nd) {
 
 /*
  * One pass: charges cost[i] (> 0) to key i by force and fills
- * level[i]: the fleet's signed level after it; ENG_LEVEL_UNSENT when Redis
+ * level[i]: the fleet's signed level after it; APPROX_LEVEL_UNSENT when Redis
  * did not run the call (not sent: no connection, out of memory, out of
  * time; or refused unrun: MOVED, NOSCRIPT, ... that following them,
- * below, did not get past); ENG_LEVEL_UNKNOWN when it may have (sent, no
+ * below, did not get past); APPROX_LEVEL_UNKNOWN when it may have (sent, no
  * reply). Keys of one node (one slot in a cluster) go RS_BATCH_MAX to a
  * call, pipelined up to SYNC_WINDOW calls ahead of their replies. The
  * pass has the interval from its start for its follow-up calls
  * (rs_sync.until).
  */
-static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
+static void pass(rs_sync *s, approx_delta **d, size_t n, const int64_t *cost,
                  int64_t *level) {
   s->until = mono_ms() + s->interval_ms;
   /* On the heap: a round can hold every key of an interval (100k+). */
@@ -545,7 +545,7 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
   ps.held = calloc(n ? n : 1, sizeof *ps.held);
   ps.level = level;
   size_t nk = 0, nb = 0;
-  for (size_t i = 0; i < n; i++) level[i] = ENG_LEVEL_UNSENT;
+  for (size_t i = 0; i < n; i++) level[i] = APPROX_LEVEL_UNSENT;
   if (!ks || !call || !bs) {
     free(ks), free(call), free(bs), free(ps.held);
     return;
@@ -556,7 +556,7 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
   for (size_t i = 0; i < n; i++) {
     if (cost[i] <= 0) continue;
     size_t klen;
-    const char *key = engine_delta_key(d[i], &klen);
+    const char *key = approx_delta_key(d[i], &klen);
     int slot = s->cfg.cluster ? (int)rc_key_slot(key, klen) : 0;
     int nd = s->topo.slot_node[slot] < s->topo.nnodes ? s->topo.slot_node[slot] : 0;
     ks[nk++] = (sync_key){i, nd, slot};
@@ -580,8 +580,8 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
     size_t ok = 0;
     for (size_t x = 0; x < m; x++) {
       size_t i = ks[b->first + x].i;
-      rs_check chk = {engine_delta_policy(d[i]), NULL, 0, cost[i], 0};
-      chk.key = engine_delta_key(d[i], &chk.key_len);
+      rs_check chk = {approx_delta_policy(d[i]), NULL, 0, cost[i], 0};
+      chk.key = approx_delta_key(d[i], &chk.key_len);
       req[ok].call = &call[i];
       if (rs_prepare_force(&chk, 1, &call[i], &words[ok], &req[ok].keys_len,
                            &req[ok].len))
@@ -611,7 +611,7 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
   for (size_t k = 0; ps.held && k < nb; k++) {
     sync_batch *b = &bs[k];
     if (!ps.held[k]) continue;
-    int64_t failed = ENG_LEVEL_UNKNOWN;
+    int64_t failed = APPROX_LEVEL_UNKNOWN;
     redisReply *r =
         follow(s, ks[b->first].node, b->cmd, b->len, ps.held[k], &failed);
     if (r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "TRYAGAIN", 8) &&
@@ -629,25 +629,25 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
 }
 
 static void round_(rs_sync *s) {
-  eng_delta *list = engine_sync_take(s->e);
+  approx_delta *list = approx_take(s->a);
   size_t n = 0;
-  for (eng_delta *d = list; d; d = engine_delta_next(d)) n++;
+  for (approx_delta *d = list; d; d = approx_delta_next(d)) n++;
   if (!n) return;
-  engine_sync_count(s->e, ENG_SYNC_ROUNDS, 1);
-  eng_delta **d = malloc(n * sizeof *d);
+  approx_count(s->a, APPROX_ROUNDS, 1);
+  approx_delta **d = malloc(n * sizeof *d);
   int64_t *cost = malloc(n * sizeof *cost), *level = malloc(n * sizeof *level);
   if (!d || !cost || !level) {
     free(d), free(cost), free(level);
-    engine_sync_apply(s->e, list, NULL, 0);
+    approx_apply(s->a, list, NULL, 0);
     return;
   }
   size_t i = 0;
-  for (eng_delta *x = list; x; x = engine_delta_next(x), i++) {
+  for (approx_delta *x = list; x; x = approx_delta_next(x), i++) {
     d[i] = x;
-    cost[i] = engine_delta_cost(x);
+    cost[i] = approx_delta_cost(x);
   }
   pass(s, d, n, cost, level);
-  engine_sync_apply(s->e, list, level, clock_wall_ns());
+  approx_apply(s->a, list, level, clock_wall_ns());
   free(d);
   free(cost);
   free(level);
@@ -655,12 +655,12 @@ static void round_(rs_sync *s) {
 
 /*
  * Other daemons' resets: a connection of its own, subscribed to the
- * resets' channel (engine_reset_channel) on the first node that accepts
+ * resets' channel (approx_reset_channel) on the first node that accepts
  * and that the rounds have not found down (in a cluster a PUBLISH reaches
  * the subscribers of every node), read
  * after each round without waiting: a reset published by any daemon
  * drops this daemon's state for its keys within about an interval
- * (engine_sync_reset). Pub/sub keeps nothing for a subscriber that was
+ * (approx_reset_message). Pub/sub keeps nothing for a subscriber that was
  * not there: while the subscription is down (tried again every breaker
  * interval) this daemon misses the resets, and its state for their keys
  * refills as its algorithm refills it. A connection that died without a
@@ -672,7 +672,7 @@ static void subscribe(rs_sync *s) {
   if (s->sub || now < s->sub_after) return;
   s->sub_after = now + s->cfg.breaker_ms;
   char ch[64], err[256] = "every node is down (breaker)";
-  engine_reset_channel(s->e, ch, sizeof ch);
+  approx_reset_channel(s->a, ch, sizeof ch);
   for (int n = 0; n < s->topo.nnodes; n++) {
     if (now < s->down_until[n]) continue; /* known down: no connect wait */
     redisContext *c =
@@ -692,7 +692,7 @@ static void subscribe(rs_sync *s) {
       s->sub = c;
       s->sub_pinged = now;
       s->sub_ping_at = 0;
-      engine_sync_subscribed(s->e, 1);
+      approx_subscribed(s->a, 1);
       return;
     }
     redisFree(c);
@@ -724,7 +724,7 @@ static void read_resets(rs_sync *s) {
     }
     redisReply *r = x;
     if (is_kind(r, "message", 3)) {
-      engine_sync_reset(s->e, r->element[2]->str, r->element[2]->len);
+      approx_reset_message(s->a, r->element[2]->str, r->element[2]->len);
       msgs++;
     } else if (is_kind(r, "pong", 2)) {
       s->sub_ping_at = 0;
@@ -750,7 +750,7 @@ lost:
           why ? why : s->sub->errstr);
   redisFree(s->sub);
   s->sub = NULL;
-  engine_sync_subscribed(s->e, 0);
+  approx_subscribed(s->a, 0);
   s->sub_after = 0; /* at once (the next round): Redis may be back already */
 }
 
@@ -784,11 +784,11 @@ static void *sync_main(void *arg) {
   return NULL;
 }
 
-rs_sync *rs_sync_start(engine *e, const rc_config *c, const rc_topology *t,
+rs_sync *rs_sync_start(approx *a, const rc_config *c, const rc_topology *t,
                        int interval_ms) {
   rs_sync *s = calloc(1, sizeof *s);
   if (!s) return NULL;
-  s->e = e;
+  s->a = a;
   s->cfg = *c;
   s->topo = *t;
   if (s->topo.nnodes == 0) {

@@ -498,24 +498,10 @@ static void status_json(strbuf *b, const eng_status *s) {
   STRBUF_LIT(b, "}");
 }
 
-static int engine_error(h2o_req_t *req, int rc, const eng_request *er) {
-  switch (rc) {
-  case ENG_EDOMAIN:
-    return send_error(req, 404, "unknown domain '%.*s'",
-                      (int)(er->domain_len < 200 ? er->domain_len : 200),
-                      er->domain);
-  case ENG_EDESCRIPTOR:
-    return send_error(req, 400, "descriptors: 1 to %d, each 1 to %d entries "
-                                "of at most %d bytes in all",
-                      ENG_MAX_DESCRIPTORS, ENG_MAX_ENTRIES, SL_KEY_MAX);
-  case SL_ECOST:
-    return send_error(req, 400, "hits exceed what a matching rule can ever "
-                                "allow");
-  case SL_ENOMEM:
-    return send_error(req, 503, "the store is out of memory");
-  default:
-    return send_error(req, 400, "%s", sl_strerror(rc));
-  }
+/* A failed decision or reset: the error's status, the engine's message
+   (engine/errors.h). */
+static int engine_error(h2o_req_t *req, int rc, const char *msg) {
+  return send_error(req, eng_error_of(rc)->http_status, "%s", msg);
 }
 
 /* Sends the answer to a decided check (status, headers, body). */
@@ -598,7 +584,7 @@ static void wait_done(void *ud, int rc, eng_result *res) {
   if (wt->req) {
     *wt->hook = NULL;
     if (rc)
-      send_error(wt->req, 500, "%s", sl_strerror(rc));
+      engine_error(wt->req, rc, res->msg);
     else if (wt->kind == W_CHECK)
       render_check(wt->req, wt->srv, res, wt->n, wt->peek,
                    wt->has_skipped ? wt->skipped : NULL, wt->asked, wt->now);
@@ -636,16 +622,20 @@ static int answer_check(h2o_req_t *req, server *srv, const eng_request *er,
              (asked < ENG_MAX_DESCRIPTORS ? asked : ENG_MAX_DESCRIPTORS) *
                  sizeof *skipped);
   }
-  int rc = r.n ? engine_check_async(w->et, &r, now, res, wait_done, wt) : 0;
+  eng_query q = {.kind = ENG_QUERY_RULES, .req = &r, .now = now};
+  int rc = r.n ? engine_decide(w->et, &q, res, wt ? wait_done : NULL, wt) : 0;
   if (rc == ENG_PENDING) return wait_pending(wt);
   if (!r.n) { /* every descriptor was skipped: nothing applies */
-    if (!config_domain(engine_config(srv->eng), r.domain, r.domain_len))
+    if (!config_domain(engine_config(srv->eng), r.domain, r.domain_len)) {
       rc = ENG_EDOMAIN;
+      snprintf(res->msg, sizeof res->msg, "unknown domain '%.*s'",
+               (int)(r.domain_len < 200 ? r.domain_len : 200), r.domain);
+    }
     res->allowed = 1;
     res->n = 0;
     res->worst = -1;
   }
-  int sent = rc ? engine_error(req, rc, &r)
+  int sent = rc ? engine_error(req, rc, res->msg)
                 : render_check(req, srv, res, r.n, peek, skipped, asked, now);
   free(wt);
   return sent;
@@ -854,24 +844,21 @@ static int get_throttle(h2o_req_t *req, server *srv, int peek) {
   if (peek) cost = 0;
   if (key->value_len > srv->o.max_key)
     return send_error(req, 400, "key longer than %zu bytes", srv->o.max_key);
-  char err[256];
   int64_t now = clock_wall_ns();
   eng_result stack_res, *res = &stack_res;
   http_wait *wt = wait_new(req, srv, W_THROTTLE, now);
   if (wt) res = &wt->r;
-  int rc = engine_throttle_async(w->et, key->value, key->value_len,
-                                 pol->value, pol->value_len, cost, now, res,
-                                 err, sizeof err, wait_done, wt);
+  eng_query q = {.kind = ENG_QUERY_POLICY,
+                 .key = key->value,
+                 .key_len = key->value_len,
+                 .spec = pol->value,
+                 .spec_len = pol->value_len,
+                 .cost = cost,
+                 .now = now};
+  int rc = engine_decide(w->et, &q, res, wt ? wait_done : NULL, wt);
   if (rc == ENG_PENDING) return wait_pending(wt);
-  free(rc ? wt : NULL);
-  if (rc == SL_EPOLICY || rc == ENG_EADHOC)
-    return send_error(req, 400, "policy: %s", err);
-  if (rc == SL_ECOST)
-    return send_error(req, 400, "cost %lld can never be allowed by %s",
-                      (long long)cost, pol->value);
-  if (rc == SL_ENOMEM) return send_error(req, 503, "the store is out of memory");
-  if (rc) return send_error(req, 400, "%s", sl_strerror(rc));
-  int sent = render_throttle(req, srv, res, now);
+  int sent = rc ? engine_error(req, rc, res->msg)
+                : render_throttle(req, srv, res, now);
   free(wt);
   return sent;
 }
@@ -902,36 +889,13 @@ static int render_throttle(h2o_req_t *req, server *srv, const eng_result *res,
 }
 
 /* A reset's answer: {"reset":N}, or why it failed. */
-static int render_reset(h2o_req_t *req, const eng_request *er, int rc,
-                        const eng_reset *r) {
-  switch (rc) {
-  case 0: {
-    ANSWER_BUF(b);
-    STRBUF_LIT(&b, "{\"reset\":");
-    strbuf_add_i64(&b, r->dropped);
-    STRBUF_LIT(&b, "}\n");
-    return send_body(req, 200, "application/json", &b);
-  }
-  case ENG_ESTORE:
-    if (!r->failed) /* deleted, but the other daemons were not told */
-      return send_error(req, 503,
-                        "reset failed: the other daemons were not "
-                        "told (%s); this daemon's state and Redis's "
-                        "were dropped",
-                        r->err);
-    return send_error(req, 503, "reset failed: Redis did not confirm %d of "
-                                "its %d deletions (%s)", r->failed, r->keys,
-                      r->err);
-  case SL_EPOLICY:
-    return send_error(req, 400, "policy: %s", r->err);
-  case SL_EKEY:
-    return send_error(req, 400, "key longer than %d bytes", SL_KEY_MAX);
-  case ENG_EREMOTE:
-    return send_error(req, 503, "this worker has no Redis client: nothing "
-                                "was reset");
-  default:
-    return engine_error(req, rc, er);
-  }
+static int render_reset(h2o_req_t *req, int rc, const eng_reset *r) {
+  if (rc) return engine_error(req, rc, r->msg);
+  ANSWER_BUF(b);
+  STRBUF_LIT(&b, "{\"reset\":");
+  strbuf_add_i64(&b, r->dropped);
+  STRBUF_LIT(&b, "}\n");
+  return send_body(req, 200, "application/json", &b);
 }
 
 /* A reset waiting for Redis (fleet mode, either): dropped with its request
@@ -951,7 +915,7 @@ static void reset_done(void *ud, int rc, eng_reset *r) {
   reset_wait *rw = ud;
   if (rw->req) {
     *rw->hook = NULL;
-    render_reset(rw->req, NULL, rc, r);
+    render_reset(rw->req, rc, r);
   }
   free(rw);
 }
@@ -993,12 +957,13 @@ static int admin_reset(h2o_req_t *req, server *srv) {
   }
   rw->req = req;
   rw->hook = NULL;
-  int rc = key ? engine_reset_key_async(w->et, key->value, key->value_len,
-                                        pol ? pol->value : NULL,
-                                        pol ? pol->value_len : 0, &rw->r,
-                                        reset_done, rw)
-               : engine_reset_descriptor_async(w->et, &er, &rw->r,
-                                               reset_done, rw);
+  eng_query q = {.kind = key ? ENG_QUERY_POLICY : ENG_QUERY_RULES,
+                 .req = &er,
+                 .key = key ? key->value : NULL,
+                 .key_len = key ? key->value_len : 0,
+                 .spec = pol ? pol->value : NULL,
+                 .spec_len = pol ? pol->value_len : 0};
+  int rc = engine_reset(w->et, &q, &rw->r, reset_done, rw);
   if (rc == ENG_PENDING) {
     /* (the engine copied what it needs from er: the body can go) */
     json_decref(root);
@@ -1007,7 +972,7 @@ static int admin_reset(h2o_req_t *req, server *srv) {
     *rw->hook = rw;
     return 0;
   }
-  int sent = render_reset(req, key ? NULL : &er, rc, &rw->r);
+  int sent = render_reset(req, rc, &rw->r);
   json_decref(root);
   free(rw);
   return sent;

@@ -224,17 +224,9 @@ static long long cell_secs(int64_t ns) {
   return ns / 1000000000 + ((ns % 1000000000) / 1000000 > 0);
 }
 
-static void lib_error(resp_conn *c, int rc, int64_t cost, const char *what) {
-  if (rc == SL_ECOST)
-    out_err(c, "ERR cost %lld can never be allowed by %s", (long long)cost,
-            what);
-  else if (rc == SL_EKEY)
-    out_err(c, "ERR key longer than %d bytes", SL_KEY_MAX);
-  else if (rc == ENG_EADHOC)
-    out_err(c, "ERR too many distinct ad-hoc policies (max %d)",
-            ENG_MAX_ADHOC);
-  else
-    out_err(c, "ERR %s", sl_strerror(rc));
+/* A failed decision or reset: the engine's message (engine/errors.h). */
+static void engine_error(resp_conn *c, const char *msg) {
+  out_err(c, "ERR %s", msg);
 }
 
 static void reply_cl(resp_conn *c, const eng_result *r, int never) {
@@ -337,7 +329,7 @@ static void slot_done(void *ud, int rc, eng_result *r) {
   }
   size_t mark = c->out.len;
   if (rc)
-    out_err(c, "ERR %s", sl_strerror(rc));
+    engine_error(c, r->msg);
   else if (s->kind == K_CL)
     reply_cl(c, r, s->never);
   else if (s->kind == K_SL_THROTTLE)
@@ -421,12 +413,15 @@ static void cmd_cl_throttle(resp_conn *c, const resp_cmd *cmd) {
   }
   int64_t now = clock_wall_ns();
   int never = qty > (long long)p.burst; /* redis-cell: limited, retry -1 */
-  RESP_DECIDE(K_CL, never,
-              engine_throttle_policy_async(c->w->et, cmd->argv[1],
-                                           cmd->len[1], &p, never ? 0 : qty,
-                                           now, r, slot_done, slot));
+  eng_query q = {.kind = ENG_QUERY_POLICY,
+                 .key = cmd->argv[1],
+                 .key_len = cmd->len[1],
+                 .policy = &p,
+                 .cost = never ? 0 : qty,
+                 .now = now};
+  RESP_DECIDE(K_CL, never, engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
-    lib_error(c, rc, qty, "this rate");
+    engine_error(c, r->msg);
     return;
   }
   reply_cl(c, r, never);
@@ -443,18 +438,17 @@ static void cmd_sl_throttle(resp_conn *c, const resp_cmd *cmd) {
     out_err(c, "ERR cost must be an integer >= 0");
     return;
   }
-  char err[256];
+  eng_query q = {.kind = ENG_QUERY_POLICY,
+                 .key = cmd->argv[1],
+                 .key_len = cmd->len[1],
+                 .spec = cmd->argv[2],
+                 .spec_len = cmd->len[2],
+                 .cost = cost,
+                 .now = clock_wall_ns()};
   RESP_DECIDE(K_SL_THROTTLE, 0,
-              engine_throttle_async(c->w->et, cmd->argv[1], cmd->len[1],
-                                    cmd->argv[2], cmd->len[2], cost,
-                                    clock_wall_ns(), r, err, sizeof err,
-                                    slot_done, slot));
-  if (rc == SL_EPOLICY || rc == ENG_EADHOC) {
-    out_err(c, "ERR invalid policy: %s", err);
-    return;
-  }
+              engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
-    lib_error(c, rc, cost, "this policy");
+    engine_error(c, r->msg);
     return;
   }
   reply_sl_throttle(c, r);
@@ -486,20 +480,10 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
     d.entries[i] = (cfg_entry){cmd->argv[2 + 2 * i], cmd->len[2 + 2 * i],
                                cmd->argv[3 + 2 * i], cmd->len[3 + 2 * i]};
   eng_request req = {cmd->argv[1], cmd->len[1], &d, 1, hits};
-  RESP_DECIDE(K_SL_CHECK, 0,
-              engine_check_async(c->w->et, &req, clock_wall_ns(), r, slot_done,
-                                 slot));
-  if (rc == ENG_EDOMAIN) {
-    out_err(c, "ERR unknown domain '%.*s'", (int)cmd->len[1], cmd->argv[1]);
-    return;
-  }
-  if (rc == ENG_EDESCRIPTOR) {
-    out_err(c, "ERR descriptor too long (at most %d bytes in all)",
-            SL_KEY_MAX);
-    return;
-  }
+  eng_query q = {.kind = ENG_QUERY_RULES, .req = &req, .now = clock_wall_ns()};
+  RESP_DECIDE(K_SL_CHECK, 0, engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
-    lib_error(c, rc, hits, "a matching rule");
+    engine_error(c, r->msg);
     return;
   }
   reply_sl_check(c, r);
@@ -507,22 +491,8 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
 
 /* SL.RESET's reply: the states dropped, or why Redis did not drop them. */
 static void reply_reset(resp_conn *c, int rc, const eng_reset *r) {
-  if (rc == ENG_ESTORE && !r->failed) /* the other daemons not told */
-    out_err(c,
-            "ERR reset failed: the other daemons were not told (%s); "
-            "this daemon's state and Redis's were dropped",
-            r->err);
-  else if (rc == ENG_ESTORE)
-    out_err(c, "ERR reset failed: Redis did not confirm %d of its %d "
-               "deletions (%s)", r->failed, r->keys, r->err);
-  else if (rc == SL_EPOLICY)
-    out_err(c, "ERR invalid policy: %s", r->err);
-  else if (rc == SL_EKEY)
-    out_err(c, "ERR key longer than %d bytes", SL_KEY_MAX);
-  else if (rc == ENG_EREMOTE)
-    out_err(c, "ERR this worker has no Redis client: nothing was reset");
-  else if (rc)
-    out_err(c, "ERR %s", sl_strerror(rc));
+  if (rc)
+    engine_error(c, r->msg);
   else
     out_int(c, r->dropped);
 }
@@ -554,10 +524,12 @@ static void cmd_sl_reset(resp_conn *c, const resp_cmd *cmd) {
   }
   *slot = (resp_slot){.c = c, .kind = K_SL_RESET};
   eng_reset *r = (eng_reset *)(void *)(slot + 1);
-  int rc = engine_reset_key_async(c->w->et, cmd->argv[1], cmd->len[1],
-                                  cmd->argc == 3 ? cmd->argv[2] : NULL,
-                                  cmd->argc == 3 ? cmd->len[2] : 0, r,
-                                  reset_done, slot);
+  eng_query q = {.kind = ENG_QUERY_POLICY,
+                 .key = cmd->argv[1],
+                 .key_len = cmd->len[1],
+                 .spec = cmd->argc == 3 ? cmd->argv[2] : NULL,
+                 .spec_len = cmd->argc == 3 ? cmd->len[2] : 0};
+  int rc = engine_reset(c->w->et, &q, r, reset_done, slot);
   if (rc == ENG_PENDING) {
     slot_link(c, slot);
     return;

@@ -28,6 +28,7 @@
 #include "../base/num.h"
 #include "../fleet/client.h"
 #include "../fleet/script.h"
+#include "../fleet/fleet.h"
 #include "../fleet/sync.h"
 #include "daemon.h"
 #include "server.h"
@@ -206,7 +207,7 @@ typedef struct worker_boot {
 
 /* The engine's remote, on this worker's Redis client. */
 static int remote_send(void *io, int slot, char *cmd, size_t len,
-                       eng_reply_fn cb, void *ud) {
+                       fleet_reply_fn cb, void *ud) {
   return rc_send(io, slot, cmd, len, cb, ud);
 }
 
@@ -349,7 +350,7 @@ static void *worker_main(void *arg) {
     w->rc = rc_client_new(w->loop, b->rcfg, b->topo);
     if (w->rc && b->map) rc_client_share(w->rc, b->map);
     if (w->rc) {
-      engine_thread_set_remote(w->et, remote_send, w->rc);
+      fleet_thread_set_transport(w->et, remote_send, w->rc);
       w->remote = srv->remote;
     } else {
       log_msg("error", "worker %u: no Redis client (out of memory): %s",
@@ -716,15 +717,24 @@ int serve_main(int argc, char **argv) {
   /* (approximate mode syncs through the same script: same policy range) */
   if (!cfg) return 1;
   char err[256];
+  /* Where per-key state lives: this daemon's memory, or Redis, exactly
+     (each decision a script) or approximately (local, synced). */
+  fleet_opts fo = {.cluster = rcfg.cluster,
+                   .breaker_ms = rcfg.breaker_ms,
+                   .batch_max = batch_max,
+                   .db = rcfg.db};
+  eng_backend *backend = !remote   ? NULL
+                         : sync_ms ? fleet_approx_new(&fo)
+                                   : fleet_exact_new(&fo);
+  if (remote && !backend) {
+    log_msg("error", "out of memory");
+    config_free(cfg);
+    return 1;
+  }
   engine_opts eo = {.max_memory = o->max_memory,
-                    .remote = srv.remote,
-                    .cluster = rcfg.cluster,
                     .on_store_error = store_error,
                     .local_fraction = local_fraction,
-                    .breaker_ms = rcfg.breaker_ms,
-                    .batch_max = batch_max,
-                    .sync = sync_ms > 0,
-                    .db = rcfg.db};
+                    .backend = backend};
   srv.eng = engine_new(&eo, cfg, err, sizeof err);
   if (!srv.eng) {
     log_msg("error", "%s", err);
@@ -804,7 +814,7 @@ int serve_main(int argc, char **argv) {
 
   rs_sync *sync = NULL;
   if (ok && sync_ms) {
-    sync = rs_sync_start(srv.eng, &rcfg, &topo, sync_ms);
+    sync = rs_sync_start(fleet_approx_of(backend), &rcfg, &topo, sync_ms);
     if (sync)
       log_msg("info", "approximate mode: local decisions, synced with "
                       "redis every %d ms", sync_ms);

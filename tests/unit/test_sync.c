@@ -166,7 +166,7 @@ static rs_sync *sync_of(engine *e, int nodes, int interval_ms) {
   fail_append = appends = 0;
   rs_sync *s = calloc(1, sizeof *s);
   assert_non_null(s);
-  s->e = e;
+  s->a = approx_of(e);
   s->cfg.cluster = nodes > 1;
   s->cfg.timeout_ms = interval_ms;
   s->cfg.breaker_ms = 1000;
@@ -188,27 +188,27 @@ static void sync_free(rs_sync *s) {
 
 /* A round: the engine's charges, as pass() takes them. */
 typedef struct pass_keys {
-  eng_delta *list;
+  approx_delta *list;
   size_t n;
-  eng_delta **d;
+  approx_delta **d;
   int64_t *cost, *level;
   int *slot;
 } pass_keys;
 
 static pass_keys take_round(engine *e) {
-  pass_keys r = {engine_sync_take(e), 0, NULL, NULL, NULL, NULL};
-  for (eng_delta *d = r.list; d; d = engine_delta_next(d)) r.n++;
+  pass_keys r = {approx_take(approx_of(e)), 0, NULL, NULL, NULL, NULL};
+  for (approx_delta *d = r.list; d; d = approx_delta_next(d)) r.n++;
   r.d = calloc(r.n, sizeof *r.d);
   r.cost = calloc(r.n, sizeof *r.cost);
   r.level = calloc(r.n, sizeof *r.level);
   r.slot = calloc(r.n, sizeof *r.slot);
   assert_true(r.d && r.cost && r.level && r.slot);
   size_t i = 0;
-  for (eng_delta *d = r.list; d; d = engine_delta_next(d), i++) {
+  for (approx_delta *d = r.list; d; d = approx_delta_next(d), i++) {
     size_t len;
-    const char *k = engine_delta_key(d, &len);
+    const char *k = approx_delta_key(d, &len);
     r.d[i] = d;
-    r.cost[i] = engine_delta_cost(d);
+    r.cost[i] = approx_delta_cost(d);
     r.slot[i] = (int)rc_key_slot(k, len);
   }
   return r;
@@ -216,7 +216,7 @@ static pass_keys take_round(engine *e) {
 
 /* Applies the round's levels and frees it. */
 static void round_done(engine *e, pass_keys *r) {
-  engine_sync_apply(e, r->list, r->level, T0);
+  approx_apply(approx_of(e), r->list, r->level, T0);
   free(r->d), free(r->cost), free(r->level), free(r->slot);
 }
 
@@ -264,8 +264,7 @@ static int count_level(const pass_keys *r, int64_t level) {
 }
 
 static fixture sync_fixture(void) {
-  engine_opts o = {0};
-  o.sync = 1;
+  engine_opts o = approx_opts();
   return fixture_with(&o, "domain: d\ndescriptors: []\n");
 }
 
@@ -285,7 +284,7 @@ static void a_failed_append_leaves_the_nodes_batches_unsent(void **state) {
   fail_append = 2;
   s->refresh_after = INT64_MAX; /* (node 0 down: no map asked; below) */
   pass(s, r.d, r.n, r.cost, r.level);
-  assert_int_equal(count_level(&r, ENG_LEVEL_UNSENT), 2);
+  assert_int_equal(count_level(&r, APPROX_LEVEL_UNSENT), 2);
   assert_int_equal(heard(0, "EVALSHA"), 0);
   round_done(f.e, &r);
   sync_free(s);
@@ -304,7 +303,7 @@ static void a_failed_append_of_a_follow_up_leaves_it_unsent(void **state) {
   says(0, noscript, sizeof noscript - 1);
   fail_append = 2; /* the pipeline's append went; the SCRIPT LOAD fails */
   pass(s, r.d, r.n, r.cost, r.level);
-  assert_int_equal(r.level[0], ENG_LEVEL_UNSENT);
+  assert_int_equal(r.level[0], APPROX_LEVEL_UNSENT);
   assert_int_equal(heard(0, "EVALSHA"), 1);
   assert_int_equal(heard(0, "SCRIPT"), 0);
   round_done(f.e, &r);
@@ -351,7 +350,7 @@ static void follow_ups_stop_at_the_end_of_the_interval(void **state) {
   /* calls started at 0, 30, 60 and 90 ms; none at 120 */
   assert_int_equal(heard(1, "EVALSHA"), 4);
   assert_int_equal(count_level(&r, 90), 4);
-  assert_int_equal(count_level(&r, ENG_LEVEL_UNSENT), 2);
+  assert_int_equal(count_level(&r, APPROX_LEVEL_UNSENT), 2);
   assert_true(fake_ns - t0 <= MS(120));
   for (int i = 0; i < 6; i++) assert_int_equal(s->topo.slot_node[slots[i]], 1);
   round_done(f.e, &r);
@@ -436,7 +435,7 @@ static void a_dead_master_is_relearned_from_another_node(void **state) {
   says_slots_on(1, 7002);
   pass_keys r = take_round(f.e);
   pass(s, r.d, r.n, r.cost, r.level);
-  assert_int_equal(count_level(&r, ENG_LEVEL_UNSENT), 2);
+  assert_int_equal(count_level(&r, APPROX_LEVEL_UNSENT), 2);
   assert_int_equal(heard(1, "CLUSTER"), 1);
   for (int x = 0; x < 16384; x++) assert_int_equal(s->topo.slot_node[x], 2);
   round_done(f.e, &r);
@@ -468,7 +467,7 @@ static void a_dead_master_is_asked_about_until_its_replica_takes_over(
   says_slots_on(1, 7000);
   pass_keys r = take_round(f.e);
   pass(s, r.d, r.n, r.cost, r.level);
-  assert_int_equal(r.level[0], ENG_LEVEL_UNSENT);
+  assert_int_equal(r.level[0], APPROX_LEVEL_UNSENT);
   assert_int_equal(heard(1, "CLUSTER"), 1);
   assert_int_equal(s->topo.slot_node[r.slot[0]], 0);
   round_done(f.e, &r);
@@ -477,7 +476,7 @@ static void a_dead_master_is_asked_about_until_its_replica_takes_over(
     fake_ns = t0 + MS(100 * i);
     r = take_round(f.e);
     pass(s, r.d, r.n, r.cost, r.level);
-    assert_int_equal(r.level[0], ENG_LEVEL_UNSENT);
+    assert_int_equal(r.level[0], APPROX_LEVEL_UNSENT);
     round_done(f.e, &r);
   }
   assert_int_equal(heard(1, "CLUSTER"), 1);
