@@ -30,6 +30,7 @@
 #include "../fleet/script.h"
 #include "../fleet/sync.h"
 #include "daemon.h"
+#include "redis_h2o.h"
 #include "server.h"
 
 #define EXPIRE_EVERY_MS 100
@@ -346,7 +347,8 @@ static void *worker_main(void *arg) {
     /* Exact mode decides through it; approximate mode only resets (its
        DELs): decisions there never wait, and the client connects on its
        first command. */
-    w->rc = rc_client_new(w->loop, b->rcfg, b->topo);
+    rc_loop io = redis_h2o_loop(w->loop);
+    w->rc = rc_client_new(&io, b->rcfg, b->topo, NULL);
     if (w->rc && b->map) rc_client_share(w->rc, b->map);
     if (w->rc) {
       engine_thread_set_remote(w->et, remote_send, w->rc);
