@@ -118,12 +118,15 @@ static void *zalloc(rc_client *c, size_t n) {
   return p;
 }
 
+/* Gives p (size bytes, NULL: nothing) back to c's memory. */
 static void release(rc_client *c, void *p, size_t size) {
   if (p) mem_with(&c->alloc, p, size, 0);
 }
 
 /* ---- the timer ---- */
 
+/* Has the timer fire at `at` (monotonic ns), unless it is set for no
+   later already; at least a microsecond from now. */
 static void timer_arm(rc_client *c, int64_t at) {
   if (c->timer_at && c->timer_at <= at) return;
   c->timer_at = at;
@@ -136,6 +139,7 @@ static void timer_arm(rc_client *c, int64_t at) {
 static void split_done(split_call *s);
 static void relearn_map(rc_client *c, int failed);
 
+/* Node n's address (the router's). */
 static const rc_addr *addr_of(const node *n) {
   return rt_addr(&n->c->rt, n->idx);
 }
@@ -467,6 +471,8 @@ static void retry_due(rc_client *c, int64_t now) {
 
 static void node_write(node *n);
 
+/* n's write is done: its buffer goes back, and what was queued meanwhile
+   is written at once (no batch window) or at the window's end. */
 static void on_write(void *ud, const char *err) {
   node *n = ud;
   release(n->c, n->inflight, n->inflight_cap);
@@ -588,6 +594,8 @@ static void on_reply(node *n, redisReply *r) {
   }
 }
 
+/* Bytes from n (all fed to its reader, each reply handled in order), or
+   the connection lost. */
 static void on_read(void *ud, const char *err, const char *bytes,
                     size_t len) {
   node *n = ud;
@@ -613,6 +621,8 @@ static void on_read(void *ud, const char *err, const char *bytes,
 
 /* ---- connections ---- */
 
+/* The loop's word on n's connect: up (the handshake and what was queued
+   are written), or failed (its commands with it). */
 static void on_connect(void *ud, const char *err) {
   node *n = ud;
   if (err) {
@@ -625,6 +635,8 @@ static void on_connect(void *ud, const char *err) {
   node_write(n);
 }
 
+/* Resolves n's address once (getaddrinfo: a name may need DNS): 0, or
+   -1 when it does not resolve. */
 static int node_resolve(node *n) {
   if (n->resolved) return 0;
   struct addrinfo hints, *res = NULL;
@@ -735,6 +747,8 @@ static int64_t node_deadlines(node *n, int64_t now) {
   }
 }
 
+/* Every node's deadlines at now (node_deadlines): a stalled node fails;
+   the timer is set for the next one. */
 static void check_deadlines(rc_client *c, int64_t now) {
   int64_t next = 0;
   for (int i = 0; i < rt_nodes(&c->rt); i++) {
@@ -747,6 +761,8 @@ static void check_deadlines(rc_client *c, int64_t now) {
   if (next) timer_arm(c, next);
 }
 
+/* Writes each node's queue whose batch window is over (connecting a node
+   that is not connected); the timer is set for the next window's end. */
 static void flush_nodes(rc_client *c, int64_t now) {
   int64_t next = 0;
   for (int i = 0; i < rt_nodes(&c->rt); i++) {
@@ -766,6 +782,7 @@ static void flush_nodes(rc_client *c, int64_t now) {
   if (next) timer_arm(c, next);
 }
 
+/* The timer: deadlines, TRYAGAIN retries, batch windows. */
 static void on_timer(void *ud) {
   rc_client *c = ud;
   c->timer_at = 0;
