@@ -52,12 +52,12 @@ CLI_SRC    = $(wildcard src/cli/*.c)
 SRV_SRC  = $(RULES_SRC) $(ENGINE_SRC) $(FLEET_SRC) $(SERVER_SRC)
 SRV_OBJ  = $(SRV_SRC:%.c=$(BUILD)/obj/%.o)
 SRV_LIBS = -lh2o-evloop -lyaml -ljansson -lhiredis -lssl -lcrypto
-# The daemon's layers that need no h2o (rules, engine, the fleet's codecs,
-# the RESP parser): an archive the unit tests and test tools link.
-CORE_FLEET = script slot keys exact approx unlink
+# The daemon's layers that need no h2o (rules, engine, fleet: its clients
+# reach the event loop through an adapter; the RESP parser): an archive the
+# unit tests and test tools link.
 CORE_SRV_OBJ = $(RULES_SRC:%.c=$(BUILD)/obj/%.o) \
-  $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/src/server/resp_parse.o \
-  $(CORE_FLEET:%=$(BUILD)/obj/src/fleet/%.o)
+  $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o) $(FLEET_SRC:%.c=$(BUILD)/obj/%.o) \
+  $(BUILD)/obj/src/server/resp_parse.o
 CORE_SRV_LIBS = -lyaml -lhiredis -lcrypto
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)

@@ -31,6 +31,7 @@
 #include "../fleet/fleet.h"
 #include "../fleet/sync.h"
 #include "daemon.h"
+#include "redis_h2o.h"
 #include "server.h"
 
 #define EXPIRE_EVERY_MS 100
@@ -347,7 +348,8 @@ static void *worker_main(void *arg) {
     /* Exact mode decides through it; approximate mode only resets (its
        DELs): decisions there never wait, and the client connects on its
        first command. */
-    w->rc = rc_client_new(w->loop, b->rcfg, b->topo);
+    rc_loop io = redis_h2o_loop(w->loop);
+    w->rc = rc_client_new(&io, b->rcfg, b->topo, NULL);
     if (w->rc && b->map) rc_client_share(w->rc, b->map);
     if (w->rc) {
       fleet_thread_set_transport(w->et, remote_send, w->rc);
