@@ -424,6 +424,7 @@ static void parse_limit(loader *L, cfg_node *d, const yaml_node_t *map,
           continue;
         }
         FOR_PAIRS(L, r, rk, rv) {
+          if (dup_key(L, r, p_, rk, kn_)) continue;
           if (!strcmp(rk, "name"))
             rname = scalar(L, rv, "name");
           else

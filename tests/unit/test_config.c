@@ -1185,6 +1185,22 @@ static void unknown_replaces_key_is_an_error(void **state) {
                   NULL);
 }
 
+/* Bug: a replaces entry took a key given twice silently (the last name
+   won), where every other mapping rejects it. */
+static void a_key_twice_in_a_replaces_entry_is_an_error(void **state) {
+  (void)state;
+  load_fails_with("domain: d\n"
+                  "descriptors:\n"
+                  "  - key: a\n"
+                  "    rate_limit:\n"
+                  "      unit: second\n"
+                  "      requests_per_unit: 1\n"
+                  "      replaces:\n"
+                  "        - name: x\n"
+                  "          name: y\n",
+                  "t.yaml:9:11: duplicate key 'name'", NULL);
+}
+
 static void duplicate_mapping_key_is_an_error(void **state) {
   (void)state;
   load_fails_with("domain: d\ndomain: e\n",
@@ -2188,6 +2204,7 @@ int main(void) {
       cmocka_unit_test(unknown_descriptor_key_is_an_error),
       cmocka_unit_test(unknown_rate_limit_key_is_an_error),
       cmocka_unit_test(unknown_replaces_key_is_an_error),
+      cmocka_unit_test(a_key_twice_in_a_replaces_entry_is_an_error),
       cmocka_unit_test(duplicate_mapping_key_is_an_error),
       cmocka_unit_test(bad_unit_is_an_error),
       cmocka_unit_test(bad_policy_is_an_error_with_the_policy_message),
