@@ -1,5 +1,5 @@
 /*
- * test_config.c — the daemon's YAML rules (src/rules/config.c): loading
+ * test_config.c — the daemon's YAML rules (src/rules/): loading
  * strings, files and directories; envoyproxy/ratelimit's README examples 1-9
  * as matching outcomes; sluice's extensions (policy:, algorithm/period/burst,
  * rate_limits); fleet mode's on_store_error, local_fraction and hash_tag
