@@ -12,6 +12,7 @@
 
 #include "helpers.h"
 
+#include "fixtures.h"
 #include "rules/config.h"
 
 #define MIN_NS (INT64_C(60) * NS_PER_S)
@@ -360,19 +361,7 @@ static void domains_are_found_by_a_counted_name(void **state) {
 
 static void example1_each_listed_value_has_its_own_limit(void **state) {
   (void)state;
-  sl_config *c = load_ok("domain: mongo_cps\n"
-                         "descriptors:\n"
-                         "  - key: database\n"
-                         "    value: users\n"
-                         "    rate_limit:\n"
-                         "      unit: second\n"
-                         "      requests_per_unit: 500\n"
-                         "\n"
-                         "  - key: database\n"
-                         "    value: default\n"
-                         "    rate_limit:\n"
-                         "      unit: second\n"
-                         "      requests_per_unit: 500\n");
+  sl_config *c = load_ok(yaml_fixture("envoy/example1.yaml"));
   const cfg_limit *u = match(c, "mongo_cps", "database", "users", NULL);
   const cfg_limit *d = match(c, "mongo_cps", "database", "default", NULL);
   assert_string_equal(u->rule, "mongo_cps.database_users");
@@ -384,27 +373,9 @@ static void example1_each_listed_value_has_its_own_limit(void **state) {
   config_free(c);
 }
 
-static const char example2[] =
-    "domain: messaging\n"
-    "descriptors:\n"
-    "  # Only allow 5 marketing messages a day\n"
-    "  - key: message_type\n"
-    "    value: marketing\n"
-    "    descriptors:\n"
-    "      - key: to_number\n"
-    "        rate_limit:\n"
-    "          unit: day\n"
-    "          requests_per_unit: 5\n"
-    "\n"
-    "  # Only allow 100 messages a day to any unique phone number\n"
-    "  - key: to_number\n"
-    "    rate_limit:\n"
-    "      unit: day\n"
-    "      requests_per_unit: 100\n";
-
 static void example2_nested_descriptor_limits_each_number(void **state) {
   (void)state;
-  sl_config *c = load_ok(example2);
+  sl_config *c = load_ok(yaml_fixture("envoy/example2.yaml"));
   const cfg_limit *m = match(c, "messaging", "message_type", "marketing",
                              "to_number", "2061111111", NULL);
   assert_string_equal(m->rule, "messaging.message_type_marketing.to_number");
@@ -418,7 +389,7 @@ static void example2_nested_descriptor_limits_each_number(void **state) {
 
 static void example2_key_only_top_level_limits_any_number(void **state) {
   (void)state;
-  sl_config *c = load_ok(example2);
+  sl_config *c = load_ok(yaml_fixture("envoy/example2.yaml"));
   const cfg_limit *t = match(c, "messaging", "to_number", "2061111111", NULL);
   assert_string_equal(t->rule, "messaging.to_number");
   assert_policy(t, SL_FIXED_WINDOW, 100, 0, DAY_NS, "fixed_window:100/d");
@@ -428,7 +399,7 @@ static void example2_key_only_top_level_limits_any_number(void **state) {
 static void example2_placeholder_without_a_limit_matches_nothing(
     void **state) {
   (void)state;
-  sl_config *c = load_ok(example2);
+  sl_config *c = load_ok(yaml_fixture("envoy/example2.yaml"));
   assert_null(RULE(c, "messaging", "message_type", "marketing"));
   assert_null(RULE(c, "messaging", "message_type", "transactional",
                    "to_number", "2061111111"));
@@ -438,19 +409,7 @@ static void example2_placeholder_without_a_limit_matches_nothing(
 static void example3_key_value_is_preferred_to_the_key_alone(void **state) {
   (void)state;
   /* As in the README: the key-only rule first, the specific one second. */
-  sl_config *c = load_ok("domain: edge_proxy_per_ip\n"
-                         "descriptors:\n"
-                         "  - key: remote_address\n"
-                         "    rate_limit:\n"
-                         "      unit: second\n"
-                         "      requests_per_unit: 10\n"
-                         "\n"
-                         "  # Black list IP\n"
-                         "  - key: remote_address\n"
-                         "    value: 50.0.0.5\n"
-                         "    rate_limit:\n"
-                         "      unit: second\n"
-                         "      requests_per_unit: 0\n");
+  sl_config *c = load_ok(yaml_fixture("envoy/example3.yaml"));
   const cfg_limit *any =
       match(c, "edge_proxy_per_ip", "remote_address", "50.0.0.1", NULL);
   assert_string_equal(any->rule, "edge_proxy_per_ip.remote_address");
@@ -480,13 +439,7 @@ static void example3_order_in_the_file_does_not_matter(void **state) {
 
 static void example4_a_limit_applies_only_at_the_request_depth(void **state) {
   (void)state;
-  sl_config *c = load_ok("domain: example4\n"
-                         "descriptors:\n"
-                         "  - key: key\n"
-                         "    value: value\n"
-                         "    rate_limit:\n"
-                         "      requests_per_unit: 300\n"
-                         "      unit: second\n");
+  sl_config *c = load_ok(yaml_fixture("envoy/example4.yaml"));
   assert_null(RULE(c, "example4", "key", "value", "subkey", "subvalue"));
   assert_string_equal(RULE(c, "example4", "key", "value"), "example4.key_value");
   config_free(c);
@@ -494,15 +447,7 @@ static void example4_a_limit_applies_only_at_the_request_depth(void **state) {
 
 static void example4_a_nested_descriptor_matches_two_entries(void **state) {
   (void)state;
-  sl_config *c = load_ok("domain: example4\n"
-                         "descriptors:\n"
-                         "  - key: key\n"
-                         "    value: value\n"
-                         "    descriptors:\n"
-                         "      - key: subkey\n"
-                         "        rate_limit:\n"
-                         "          requests_per_unit: 300\n"
-                         "          unit: second\n");
+  sl_config *c = load_ok(yaml_fixture("envoy/example4-nested.yaml"));
   assert_string_equal(RULE(c, "example4", "key", "value", "subkey", "subvalue"),
                       "example4.key_value.subkey");
   assert_null(RULE(c, "example4", "key", "value"));
@@ -513,16 +458,7 @@ static void example4_a_nested_descriptor_matches_two_entries(void **state) {
 
 static void example5_unlimited_descriptor_is_always_allowed(void **state) {
   (void)state;
-  sl_config *c = load_ok("domain: internal\n"
-                         "descriptors:\n"
-                         "  - key: ldap\n"
-                         "    rate_limit:\n"
-                         "      unlimited: true\n"
-                         "\n"
-                         "  - key: azure\n"
-                         "    rate_limit:\n"
-                         "      unit: minute\n"
-                         "      requests_per_unit: 100\n");
+  sl_config *c = load_ok(yaml_fixture("envoy/example5.yaml"));
   const cfg_limit *ldap = match(c, "internal", "ldap", "x", NULL);
   assert_non_null(ldap);
   assert_true(ldap->unlimited);
@@ -536,21 +472,7 @@ static void example5_unlimited_descriptor_is_always_allowed(void **state) {
 
 static void example6_shadow_mode_is_per_descriptor(void **state) {
   (void)state;
-  sl_config *c = load_ok("domain: example6\n"
-                         "descriptors:\n"
-                         "  - key: service\n"
-                         "    descriptors:\n"
-                         "      - key: user\n"
-                         "        value: user-a\n"
-                         "        rate_limit:\n"
-                         "          requests_per_unit: 10\n"
-                         "          unit: second\n"
-                         "        shadow_mode: true\n"
-                         "      - key: user\n"
-                         "        value: user-b\n"
-                         "        rate_limit:\n"
-                         "          requests_per_unit: 20\n"
-                         "          unit: second\n");
+  sl_config *c = load_ok(yaml_fixture("envoy/example6.yaml"));
   const cfg_limit *a =
       match(c, "example6", "service", "auth-service", "user", "user-a", NULL);
   const cfg_limit *b =
@@ -566,27 +488,7 @@ static void example6_shadow_mode_is_per_descriptor(void **state) {
 
 static void example7_replaces_names_the_limit_it_replaces(void **state) {
   (void)state;
-  sl_config *c = load_ok("domain: example7\n"
-                         "descriptors:\n"
-                         "  - key: key_1\n"
-                         "    value: value_1\n"
-                         "    descriptors:\n"
-                         "      - key: user\n"
-                         "        value: bkthomps\n"
-                         "        rate_limit:\n"
-                         "          name: specific_limit\n"
-                         "          requests_per_unit: 5\n"
-                         "          unit: second\n"
-                         "  - key: key_2\n"
-                         "    value: value_2\n"
-                         "    descriptors:\n"
-                         "      - key: user\n"
-                         "        value: bkthomps\n"
-                         "        rate_limit:\n"
-                         "          replaces:\n"
-                         "            - name: specific_limit\n"
-                         "          requests_per_unit: 10\n"
-                         "          unit: second\n");
+  sl_config *c = load_ok(yaml_fixture("envoy/example7.yaml"));
   const cfg_limit *one =
       match(c, "example7", "key_1", "value_1", "user", "bkthomps", NULL);
   const cfg_limit *two =
@@ -603,18 +505,7 @@ static void example7_replaces_names_the_limit_it_replaces(void **state) {
 
 static void example8_detailed_metric_is_per_descriptor(void **state) {
   (void)state;
-  sl_config *c = load_ok("domain: example8\n"
-                         "descriptors:\n"
-                         "  - key: key1\n"
-                         "    detailed_metric: true\n"
-                         "    rate_limit:\n"
-                         "      unit: minute\n"
-                         "      requests_per_unit: 10\n"
-                         "  - key: key1\n"
-                         "    value: value1\n"
-                         "    rate_limit:\n"
-                         "      unit: minute\n"
-                         "      requests_per_unit: 20\n");
+  sl_config *c = load_ok(yaml_fixture("envoy/example8.yaml"));
   const cfg_limit *any = match(c, "example8", "key1", "unspecified", NULL);
   const cfg_limit *v1 = match(c, "example8", "key1", "value1", NULL);
   assert_true(any->detailed_metric);
@@ -626,13 +517,7 @@ static void example8_detailed_metric_is_per_descriptor(void **state) {
 
 static void example9_wildcard_value_matches_by_prefix(void **state) {
   (void)state;
-  sl_config *c = load_ok("domain: example9\n"
-                         "descriptors:\n"
-                         "  - key: key1\n"
-                         "    value: value*\n"
-                         "    rate_limit:\n"
-                         "      unit: minute\n"
-                         "      requests_per_unit: 20\n");
+  sl_config *c = load_ok(yaml_fixture("envoy/example9.yaml"));
   assert_string_equal(RULE(c, "example9", "key1", "value_1"),
                       "example9.key1_value*");
   assert_ptr_equal(match(c, "example9", "key1", "value_1", NULL),
