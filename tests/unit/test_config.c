@@ -5,7 +5,8 @@
  * rate_limits); fleet mode's on_store_error, local_fraction and hash_tag
  * (and the --on-store-error parser); flags and rule ids; every load
  * error with its exact file:line:col and message; lookups with counted and
- * binary strings; the embedded default.
+ * binary strings; the embedded default; the key tables' walk that the
+ * parsers share (rules/walk.h).
  */
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 
 #include "fixtures.h"
 #include "rules/config.h"
+#include "rules/walk.h"
 
 #define MIN_NS (INT64_C(60) * NS_PER_S)
 #define HOUR_NS (INT64_C(3600) * NS_PER_S)
@@ -1578,6 +1580,89 @@ static void default_config_loads_and_limits_any_key(void **state) {
   config_free(c);
 }
 
+/* ---- key tables (rules/walk.h) ---- */
+
+/* What a walk of the test table fills: each key's text. */
+typedef struct abcd {
+  rules_text a, b, c, d;
+} abcd;
+
+/*
+ * Walks the root mapping of yaml (named "t.yaml") with the first nkeys of
+ * a, b, c, d as the table of a map "in a test"; the errors go to e, the
+ * values to *out. *out points into *doc: the caller deletes it.
+ */
+static void walk_with(const char *yaml, size_t nkeys, abcd *out,
+                      cfg_errors *e, yaml_document_t *doc) {
+  static const rules_key all[] = {
+      {"a", rules_set_text, offsetof(abcd, a)},
+      {"b", rules_set_text, offsetof(abcd, b)},
+      {"c", rules_set_text, offsetof(abcd, c)},
+      {"d", rules_set_text, offsetof(abcd, d)},
+  };
+  rules_key keys[5] = {{0}};
+  memcpy(keys, all, nkeys * sizeof *keys);
+  const rules_map kind = {"in a test", keys};
+  yaml_parser_t parser;
+  assert_true(yaml_parser_initialize(&parser));
+  yaml_parser_set_input_string(&parser, (const unsigned char *)yaml,
+                               strlen(yaml));
+  assert_true(yaml_parser_load(&parser, doc));
+  yaml_parser_delete(&parser);
+  rules_loader L = {.file = "t.yaml", .doc = doc, .errs = e};
+  rules_walk(&L, yaml_document_get_root_node(doc), &kind, out);
+  assert_int_equal(L.failed, e->n > 0);
+}
+
+/* The one error of walking yaml with the first nkeys keys. */
+static void walk_fails_with(const char *yaml, size_t nkeys, const char *want) {
+  abcd out = {0};
+  cfg_errors e = {0};
+  yaml_document_t doc;
+  walk_with(yaml, nkeys, &out, &e, &doc);
+  yaml_document_delete(&doc);
+  errors_are(NULL, &e, &want, 1);
+}
+
+static void a_key_table_names_its_keys_in_the_unknown_key_message(
+    void **state) {
+  (void)state;
+  walk_fails_with("x: 1\n", 1, "t.yaml:1:1: unknown key 'x' in a test "
+                               "(expected a)");
+  walk_fails_with("x: 1\n", 2, "t.yaml:1:1: unknown key 'x' in a test "
+                               "(expected a or b)");
+  walk_fails_with("x: 1\n", 3, "t.yaml:1:1: unknown key 'x' in a test "
+                               "(expected a, b or c)");
+  /* A key added to the table is parsed and named alike. */
+  walk_fails_with("d: 1\n", 3, "t.yaml:1:1: unknown key 'd' in a test "
+                               "(expected a, b or c)");
+  walk_fails_with("d: 1\nx: 1\n", 4, "t.yaml:2:1: unknown key 'x' in a test "
+                                     "(expected a, b, c or d)");
+}
+
+static void a_key_table_sends_each_value_to_its_handler(void **state) {
+  (void)state;
+  abcd out = {0};
+  cfg_errors e = {0};
+  yaml_document_t doc;
+  walk_with("c: three\na: one\n", 4, &out, &e, &doc);
+  assert_int_equal(e.n, 0);
+  assert_string_equal(out.a.s, "one");
+  assert_int_equal(out.a.at->start_mark.line, 1); /* from 0 */
+  assert_string_equal(out.c.s, "three");
+  assert_null(out.b.at);
+  assert_null(out.d.s);
+  yaml_document_delete(&doc);
+}
+
+static void a_key_table_walk_rejects_a_key_twice_and_a_key_not_scalar(
+    void **state) {
+  (void)state;
+  walk_fails_with("a: 1\na: 2\n", 4, "t.yaml:2:1: duplicate key 'a'");
+  walk_fails_with("[a]: 1\n", 4, "t.yaml:1:1: a key must be a scalar, not "
+                                 "a list");
+}
+
 /* ---- from the bugs found in review (fixed) ---- */
 
 /* Bug: parse_limit's errors_before is taken after the key loop, and
@@ -2145,6 +2230,10 @@ int main(void) {
       cmocka_unit_test(store_error_flag_takes_a_mode_and_a_local_fraction),
       cmocka_unit_test(bad_store_error_flags_say_what_is_wrong),
       cmocka_unit_test(store_error_flag_needs_no_error_buffer),
+      cmocka_unit_test(a_key_table_names_its_keys_in_the_unknown_key_message),
+      cmocka_unit_test(a_key_table_sends_each_value_to_its_handler),
+      cmocka_unit_test(
+          a_key_table_walk_rejects_a_key_twice_and_a_key_not_scalar),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
