@@ -1,6 +1,6 @@
 /*
  * config_fuzz.c — libFuzzer harness for the daemon's YAML rules
- * (src/rules/config.c) and the engine that runs them
+ * (src/rules/) and the engine that runs them
  * (src/engine/engine.c). Config files are trusted more than requests, but
  * a reload must never bring the daemon down, and request descriptors are
  * untrusted bytes.

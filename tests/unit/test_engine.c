@@ -16,6 +16,7 @@
 #include "fleet/slot.h"
 #include "engine/engine.h"
 #include "engine_fixture.h"
+#include "fixtures.h"
 
 /* ---- local helpers (the shared ones: engine_fixture.h) ---- */
 
@@ -538,32 +539,9 @@ static void a_peek_at_a_blocked_rule_is_allowed(void **state) {
   fixture_free(&f);
 }
 
-static const char example7[] =
-    "domain: example7\n"
-    "descriptors:\n"
-    "  - key: key_1\n"
-    "    value: value_1\n"
-    "    descriptors:\n"
-    "      - key: user\n"
-    "        value: bkthomps\n"
-    "        rate_limit:\n"
-    "          name: specific_limit\n"
-    "          requests_per_unit: 5\n"
-    "          unit: second\n"
-    "  - key: key_2\n"
-    "    value: value_2\n"
-    "    descriptors:\n"
-    "      - key: user\n"
-    "        value: bkthomps\n"
-    "        rate_limit:\n"
-    "          replaces:\n"
-    "            - name: specific_limit\n"
-    "          requests_per_unit: 10\n"
-    "          unit: second\n";
-
 static void replaces_drops_the_replaced_limit(void **state) {
   (void)state;
-  fixture f = fixture_of(example7);
+  fixture f = fixture_of(yaml_fixture("envoy/example7.yaml"));
   eng_descriptor ds[2] = {desc_of("key_1", "value_1", "user", "bkthomps", NULL),
                           desc_of("key_2", "value_2", "user", "bkthomps", NULL)};
   for (int i = 0; i < 10; i++) {
@@ -586,7 +564,7 @@ static void replaces_drops_the_replaced_limit(void **state) {
 
 static void replaces_only_acts_when_both_limits_match(void **state) {
   (void)state;
-  fixture f = fixture_of(example7);
+  fixture f = fixture_of(yaml_fixture("envoy/example7.yaml"));
   eng_descriptor d = desc_of("key_2", "value_2", "user", "bkthomps", NULL);
   eng_result r = check_n(f.t, "example7", &d, 1, 1, T0, 0);
   assert_int_equal(r.n, 1);
@@ -1257,18 +1235,7 @@ static void metrics_count_front_end_counters_and_connections(void **state) {
 
 static void metrics_give_detailed_rules_a_series_per_value(void **state) {
   (void)state;
-  fixture f = fixture_of("domain: example8\n"
-                         "descriptors:\n"
-                         "  - key: key1\n"
-                         "    detailed_metric: true\n"
-                         "    rate_limit:\n"
-                         "      unit: minute\n"
-                         "      requests_per_unit: 10\n"
-                         "  - key: key1\n"
-                         "    value: value1\n"
-                         "    rate_limit:\n"
-                         "      unit: minute\n"
-                         "      requests_per_unit: 20\n");
+  fixture f = fixture_of(yaml_fixture("envoy/example8.yaml"));
   check1(f.t, "example8", "key1", "unspecified_value", T0);
   check1(f.t, "example8", "key1", "unspecified_value", T0);
   check1(f.t, "example8", "key1", "unspecified_value2", T0);
