@@ -1,6 +1,7 @@
 # sluice — GNU Make, no configure step.
 #
 #   make                 build/libsluice.a, build/libsluice.so, build/sluice
+#   make install         PREFIX=/usr/local, DESTDIR= (GNU conventions)
 #   make check           every test (installs missing Debian packages first)
 #   make run             the main job: sluice serve on the embedded config
 #   make demo            a replay demo of the boundary burst
@@ -134,6 +135,49 @@ $(BUILD)/$(SO_FILE): $(LIB_OBJ)
 $(BUILD)/libsluice.so: $(BUILD)/$(SO_FILE)
 	ln -sf $(SO_FILE) $(BUILD)/$(SO_NAME)
 	ln -sf $(SO_NAME) $@
+
+# ---- make install ----
+#
+# GNU conventions: PREFIX (default /usr/local) and the directories under it
+# may be set on the command line, DESTDIR stages the whole tree somewhere
+# else (a package build), INSTALL names the install(1) to use. The shared
+# library goes in with its soname links, mode 644 like every library on
+# Debian; sluice.pc is written from src/sluice.pc.in with the directories
+# and the version. Nothing runs ldconfig: after installing into a system
+# directory, run it so that the loader finds libsluice.so.0.
+PREFIX  ?= /usr/local
+bindir       = $(PREFIX)/bin
+libdir       = $(PREFIX)/lib
+includedir   = $(PREFIX)/include
+mandir       = $(PREFIX)/share/man
+man1dir      = $(mandir)/man1
+pkgconfigdir = $(libdir)/pkgconfig
+INSTALL ?= install
+INSTALL_PROGRAM = $(INSTALL) -m 755
+INSTALL_DATA    = $(INSTALL) -m 644
+
+.PHONY: install uninstall
+install: all
+	$(INSTALL) -d $(DESTDIR)$(bindir) $(DESTDIR)$(includedir) \
+	  $(DESTDIR)$(libdir) $(DESTDIR)$(pkgconfigdir) $(DESTDIR)$(man1dir)
+	$(INSTALL_PROGRAM) $(BUILD)/sluice $(DESTDIR)$(bindir)/sluice
+	$(INSTALL_DATA) include/sluice.h $(DESTDIR)$(includedir)/sluice.h
+	$(INSTALL_DATA) $(BUILD)/libsluice.a $(DESTDIR)$(libdir)/libsluice.a
+	$(INSTALL_DATA) $(BUILD)/$(SO_FILE) $(DESTDIR)$(libdir)/$(SO_FILE)
+	ln -sf $(SO_FILE) $(DESTDIR)$(libdir)/$(SO_NAME)
+	ln -sf $(SO_NAME) $(DESTDIR)$(libdir)/libsluice.so
+	sed -e '/^#/d' -e 's|@PREFIX@|$(PREFIX)|' \
+	  -e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(libdir))|' \
+	  -e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(includedir))|' \
+	  -e 's|@VERSION@|$(SL_VERSION)|' src/sluice.pc.in >$(BUILD)/sluice.pc
+	$(INSTALL_DATA) $(BUILD)/sluice.pc $(DESTDIR)$(pkgconfigdir)/sluice.pc
+	$(INSTALL_DATA) man/sluice.1 $(DESTDIR)$(man1dir)/sluice.1
+
+uninstall:
+	rm -f $(DESTDIR)$(bindir)/sluice $(DESTDIR)$(includedir)/sluice.h \
+	  $(DESTDIR)$(libdir)/libsluice.a $(DESTDIR)$(libdir)/$(SO_FILE) \
+	  $(DESTDIR)$(libdir)/$(SO_NAME) $(DESTDIR)$(libdir)/libsluice.so \
+	  $(DESTDIR)$(pkgconfigdir)/sluice.pc $(DESTDIR)$(man1dir)/sluice.1
 
 $(BUILD)/sluice: $(CLI_OBJ) $(SRV_OBJ) $(LIB_INTERNAL)
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(SRV_OBJ) $(LIB_INTERNAL) \
