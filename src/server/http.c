@@ -1053,9 +1053,9 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
   }
   if (path_is(req, "/metrics")) {
     if (!get) return method_not_allowed(req, "GET");
-    ANSWER_BUF(b);
-    b.p = engine_metrics(srv->eng, &b.len);
-    if (!b.p) b.oom = 1;
+    size_t len = 0;
+    char *text = engine_metrics(srv->eng, &len);
+    strbuf b = {text, len, len + 1, text == NULL, 0};
     return send_body(req, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
   }
   if (path_is(req, "/healthz") || path_is(req, "/readyz")) {
