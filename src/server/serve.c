@@ -13,7 +13,6 @@
  *   2026-11-21T12:00:00.123Z info: listening on http://127.0.0.1:8080
  */
 #include <errno.h>
-#include <getopt.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,88 +24,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../base/num.h"
 #include "../fleet/client.h"
 #include "../fleet/script.h"
 #include "../fleet/sync.h"
 #include "daemon.h"
+#include "options.h"
 #include "server.h"
 
 #define EXPIRE_EVERY_MS 100
 #define EXPIRE_SLOTS 8192
 #define WATCH_EVERY_MS 1000
-
-/* --batch-max's default: requests per script call (make bench-fleet). */
-#define BATCH_MAX_DEFAULT 64
-
-static void serve_usage(FILE *f) {
-  fprintf(f,
-          "usage: sluice serve [OPTIONS]\n"
-          "\n"
-          "The rate limit daemon: decisions over HTTP and the Redis protocol,\n"
-          "from envoyproxy/ratelimit-style YAML rules (or ad-hoc policies).\n"
-          "\n"
-          "options:\n"
-          "  --http ADDR:PORT       HTTP listener (default 127.0.0.1:8080;\n"
-          "                         'off' to disable)\n"
-          "  --resp ADDR:PORT       Redis-protocol listener (default\n"
-          "                         127.0.0.1:6390; 'off' to disable)\n"
-          "  -c, --config PATH      YAML file, or directory of *.yaml (one\n"
-          "                         domain each); default: the embedded\n"
-          "                         domain 'default', key at\n"
-          "                         sliding_window:100/m\n"
-          "  -t, --threads N        worker threads (default: cores)\n"
-          "  --deny-status CODE     HTTP status of a denial (default 429; 403\n"
-          "                         for nginx auth_request)\n"
-          "  -m, --max-memory BYTES store cap (K/M/G; default 128M)\n"
-          "  --headers STYLE        ietf, x, both (default) or none\n"
-          "  --password PASS        require AUTH on RESP (or $SLUICE_PASSWORD)\n"
-          "  --admin-token TOKEN    bearer token for /admin/* (or\n"
-          "                         $SLUICE_ADMIN_TOKEN); without one, only\n"
-          "                         loopback clients may use them\n"
-          "  --max-connections N    open connections at most (default 10000)\n"
-          "  --max-body BYTES       POST body limit (default 64K)\n"
-          "  --max-header-bytes N   request line + headers limit (default 8K)\n"
-          "  --max-key BYTES        longest key or descriptor value (default\n"
-          "                         %d)\n"
-          "  --trust-forwarded      take $remote_addr from X-Forwarded-For from\n"
-          "                         any peer (default: loopback peers only)\n"
-          "  --shutdown-grace MS    time in-flight requests get on SIGTERM\n"
-          "                         (default 5000)\n"
-          "\n"
-          "fleet mode (one limit across many daemons; docs/fleet.md):\n"
-          "  --store URL            memory (default), redis://[[USER]:PASS@]\n"
-          "                         HOST:PORT[/DB], or redis-cluster://HOST:PORT\n"
-          "                         [,HOST:PORT...]; the password may also come\n"
-          "                         from $SLUICE_REDIS_PASSWORD\n"
-          "  --redis-timeout MS     every Redis call, connects too (default 50)\n"
-          "  --batch-window US      wait up to this long to pipeline more\n"
-          "                         decisions together (default 0: send at the\n"
-          "                         end of each event-loop pass)\n"
-          "  --batch-max N          requests decided by one script call: a\n"
-          "                         thread's requests of one event-loop pass\n"
-          "                         share calls of up to N (1..255, default\n"
-          "                         %d; 1 = a call each)\n"
-          "  --breaker-interval MS  a failed Redis is left alone this long\n"
-          "                         before a probe (default 1000)\n"
-          "  --on-store-error MODE  allow (default), deny, or local[:FRACTION]\n"
-          "                         (an in-memory limiter at FRACTION of the\n"
-          "                         limit, default 0.5), for rules that set no\n"
-          "                         on_store_error of their own\n"
-          "  --sync MS              approximate mode: decide locally, and every\n"
-          "                         MS push local charges to Redis and pull the\n"
-          "                         fleet's level, debt included: over the\n"
-          "                         limit, every daemon owes the excess\n"
-          "                         (docs/fleet.md; default: exact mode)\n"
-          "  --clock-skew MS        tests: run this daemon's clock MS off (exact\n"
-          "                         mode decides on Redis's clock regardless)\n"
-          "  -h, --help             this help\n"
-          "\n"
-          "Signals: SIGHUP reloads the config (a changed config file reloads\n"
-          "too; an invalid one is reported and the old one kept); SIGTERM and\n"
-          "SIGINT stop gracefully. See docs/server.md.\n",
-          SL_KEY_MAX, BATCH_MAX_DEFAULT);
-}
 
 /* ---- listeners ---- */
 
@@ -491,224 +418,19 @@ static void reload(server *srv, watch *wt) {
 
 /* ---- the command ---- */
 
-static int parse_size_opt(const char *name, const char *v, int64_t min,
-                          int64_t max, int suffix, int64_t *out) {
-  if (parse_int(v, min, max, suffix, out)) {
-    fprintf(stderr, "sluice serve: --%s '%s' is not a number in %lld..%lld\n",
-            name, v, (long long)min, (long long)max);
-    return -1;
-  }
-  return 0;
-}
-
 int serve_main(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"http", required_argument, NULL, 1},
-      {"resp", required_argument, NULL, 2},
-      {"config", required_argument, NULL, 'c'},
-      {"threads", required_argument, NULL, 't'},
-      {"deny-status", required_argument, NULL, 3},
-      {"max-memory", required_argument, NULL, 'm'},
-      {"headers", required_argument, NULL, 4},
-      {"password", required_argument, NULL, 5},
-      {"admin-token", required_argument, NULL, 6},
-      {"max-connections", required_argument, NULL, 7},
-      {"max-body", required_argument, NULL, 8},
-      {"max-header-bytes", required_argument, NULL, 9},
-      {"trust-forwarded", no_argument, NULL, 10},
-      {"shutdown-grace", required_argument, NULL, 11},
-      {"max-key", required_argument, NULL, 12},
-      {"store", required_argument, NULL, 13},
-      {"redis-timeout", required_argument, NULL, 14},
-      {"batch-window", required_argument, NULL, 15},
-      {"breaker-interval", required_argument, NULL, 16},
-      {"on-store-error", required_argument, NULL, 17},
-      {"clock-skew", required_argument, NULL, 18},
-      {"sync", required_argument, NULL, 19},
-      {"batch-max", required_argument, NULL, 20},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
+  static serve_args args;
+  int status = serve_args_parse(&args, argc, argv);
+  if (status >= 0) return status;
   server srv;
   memset(&srv, 0, sizeof srv);
+  srv.o = args.o;
   srv_opts *o = &srv.o;
-  o->http_addr = "127.0.0.1:8080";
-  o->resp_addr = "127.0.0.1:6390";
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  o->threads = cores > 0 ? (unsigned)cores : 1;
-  o->deny_status = 429;
-  o->max_memory = (size_t)128 << 20;
-  o->header_style = HDR_IETF | HDR_X;
-  o->password = getenv("SLUICE_PASSWORD");
-  o->admin_token = getenv("SLUICE_ADMIN_TOKEN");
-  o->max_connections = 10000;
-  o->max_body = 64 << 10;
-  o->max_header_bytes = 8 << 10;
-  o->max_key = SL_KEY_MAX;
-  o->shutdown_grace_ms = 5000;
-  rc_config rcfg;
-  memset(&rcfg, 0, sizeof rcfg);
-  rcfg.timeout_ms = 50;
-  rcfg.breaker_ms = 1000;
-  int remote = 0, store_error = CFG_STORE_ERROR_ALLOW, sync_ms = 0;
-  int batch_max = BATCH_MAX_DEFAULT;
-  double local_fraction = CFG_LOCAL_FRACTION_DEFAULT;
-  int c;
-  int64_t v;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "c:t:m:h", opts, NULL)) != -1) {
-    switch (c) {
-    case 1:
-      o->http_addr = strcmp(optarg, "off") ? optarg : NULL;
-      break;
-    case 2:
-      o->resp_addr = strcmp(optarg, "off") ? optarg : NULL;
-      break;
-    case 'c':
-      o->config_path = optarg;
-      break;
-    case 't':
-      if (parse_size_opt("threads", optarg, 1, ENG_MAX_THREADS - 8, 0, &v))
-        return 2;
-      o->threads = (unsigned)v;
-      break;
-    case 3:
-      if (parse_size_opt("deny-status", optarg, 400, 599, 0, &v)) return 2;
-      o->deny_status = (int)v;
-      break;
-    case 'm':
-      if (parse_size_opt("max-memory", optarg, 1 << 20, INT64_MAX, 1, &v))
-        return 2;
-      o->max_memory = (size_t)v;
-      break;
-    case 4:
-      if (!strcmp(optarg, "ietf"))
-        o->header_style = HDR_IETF;
-      else if (!strcmp(optarg, "x"))
-        o->header_style = HDR_X;
-      else if (!strcmp(optarg, "both"))
-        o->header_style = HDR_IETF | HDR_X;
-      else if (!strcmp(optarg, "none"))
-        o->header_style = 0;
-      else {
-        fprintf(stderr, "sluice serve: --headers '%s': expected ietf, x, "
-                        "both or none\n", optarg);
-        return 2;
-      }
-      break;
-    case 5:
-      o->password = optarg;
-      break;
-    case 6:
-      o->admin_token = optarg;
-      break;
-    case 7:
-      if (parse_size_opt("max-connections", optarg, 1, 1000000, 0, &v))
-        return 2;
-      o->max_connections = (long)v;
-      break;
-    case 8:
-      if (parse_size_opt("max-body", optarg, 64, 1 << 20, 1, &v)) return 2;
-      o->max_body = (size_t)v;
-      break;
-    case 9:
-      if (parse_size_opt("max-header-bytes", optarg, 256, 256 << 10, 1, &v))
-        return 2;
-      o->max_header_bytes = (size_t)v;
-      break;
-    case 10:
-      o->trust_forwarded = 1;
-      break;
-    case 11:
-      if (parse_size_opt("shutdown-grace", optarg, 0, 600000, 0, &v))
-        return 2;
-      o->shutdown_grace_ms = (int)v;
-      break;
-    case 12:
-      if (parse_size_opt("max-key", optarg, 1, SL_KEY_MAX, 1, &v)) return 2;
-      o->max_key = (size_t)v;
-      break;
-    case 13:
-      if (strcmp(optarg, "memory")) {
-        char err[256];
-        if (rc_config_parse(optarg, &rcfg, err, sizeof err)) {
-          fprintf(stderr, "sluice serve: --store %s\n", err);
-          return 2;
-        }
-        remote = 1;
-      } else {
-        remote = 0;
-      }
-      break;
-    case 14:
-      if (parse_size_opt("redis-timeout", optarg, 1, 60000, 0, &v)) return 2;
-      rcfg.timeout_ms = (int)v;
-      break;
-    case 15:
-      if (parse_size_opt("batch-window", optarg, 0, 100000, 0, &v)) return 2;
-      rcfg.batch_us = (int)v;
-      break;
-    case 16:
-      if (parse_size_opt("breaker-interval", optarg, 10, 600000, 0, &v))
-        return 2;
-      rcfg.breaker_ms = (int)v;
-      break;
-    case 17: {
-      char err[256];
-      if (cfg_parse_store_error(optarg, &store_error, &local_fraction, err,
-                                sizeof err)) {
-        fprintf(stderr, "sluice serve: --on-store-error %s\n", err);
-        return 2;
-      }
-      break;
-    }
-    case 18: {
-      char *end;
-      errno = 0;
-      long long ms = strtoll(optarg, &end, 10);
-      if (end == optarg || *end || errno || ms < -86400000 || ms > 86400000) {
-        fprintf(stderr, "sluice serve: --clock-skew '%s' is not a number of "
-                        "ms within a day\n", optarg);
-        return 2;
-      }
-      clock_set_skew_ns((int64_t)ms * 1000000);
-      break;
-    }
-    case 19:
-      if (parse_size_opt("sync", optarg, 1, 600000, 0, &v)) return 2;
-      sync_ms = (int)v;
-      break;
-    case 20:
-      if (parse_size_opt("batch-max", optarg, 1, RS_BATCH_MAX, 0, &v))
-        return 2;
-      batch_max = (int)v;
-      break;
-    case 'h':
-      serve_usage(stdout);
-      return 0;
-    default:
-      serve_usage(stderr);
-      return 2;
-    }
-  }
-  if (optind != argc) {
-    fprintf(stderr, "sluice serve: unexpected argument '%s'\n", argv[optind]);
-    return 2;
-  }
-  if (!o->http_addr && !o->resp_addr) {
-    fprintf(stderr, "sluice serve: both listeners are off\n");
-    return 2;
-  }
-  if (o->password && !*o->password) o->password = NULL;
-  if (o->admin_token && !*o->admin_token) o->admin_token = NULL;
-
-  if (remote && !rcfg.password[0] && getenv("SLUICE_REDIS_PASSWORD"))
-    snprintf(rcfg.password, sizeof rcfg.password, "%s",
-             getenv("SLUICE_REDIS_PASSWORD"));
-  if (sync_ms && !remote) {
-    fprintf(stderr, "sluice serve: --sync needs --store redis://... or "
-                    "redis-cluster://...\n");
-    return 2;
-  }
+  rc_config rcfg = args.redis;
+  int remote = args.fleet, store_error = args.on_store_error;
+  int sync_ms = args.sync_ms, batch_max = args.batch_max;
+  double local_fraction = args.local_fraction;
+  if (args.clock_skew_ms) clock_set_skew_ns(args.clock_skew_ms * 1000000);
   srv.remote = remote && !sync_ms; /* approximate mode decides locally */
 
   signal(SIGPIPE, SIG_IGN);
