@@ -402,7 +402,7 @@ static sl_config *load(const char *path, int remote) {
 
 static void reload(server *srv, watch *wt) {
   const char *path = srv->o.config_path;
-  sl_config *c = load(path, srv->remote);
+  sl_config *c = load(path, srv->fleet);
   if (!c) {
     engine_note_reload_failure(srv->eng);
     log_msg("error", "config reload failed: keeping the running config");
@@ -432,6 +432,7 @@ int serve_main(int argc, char **argv) {
   double local_fraction = args.local_fraction;
   if (args.clock_skew_ms) clock_set_skew_ns(args.clock_skew_ms * 1000000);
   srv.remote = remote && !sync_ms; /* approximate mode decides locally */
+  srv.fleet = remote;
 
   signal(SIGPIPE, SIG_IGN);
   sl_config *cfg = load(o->config_path, remote);

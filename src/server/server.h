@@ -47,6 +47,8 @@ typedef struct server {
   int http_port, resp_port; /* as bound (for port 0) */
   int remote;               /* exact fleet mode (--store redis... without
                                --sync): decisions in Redis */
+  int fleet;                /* either fleet mode: every policy must be one
+                               the Redis script decides exactly */
 } server;
 
 typedef struct worker {
