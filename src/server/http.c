@@ -572,7 +572,7 @@ static void hook_dispose(void *p) {
 
 static http_wait *wait_new(h2o_req_t *req, server *srv, int kind,
                            int64_t now) {
-  if (!worker_of(req->conn->ctx)->remote) return NULL;
+  if (!worker_of(req->conn->ctx)->may_wait) return NULL;
   http_wait *wt = malloc(sizeof *wt);
   if (!wt) return NULL;
   wt->req = req;

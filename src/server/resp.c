@@ -355,7 +355,7 @@ static void slot_done(void *ud, int rc, eng_result *r) {
 #define RESP_DECIDE(kind_, never_, CALL)                     \
   eng_result stack_r, *r = &stack_r;                         \
   resp_slot *slot = NULL;                                    \
-  if (c->w->remote) {                                        \
+  if (c->w->may_wait) {                                      \
     slot = malloc(sizeof *slot + sizeof *r);                 \
     if (!slot) {                                             \
       out_err(c, "ERR out of memory");                       \

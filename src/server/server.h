@@ -45,10 +45,11 @@ typedef struct server {
   atomic_int stopping;
   atomic_long connections; /* open, both protocols */
   int http_port, resp_port; /* as bound (for port 0) */
-  int remote;               /* exact fleet mode (--store redis... without
-                               --sync): decisions in Redis */
-  int fleet;                /* either fleet mode: every policy must be one
-                               the Redis script decides exactly */
+  int fleet;                /* --store named Redis: fleet mode, exact or
+                               approximate; every policy must be one the
+                               Redis script decides exactly */
+  int exact;                /* exact fleet mode (no --sync): every decision
+                               is made in Redis */
 } server;
 
 typedef struct worker {
@@ -65,7 +66,8 @@ typedef struct worker {
   h2o_linklist_t http_list; /* open HTTP connections (struct http_conn) */
   h2o_linklist_t resp_list; /* open RESP connections */
   struct resp_cmd *cmd;     /* scratch for the RESP parser */
-  int remote;               /* fleet mode: decisions may wait for Redis */
+  int may_wait;             /* decisions may wait for Redis (exact mode,
+                               with a Redis client) */
   struct rc_client *rc;     /* fleet mode (either): this worker's
                                connections (exact mode's decisions, and
                                resets' DELs) */
