@@ -3,7 +3,9 @@
  *
  *   daemon_start  the config and the engine; in fleet mode, Redis's nodes
  *                 and slot map; the listening sockets; h2o; the workers
- *                 (worker.c); approximate mode's sync thread;
+ *                 (worker.c); approximate mode's sync thread; and, with
+ *                 --ready-file, the bound addresses written for whoever
+ *                 waits for the daemon;
  *   daemon_run    the main thread's loop: signals (SIGHUP reloads,
  *                 SIGTERM/SIGINT stop), the store's active expiry a
  *                 bounded step every 100 ms, and a config file that changed
@@ -18,6 +20,8 @@
  * Logs: one line per lifecycle event or error on stderr:
  *   2026-11-21T12:00:00.123Z info: listening on http://127.0.0.1:8080 (port 8080)
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +52,7 @@ typedef struct daemon_state {
   sigset_t sigs;      /* the signals the main thread waits for */
   rs_sync *sync;      /* approximate mode's sync thread */
   config_watch watch;
+  int ready_written;  /* --ready-file is there (remove it at the stop) */
 } daemon_state;
 
 /* ---- start ---- */
@@ -111,6 +116,41 @@ static void start_h2o(daemon_state *d) {
 }
 
 /*
+ * --ready-file: {"pid": N, "http": "ADDR:PORT", "resp": "ADDR:PORT"}, a
+ * listener that is off as null, written to a temporary file beside it and
+ * renamed over it, so a reader sees all of it or nothing. 0, or -1 after
+ * logging why.
+ */
+static int write_ready_file(daemon_state *d) {
+  const char *path = d->args.ready_file;
+  const server *srv = &d->srv;
+  char http[80] = "null", resp[80] = "null", tmp[4096];
+  if (srv->o.http_addr) snprintf(http, sizeof http, "\"%s\"", srv->http_at);
+  if (srv->o.resp_addr) snprintf(resp, sizeof resp, "\"%s\"", srv->resp_at);
+  if (snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid()) >=
+      (int)sizeof tmp) {
+    log_msg("error", "--ready-file %s: the path is too long", path);
+    return -1;
+  }
+  FILE *f = fopen(tmp, "w");
+  int bad = !f;
+  if (f) {
+    fprintf(f, "{\"pid\": %d, \"http\": %s, \"resp\": %s}\n", (int)getpid(),
+            http, resp);
+    bad = ferror(f);
+    bad |= fclose(f) != 0;
+  }
+  if (bad || rename(tmp, path)) {
+    log_msg("error", "cannot write --ready-file %s: %s", path,
+            strerror(errno));
+    unlink(tmp);
+    return -1;
+  }
+  d->ready_written = 1;
+  return 0;
+}
+
+/*
  * Starts the daemon (d->args filled): see the top. 0 when it is serving;
  * -1 after logging why not (daemon_stop then frees what was started).
  */
@@ -154,6 +194,7 @@ static int daemon_start(daemon_state *d) {
     log_msg("info", "approximate mode: local decisions, synced with redis "
                     "every %d ms", a->sync_ms);
   }
+  if (a->ready_file && write_ready_file(d)) return -1;
   return 0;
 }
 
@@ -214,6 +255,7 @@ static int daemon_stop(daemon_state *d, int ok) {
   config_watch_free(&d->watch);
   engine_free(srv->eng);
   rc_shared_map_free(d->map); /* (after the workers' clients) */
+  if (d->ready_written) unlink(d->args.ready_file);
   log_msg("info", ok ? "stopped" : "could not start");
   return ok ? 0 : 1;
 }

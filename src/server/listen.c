@@ -2,7 +2,7 @@
  * listen.c — the daemon's listening sockets (listen.h): the address
  * parsed, resolved (numeric ports only), bound with SO_REUSEPORT so that
  * every worker has a socket of its own on the same port (the kernel
- * spreads the connections).
+ * spreads the connections), and named back for --ready-file.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -91,4 +91,21 @@ int listen_on(const char *addr, int port_override, int *bound_port,
                             : ((struct sockaddr_in *)&ss)->sin_port);
   }
   return fd;
+}
+
+void listen_name(int fd, char *buf, size_t len) {
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  char host[INET6_ADDRSTRLEN] = "";
+  buf[0] = '\0';
+  if (getsockname(fd, (struct sockaddr *)&ss, &sl)) return;
+  if (ss.ss_family == AF_INET6) {
+    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+    snprintf(buf, len, "[%s]:%d", host, ntohs(a->sin6_port));
+  } else if (ss.ss_family == AF_INET) {
+    const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+    inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+    snprintf(buf, len, "%s:%d", host, ntohs(a->sin_port));
+  }
 }

@@ -1,7 +1,7 @@
 /*
  * listen.h — the daemon's listening sockets: an address as users write it
  * (HOST:PORT, [V6]:PORT, :PORT, *:PORT) made into a socket every worker
- * can share (SO_REUSEPORT).
+ * can share (SO_REUSEPORT), and the address a socket was bound to, as text.
  */
 #ifndef SLUICE_SERVER_LISTEN_H
 #define SLUICE_SERVER_LISTEN_H
@@ -17,5 +17,9 @@
  */
 int listen_on(const char *addr, int port_override, int *bound_port,
               int probe);
+
+/* The address fd is bound to, "127.0.0.1:8080" or "[::1]:8080", into buf
+   ("" if it cannot be read). */
+void listen_name(int fd, char *buf, size_t len);
 
 #endif /* SLUICE_SERVER_LISTEN_H */

@@ -119,6 +119,11 @@ static const serve_option options[] = {
     {.name = "shutdown-grace", .arg = "MS", .kind = OPT_MS,
      FIELD(o.shutdown_grace_ms), .min = 0, .max = 600000, .def = "5000",
      .help = "time in-flight requests get on SIGTERM"},
+    {.name = "ready-file", .arg = "PATH", .kind = OPT_STRING,
+     FIELD(ready_file),
+     .help = "once listening, write {\"pid\": N, \"http\": \"ADDR:PORT\", "
+             "\"resp\": \"ADDR:PORT\"} there (null for a listener that is "
+             "off; written whole, by rename); removed at a clean stop"},
 
     {.name = "store", .arg = "URL", .kind = OPT_CUSTOM, .parse = parse_store,
      .section = "fleet mode (one limit across many daemons; docs/fleet.md)",

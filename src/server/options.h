@@ -32,6 +32,7 @@ typedef struct serve_args {
   int sync_ms;          /* --sync: approximate mode's interval; 0 = exact */
   int batch_max;        /* requests decided by one script call */
   int64_t clock_skew_ms;
+  const char *ready_file; /* --ready-file: where to say we listen; NULL */
 } serve_args;
 
 /*

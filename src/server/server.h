@@ -1,6 +1,7 @@
 /*
- * server.h — what the daemon's parts share: options, the server, and the
- * per-thread worker (one h2o event loop serving both HTTP and RESP).
+ * server.h — what the daemon's parts share: the options the front ends
+ * read, the server, and the per-thread worker (one h2o event loop serving
+ * both HTTP and RESP), with the front ends' entry points.
  */
 #ifndef SLUICE_SERVER_H
 #define SLUICE_SERVER_H
@@ -45,6 +46,7 @@ typedef struct server {
   atomic_int stopping;
   atomic_long connections; /* open, both protocols */
   int http_port, resp_port; /* as bound (for port 0) */
+  char http_at[64], resp_at[64]; /* "ADDR:PORT" as bound; "" when off */
   int fleet;                /* --store named Redis: fleet mode, exact or
                                approximate; every policy must be one the
                                Redis script decides exactly */

@@ -276,6 +276,10 @@ int workers_listen(worker_pool *p) {
                                 &srv->resp_port, i == 0)) < 0)
       return -1;
   }
+  if (srv->o.http_addr)
+    listen_name(p->boots[0].http_fd, srv->http_at, sizeof srv->http_at);
+  if (srv->o.resp_addr)
+    listen_name(p->boots[0].resp_fd, srv->resp_at, sizeof srv->resp_at);
   return 0;
 }
 

@@ -31,7 +31,7 @@ worker_pool *workers_new(server *srv, h2o_globalconf_t *conf,
 /*
  * Opens every worker's listening sockets on srv->o's addresses; the first
  * worker's bind decides the port (port 0: the kernel's pick), recorded in
- * srv->http_port / resp_port. 0, or
+ * srv->http_port / resp_port and, as text, srv->http_at / resp_at. 0, or
  * -1 after logging why (the sockets opened so far are closed by
  * workers_free).
  */
