@@ -188,7 +188,8 @@ FUZZ_BIN = $(patsubst fuzz/%.c,build/fuzz/%,$(wildcard fuzz/*_fuzz.c))
 FUZZ_CFLAGS = -std=c17 -g -O1 -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=all $(CPPFLAGS) -pthread
 
-FUZZ_CLI = src/cli/replay.c src/cli/sim.c src/cli/lab.c src/cli/svg.c \
+FUZZ_CLI = src/cli/replay.c src/cli/sim.c src/cli/sim_parse.c \
+  src/cli/sim_run.c src/cli/sim_print.c src/cli/lab.c src/cli/svg.c \
   src/cli/examples.c
 # The daemon's parts that need no h2o: YAML rules, engine, RESP parser.
 FUZZ_SRV = $(RULES_SRC) $(ENGINE_SRC) src/server/resp_parse.c \
