@@ -97,8 +97,12 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/helpers.h $(BUILD)/libsluice.a \
     $(BUILD)/libsluice-server.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Isrc $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< \
-	  $(BUILD)/libsluice-server.a $(BUILD)/libsluice.a -lcmocka \
-	  $(CORE_SRV_LIBS) $(LIBS) -lm
+	  $(filter %.o,$^) $(BUILD)/libsluice-server.a $(BUILD)/libsluice.a \
+	  -lcmocka $(CORE_SRV_LIBS) $(LIBS) -lm
+
+# A test of a CLI module links that module's object (no test includes a .c
+# file): name it here, and the rule above links it.
+$(BUILD)/tests/test_lab: $(BUILD)/obj/src/cli/lab.o
 
 $(BUILD)/tests/tools/%: tests/tools/%.c $(BUILD)/libsluice.a \
     $(BUILD)/libsluice-server.a
