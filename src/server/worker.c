@@ -23,8 +23,7 @@
 #include "listen.h"
 #include "worker.h"
 
-/* A worker and what it starts from: its listening sockets and, in fleet
-   mode, what its Redis client connects to. */
+/* A worker, the listening sockets it starts with, and its pool. */
 typedef struct worker_boot {
   worker w;
   int http_fd, resp_fd;
@@ -162,9 +161,10 @@ static h2o_socket_t *listener_socket(worker *w, int fd, h2o_socket_cb cb) {
   return sock;
 }
 
-/* Fleet mode: this worker's Redis client, on its loop. Exact mode decides
-   through it; approximate mode only resets (its DELs): decisions there
-   never wait, and the client connects on its first command. */
+/* Fleet mode: this worker's Redis client, on its loop (rc_client_new;
+   fleet_detach frees it). Exact mode decides through it; approximate mode
+   only resets (its DELs): decisions there never wait, and the client
+   connects on its first command. */
 static void fleet_attach(worker *w, const worker_fleet *f) {
   if (!f->redis) return;
   w->rc = rc_client_new(w->loop, f->redis, f->topo);
