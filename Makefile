@@ -192,8 +192,12 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/helpers.h $(LIB_INTERNAL) \
     $(BUILD)/libsluice-server.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Isrc $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< \
-	  $(BUILD)/libsluice-server.a $(LIB_INTERNAL) -lcmocka \
-	  $(CORE_SRV_LIBS) $(LIBS) -lm
+	  $(filter %.o,$^) $(BUILD)/libsluice-server.a $(LIB_INTERNAL) \
+	  -lcmocka $(CORE_SRV_LIBS) $(LIBS) -lm
+
+# A test of a CLI module links that module's object (no test includes a .c
+# file): name it here, and the rule above links it.
+$(BUILD)/tests/test_lab: $(BUILD)/obj/src/cli/lab.o
 
 $(BUILD)/tests/tools/%: tests/tools/%.c $(LIB_INTERNAL) \
     $(BUILD)/libsluice-server.a
@@ -284,7 +288,8 @@ FUZZ_BIN = $(patsubst fuzz/%.c,build/fuzz/%,$(wildcard fuzz/*_fuzz.c))
 FUZZ_CFLAGS = -std=c17 -g -O1 -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=all $(CPPFLAGS) -pthread
 
-FUZZ_CLI = src/cli/replay.c src/cli/sim.c src/cli/lab.c src/cli/svg.c \
+FUZZ_CLI = src/cli/replay.c src/cli/sim.c src/cli/sim_parse.c \
+  src/cli/sim_run.c src/cli/sim_print.c src/cli/lab.c src/cli/svg.c \
   src/cli/examples.c
 # The daemon's parts that need no h2o: YAML rules, engine, RESP parser.
 FUZZ_SRV = $(RULES_SRC) $(ENGINE_SRC) src/server/resp_parse.c \

@@ -886,6 +886,28 @@ like "fleet mode refuses token_bucket:7/365d: FILE:LINE:COL" \
 timeout 20 "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 --store "$STORE" \
   --sync 100 --config "$tmp/inexact.yaml" </dev/null >/dev/null 2>"$tmp/err"
 eq "approximate mode refuses it too: exit status" 1 "$?"
+# ... nor can a reload bring it in, in either mode: the running config
+# stays.
+for _rm in exact approx; do
+  cat >"$tmp/reload-$_rm.yaml" <<'EOF2'
+domain: inexact
+descriptors:
+  - key: ok
+    rate_limit: {policy: "token_bucket:50/h"}
+EOF2
+  _ra=""
+  [ $_rm = approx ] && _ra="--sync 100"
+  sv_start "r$_rm" -t 1 --store "$STORE" $_ra --config "$tmp/reload-$_rm.yaml" ||
+    lib_finish
+  cp "$tmp/inexact.yaml" "$tmp/reload-$_rm.yaml"
+  sv_signal "r$_rm" HUP
+  if waitfor 100 sv_log_has "r$_rm" 'config reload failed'; then pass; else
+    fail "$_rm mode: a reload to token_bucket:7/365d was not refused: $(tail -n 1 "$LOG")"
+  fi
+  like "$_rm mode: the refused reload names the rule" \
+    "inexact\.odd: token_bucket:7/365d: .*2\^53" "$(cat "$LOG")"
+  sv_stop "r$_rm"
+done
 # A Redis that is not there yet: the daemon starts, answers per
 # on_store_error, and is exact once Redis is up.
 NP=$(free_port)
