@@ -11,6 +11,7 @@
 #   make bench-fleet     fleet mode (state in Redis) beside its anchors
 #   make fuzz            the libFuzzer harnesses, FUZZ_SECONDS each (clang)
 #   make layers          every #include points down the layers
+#   make sizes           no file over 1,000 lines, no function over 150
 #   make SANITIZE=address,undefined check    (or SANITIZE=thread)
 #
 # Instrumented builds live in their own directory, so they never mix objects
@@ -74,7 +75,7 @@ TOOL_BIN = $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
 INTEG    = $(filter-out %_lib.sh,$(wildcard tests/integration/*.sh))
 
 
-.PHONY: all check unit integration examples layers run demo docs bench fuzz deps deps-bench deps-fuzz clean
+.PHONY: all check unit integration examples layers sizes run demo docs bench fuzz deps deps-bench deps-fuzz clean
 all: $(BUILD)/libsluice.a $(BUILD)/libsluice.so $(BUILD)/sluice
 
 $(BUILD)/obj/%.o: %.c
@@ -219,14 +220,18 @@ deps-bench:
 # the daemon's against real peers: curl, redis-cli, nginx, wrk), and the
 # README's C example (built against the static library and run).
 check: deps
-	@$(MAKE) --no-print-directory layers
+	@$(MAKE) --no-print-directory layers sizes
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(TOOL_BIN) \
 	  $(BUILD)/examples/quickstart
 	@$(MAKE) --no-print-directory unit integration examples
 
-# Includes point only down the layers (scripts/layers.py says which).
+# Includes point only down the layers (scripts/layers.py says which), and
+# no file or function is too long to read (scripts/sizes.py).
 layers:
 	@python3 scripts/layers.py
+
+sizes:
+	@python3 scripts/sizes.py
 
 $(BUILD)/examples/%: examples/%.c $(BUILD)/libsluice.a
 	@mkdir -p $(dir $@)
