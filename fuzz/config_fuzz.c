@@ -1,7 +1,7 @@
 /*
  * config_fuzz.c — libFuzzer harness for the daemon's YAML rules
  * (src/rules/) and the engine that runs them
- * (src/engine/engine.c). Config files are trusted more than requests, but
+ * (src/engine/). Config files are trusted more than requests, but
  * a reload must never bring the daemon down, and request descriptors are
  * untrusted bytes.
  *

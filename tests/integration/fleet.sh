@@ -554,7 +554,7 @@ SYNC=100
 fleet_up z -t 2 --store "$STORE" --sync $SYNC --redis-timeout 1000 \
   --config "$tmp/fleet.yaml" || lib_finish
 z_resp=$resp_ports
-# The bound (src/redis/sync.c's comment): (N - 1) x (burst + the refill of
+# The bound (src/fleet/sync.c's comment): (N - 1) x (burst + the refill of
 # one interval): for sliding_log:100/h, 2 x (100 + 100/h x 100 ms, under 1):
 # 202 at most beyond the limit; for sliding_window:50/h, 102.
 approx() {

@@ -1,5 +1,5 @@
 /*
- * test_engine.c — the daemon's decision engine (src/engine/engine.c): config
+ * test_engine.c — the daemon's decision engine (src/engine/): config
  * rules to decisions (several descriptors and limits, all or nothing,
  * shadow, unlimited, blocked, replaces), request validation, config
  * reloads (counters that survive, limiters that go, reloads racing worker
@@ -55,7 +55,7 @@ static eng_result check_n(engine_thread *t, const char *domain,
   eng_result out;
   memset(&out, 0xa5, sizeof out);
   int rc = do_check(t, &r, now, &out);
-  if (rc != want_rc) fail_msg("engine_check rc=%d, want %d", rc, want_rc);
+  if (rc != want_rc) fail_msg("engine_decide rc=%d, want %d", rc, want_rc);
   return out;
 }
 
@@ -177,7 +177,7 @@ static void an_offline_thread_does_not_hold_up_a_reload(void **state) {
   fixture_free(&f);
 }
 
-/* ---- engine_check ---- */
+/* ---- engine_decide: the configured rules ---- */
 
 static void check_reports_the_rule_and_the_librarys_figures(void **state) {
   (void)state;
@@ -833,7 +833,7 @@ static void an_invalid_new_config_keeps_the_old_one_and_is_counted(
   (void)state;
   fixture f = fixture_of(two_rules);
   check1(f.t, "d", "k", "alice", T0);
-  /* What serve.c does when the new file does not load. */
+  /* What the daemon does when the new file does not load (reload.c). */
   cfg_errors errs = {0};
   const char *bad = "domain: d\ndescriptors: [\n";
   assert_null(config_load_string(bad, strlen(bad), "t.yaml", &errs));
@@ -1034,7 +1034,7 @@ static void throttle_reports_a_cost_above_the_burst(void **state) {
   fixture_free(&f);
 }
 
-/* ---- engine_reset_key ---- */
+/* ---- engine_reset: an ad-hoc key ---- */
 
 static void reset_key_forgets_the_key_under_every_ad_hoc_policy(
     void **state) {
@@ -1385,9 +1385,9 @@ static void quiesce_after_offline_is_safe_during_reloads(void **state) {
   engine_free(e);
 }
 
-/* engine_reset_descriptor forgets a config descriptor's state under the
+/* engine_reset of the rules forgets a config descriptor's state under the
    rules it matches (POST /admin/reset?domain=default&key=alice);
-   engine_reset_key is for ad-hoc keys only. */
+   a reset of an ad-hoc key is for ad-hoc keys only. */
 static void reset_descriptor_forgets_the_rule_state(void **state) {
   (void)state;
   engine *e = engine_of(config_default_yaml);
@@ -1482,7 +1482,7 @@ static void a_rule_with_room_is_not_counted_denied(void **state) {
 /*
  * Inconsistency: when an ordinary rule denies, the other rules keep their
  * own figures (allowed = 1: sluice.h's sl_take_all contract), but when a
- * blocked rule (requests_per_unit: 0) denies, engine_check forces
+ * blocked rule (requests_per_unit: 0) denies, engine_decide forces
  * allowed = 0 on every other rule, so /v1/check reports OVER_LIMIT for a
  * descriptor whose rule has its whole quota left.
  */
@@ -1579,7 +1579,7 @@ static void on_done(void *ud, int rc, eng_result *out) {
   b->out = out;
 }
 
-/* One request, asynchronously; returns engine_check_async's rc. */
+/* One request, asynchronously; returns engine_decide's rc. */
 static int fleet_check(fixture *f, const char *k, eng_result *out,
                        done_box *box) {
   eng_descriptor d = desc_of(k, "v", NULL);
@@ -1985,7 +1985,7 @@ static approx_delta *delta_of(approx_delta *list, const char *rkey, size_t len) 
   return NULL;
 }
 
-/* Ends a round taken by engine_sync_take as one whose calls got no reply
+/* Ends a round taken by approx_take as one whose calls got no reply
    (Redis may have run them: not pushed again, no level applied). */
 static void round_unconfirmed(engine *e, approx_delta *list) {
   int64_t level[64];

@@ -1,21 +1,21 @@
 /*
- * test_sync_engine.c — approximate fleet mode's engine side
- * (src/engine/engine.c, "approximate mode: local decisions, synced with
- * Redis"): the charges each thread records (note_charge's delta tables),
- * engine_sync_take merging them per (limiter, key) under their Redis names,
- * and engine_sync_apply bringing the fleet's levels back (forced charges,
+ * test_sync_engine.c — approximate fleet mode's backend (src/fleet/approx.c:
+ * local decisions, synced with Redis): the charges each thread records (note_charge's delta tables),
+ * approx_take merging them per (limiter, key) under their Redis names,
+ * and approx_apply bringing the fleet's levels back (forced charges,
  * less what was charged since the round began; charges Redis did not run
  * carried to the next rounds, those it may have run counted, not carried),
- * across reloads and under concurrent charging. No Redis: an engine with
- * engine_opts.sync records charges, and the test plays the sync thread.
+ * across reloads and under concurrent charging. No Redis: an engine on the
+ * approximate backend records charges, and the test plays the sync thread.
  *
- * Not tested here: the 10-second limit on carried charges (it reads
- * CLOCK_MONOTONIC; a test would have to wait 10 s) and running out of
- * memory in note_charge or carry.
+ * The monotonic clock is the test's (base/clock.h's override), so the
+ * 10-second limit on carried charges is tested without waiting. Not
+ * tested here: running out of memory in note_charge or carry.
  */
 #include <pthread.h>
 #include <stdatomic.h>
 
+#define TEST_FAKE_CLOCK
 #include "helpers.h"
 
 #include "rules/config.h"
@@ -70,7 +70,7 @@ static size_t redis_name(char *dst, char kind, const char *ident,
   return (size_t)n + key_len;
 }
 
-/* The store key engine.c's descriptor_key gives {k: v} (short k and v):
+/* The store key decide.c's descriptor_key gives {k: v} (short k and v):
    each piece prefixed by its length. */
 static size_t descriptor_bytes(char *dst, const char *k, const char *v) {
   size_t kl = strlen(k), vl = strlen(v);
@@ -626,7 +626,7 @@ static void a_reset_whose_publish_fails_says_so(void **state) {
   sender_free(&x);
 }
 
-/* Whatever a channel's message holds, engine_sync_reset reads no byte
+/* Whatever a channel's message holds, approx_reset_message reads no byte
    past it, and drops only what a well-formed key names. */
 static void malformed_reset_messages_are_read_safely(void **state) {
   (void)state;
@@ -752,7 +752,7 @@ static void many_keys_over_two_threads_each_sum_right(void **state) {
   fixture_free(&f);
 }
 
-/* ---- engine_sync_apply: the fleet's level ---- */
+/* ---- approx_apply: the fleet's level ---- */
 
 static void a_lower_fleet_level_charges_the_local_limiter_down(void **state) {
   (void)state;
@@ -946,6 +946,31 @@ static void no_levels_at_all_carries_every_entry(void **state) {
   assert_int_equal(adhoc_cost(&r, FW10, "b"), 2);
   assert_int_equal(rule_cost(&r, "d.k", FW10, "k", "v"), 1);
   apply_all_known(f.e, &r, T0);
+  assert_null(approx_take(approx_of(f.e)));
+  fixture_free(&f);
+}
+
+/* A charge Redis does not take is pushed again with every round for 10 s
+   after its first failure, then counted lost: a Redis that stays away
+   costs bounded memory. */
+static void a_charge_carried_past_10_s_is_lost(void **state) {
+  (void)state;
+  fixture f = sync_fixture(rules);
+  throttle(f.t, "a", FW10, 3, T0);
+  int64_t lv[1] = {APPROX_LEVEL_UNSENT};
+  round_ r = take_round(f.e);
+  apply(f.e, &r, lv, T0); /* the first failure: carried */
+  fake_ns += SEC(10);
+  r = take_round(f.e);
+  assert_int_equal(r.n, 1);
+  apply(f.e, &r, lv, T0); /* 10 s after it: carried still */
+  assert_int_equal(metric(f.e, LOST), 0);
+  fake_ns += MS(1);
+  r = take_round(f.e);
+  assert_int_equal(r.n, 1);
+  apply(f.e, &r, lv, T0); /* past 10 s: lost */
+  assert_int_equal(metric(f.e, LOST), 3);
+  assert_int_equal(metric(f.e, RETRIED), 3);
   assert_null(approx_take(approx_of(f.e)));
   fixture_free(&f);
 }
@@ -1257,6 +1282,7 @@ static void concurrent_charges_are_each_taken_exactly_once(void **state) {
 }
 
 int main(void) {
+  fake_clock_install();
   const struct CMUnitTest tests[] = {
       /* First: whether the address of a freed limiter comes back depends
          on the heap's history (see these two tests). */
@@ -1277,6 +1303,7 @@ int main(void) {
       cmocka_unit_test(
           a_new_charge_merged_into_a_carried_one_is_counted_retried),
       cmocka_unit_test(an_unknown_level_is_neither_applied_nor_carried),
+      cmocka_unit_test(a_charge_carried_past_10_s_is_lost),
       cmocka_unit_test(no_levels_at_all_carries_every_entry),
       cmocka_unit_test(the_carry_holds_262144_keys_and_counts_the_rest_lost),
       cmocka_unit_test(apply_leaves_a_reloaded_away_limiter_alone),
