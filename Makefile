@@ -1,6 +1,7 @@
 # sluice — GNU Make, no configure step.
 #
 #   make                 build/libsluice.a, build/libsluice.so, build/sluice
+#   make install         PREFIX=/usr/local, DESTDIR= (GNU conventions)
 #   make check           every test (installs missing Debian packages first)
 #   make run             the main job: sluice serve on the embedded config
 #   make demo            a replay demo of the boundary burst
@@ -10,6 +11,7 @@
 #   make bench-fleet     fleet mode (state in Redis) beside its anchors
 #   make fuzz            the libFuzzer harnesses, FUZZ_SECONDS each (clang)
 #   make layers          every #include points down the layers
+#   make sizes           no file over 1,000 lines, no function over 150
 #   make SANITIZE=address,undefined check    (or SANITIZE=thread)
 #
 # Instrumented builds live in their own directory, so they never mix objects
@@ -52,13 +54,17 @@ CLI_SRC    = $(wildcard src/cli/*.c)
 SRV_SRC  = $(RULES_SRC) $(ENGINE_SRC) $(FLEET_SRC) $(SERVER_SRC)
 SRV_OBJ  = $(SRV_SRC:%.c=$(BUILD)/obj/%.o)
 SRV_LIBS = -lh2o-evloop -lyaml -ljansson -lhiredis -lssl -lcrypto
-# The daemon's layers that need no h2o (rules, engine, the fleet's codecs,
-# the RESP parser): an archive the unit tests and test tools link.
+# The daemon's layers that need no h2o (rules, engine, fleet: its clients
+# reach the event loop through an adapter; the RESP parser): an archive the
+# unit tests and test tools link.
 CORE_SRV_OBJ = $(RULES_SRC:%.c=$(BUILD)/obj/%.o) \
-  $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/src/server/resp_parse.o \
-  $(BUILD)/obj/src/fleet/script.o $(BUILD)/obj/src/fleet/slot.o
+  $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o) $(FLEET_SRC:%.c=$(BUILD)/obj/%.o) \
+  $(BUILD)/obj/src/server/resp_parse.o
 CORE_SRV_LIBS = -lyaml -lhiredis -lcrypto
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+# The library's objects with their internals linkable: what the daemon, the
+# unit tests and the test tools link (see "The library exports only sl_").
+LIB_INTERNAL = $(BUILD)/libsluice-internal.a
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC = $(wildcard tests/unit/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -69,42 +75,136 @@ TOOL_BIN = $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
 INTEG    = $(filter-out %_lib.sh,$(wildcard tests/integration/*.sh))
 
 
-.PHONY: all check unit integration examples layers run demo docs bench fuzz deps deps-bench deps-fuzz clean
+.PHONY: all check unit integration examples layers sizes run demo docs bench fuzz deps deps-bench deps-fuzz clean
 all: $(BUILD)/libsluice.a $(BUILD)/libsluice.so $(BUILD)/sluice
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
 
+# ---- The library exports only sl_ ----
+#
+# Only the API of include/sluice.h, marked SL_API there, leaves the library:
+# its objects are compiled with -fvisibility=hidden, so every other symbol
+# (store_lock, algo_gcra, limiter_force_to, the base/ helpers) is hidden,
+# and one added tomorrow is hidden without anyone remembering to. Hidden
+# rather than static or renamed sl__: these internals are shared between the
+# library's files and called by the daemon (the engine's limiter_force_to,
+# the server's log_msg and strbuf_*), so renaming them would touch every
+# layer for no change in behaviour, and a prefix is a rule that only review
+# enforces, where visibility is enforced by the compiler.
+#   libsluice.so  hidden symbols never reach the dynamic symbol table (so
+#                 no version script is needed: tests/integration/install.sh
+#                 checks what nm shows, plain and sanitized builds alike).
+#   libsluice.a   an archive of the separate objects would still export
+#                 their hidden symbols to a static link (hidden only takes
+#                 effect in a linked output), so the objects are prelinked
+#                 into one (ld -r) whose hidden symbols are then made local
+#                 (objcopy --localize-hidden): an application's own
+#                 store_lock cannot clash with the library's.
+#   $(LIB_INTERNAL)  the same objects as a plain archive, for the daemon,
+#                 the unit tests and the test tools, which call internals
+#                 (limiter.h, algo/algo.h, store/mem.h, base/); never
+#                 installed. The fuzz harnesses compile the sources
+#                 themselves.
+# The shared library's file carries the version of include/sluice.h
+# (libsluice.so.0.1.0); its soname, the major version (libsluice.so.0), and
+# libsluice.so, what -lsluice finds, are links to it, in build/ as installed.
+OBJCOPY ?= objcopy
+SL_VERSION := $(shell awk '/^.define SL_VERSION_(MAJOR|MINOR|PATCH) / \
+  { v = v (v == "" ? "" : ".") $$3 } END { print v }' include/sluice.h)
+SO_NAME = libsluice.so.$(firstword $(subst ., ,$(SL_VERSION)))
+SO_FILE = libsluice.so.$(SL_VERSION)
+
+# The Makefile is a prerequisite so that a tree built before the flag (or
+# before a change to it) recompiles the library instead of exporting again.
+$(LIB_OBJ): ALL_CFLAGS += -fvisibility=hidden
+$(LIB_OBJ): Makefile
+
 $(BUILD)/libsluice.a: $(LIB_OBJ)
+	@rm -f $@ $(BUILD)/obj/libsluice.o
+	$(LD) -r -o $(BUILD)/obj/libsluice.o $^
+	$(OBJCOPY) --localize-hidden $(BUILD)/obj/libsluice.o
+	$(AR) rcs $@ $(BUILD)/obj/libsluice.o
+
+$(LIB_INTERNAL): $(LIB_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-# Only the sl_ API is exported from the shared library.
-$(BUILD)/libsluice.so: $(LIB_OBJ) src/libsluice.map
-	$(CC) -shared $(LDFLAGS) -Wl,--version-script=src/libsluice.map \
-	  -Wl,-soname,libsluice.so.0 -o $@ $(LIB_OBJ) $(LIBS)
+$(BUILD)/$(SO_FILE): $(LIB_OBJ)
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,$(SO_NAME) -o $@ $(LIB_OBJ) $(LIBS)
 
-$(BUILD)/sluice: $(CLI_OBJ) $(SRV_OBJ) $(BUILD)/libsluice.a
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(SRV_OBJ) $(BUILD)/libsluice.a \
+$(BUILD)/libsluice.so: $(BUILD)/$(SO_FILE)
+	ln -sf $(SO_FILE) $(BUILD)/$(SO_NAME)
+	ln -sf $(SO_NAME) $@
+
+# ---- make install ----
+#
+# GNU conventions: PREFIX (default /usr/local) and the directories under it
+# may be set on the command line, DESTDIR stages the whole tree somewhere
+# else (a package build), INSTALL names the install(1) to use. The shared
+# library goes in with its soname links, mode 644 like every library on
+# Debian; sluice.pc is written from src/sluice.pc.in with the directories
+# and the version. Nothing runs ldconfig: after installing into a system
+# directory, run it so that the loader finds libsluice.so.0.
+PREFIX  ?= /usr/local
+bindir       = $(PREFIX)/bin
+libdir       = $(PREFIX)/lib
+includedir   = $(PREFIX)/include
+mandir       = $(PREFIX)/share/man
+man1dir      = $(mandir)/man1
+pkgconfigdir = $(libdir)/pkgconfig
+INSTALL ?= install
+INSTALL_PROGRAM = $(INSTALL) -m 755
+INSTALL_DATA    = $(INSTALL) -m 644
+
+.PHONY: install uninstall
+install: all
+	$(INSTALL) -d $(DESTDIR)$(bindir) $(DESTDIR)$(includedir) \
+	  $(DESTDIR)$(libdir) $(DESTDIR)$(pkgconfigdir) $(DESTDIR)$(man1dir)
+	$(INSTALL_PROGRAM) $(BUILD)/sluice $(DESTDIR)$(bindir)/sluice
+	$(INSTALL_DATA) include/sluice.h $(DESTDIR)$(includedir)/sluice.h
+	$(INSTALL_DATA) $(BUILD)/libsluice.a $(DESTDIR)$(libdir)/libsluice.a
+	$(INSTALL_DATA) $(BUILD)/$(SO_FILE) $(DESTDIR)$(libdir)/$(SO_FILE)
+	ln -sf $(SO_FILE) $(DESTDIR)$(libdir)/$(SO_NAME)
+	ln -sf $(SO_NAME) $(DESTDIR)$(libdir)/libsluice.so
+	sed -e '/^#/d' -e 's|@PREFIX@|$(PREFIX)|' \
+	  -e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(libdir))|' \
+	  -e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(includedir))|' \
+	  -e 's|@VERSION@|$(SL_VERSION)|' src/sluice.pc.in >$(BUILD)/sluice.pc
+	$(INSTALL_DATA) $(BUILD)/sluice.pc $(DESTDIR)$(pkgconfigdir)/sluice.pc
+	$(INSTALL_DATA) man/sluice.1 $(DESTDIR)$(man1dir)/sluice.1
+
+uninstall:
+	rm -f $(DESTDIR)$(bindir)/sluice $(DESTDIR)$(includedir)/sluice.h \
+	  $(DESTDIR)$(libdir)/libsluice.a $(DESTDIR)$(libdir)/$(SO_FILE) \
+	  $(DESTDIR)$(libdir)/$(SO_NAME) $(DESTDIR)$(libdir)/libsluice.so \
+	  $(DESTDIR)$(pkgconfigdir)/sluice.pc $(DESTDIR)$(man1dir)/sluice.1
+
+$(BUILD)/sluice: $(CLI_OBJ) $(SRV_OBJ) $(LIB_INTERNAL)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(SRV_OBJ) $(LIB_INTERNAL) \
 	  $(SRV_LIBS) $(LIBS)
 
 $(BUILD)/libsluice-server.a: $(CORE_SRV_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(BUILD)/tests/%: tests/unit/%.c tests/unit/helpers.h $(BUILD)/libsluice.a \
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/helpers.h $(LIB_INTERNAL) \
     $(BUILD)/libsluice-server.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Isrc $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< \
-	  $(BUILD)/libsluice-server.a $(BUILD)/libsluice.a -lcmocka \
-	  $(CORE_SRV_LIBS) $(LIBS) -lm
+	  $(filter %.o,$^) $(BUILD)/libsluice-server.a $(LIB_INTERNAL) \
+	  -lcmocka $(CORE_SRV_LIBS) $(LIBS) -lm
 
-$(BUILD)/tests/tools/%: tests/tools/%.c $(BUILD)/libsluice.a \
+# A test of a CLI module links that module's object (no test includes a .c
+# file): name it here, and the rule above links it.
+$(BUILD)/tests/test_lab: $(BUILD)/obj/src/cli/lab.o
+
+$(BUILD)/tests/tools/%: tests/tools/%.c $(LIB_INTERNAL) \
     $(BUILD)/libsluice-server.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Isrc $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< \
-	  $(BUILD)/libsluice-server.a $(BUILD)/libsluice.a $(CORE_SRV_LIBS) \
+	  $(BUILD)/libsluice-server.a $(LIB_INTERNAL) $(CORE_SRV_LIBS) \
 	  $(LIBS) -lm
 
 # The script is embedded in script.o (.incbin).
@@ -120,13 +220,18 @@ deps-bench:
 # the daemon's against real peers: curl, redis-cli, nginx, wrk), and the
 # README's C example (built against the static library and run).
 check: deps
+	@$(MAKE) --no-print-directory layers sizes
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(TOOL_BIN) \
 	  $(BUILD)/examples/quickstart
 	@$(MAKE) --no-print-directory unit integration examples
 
-# Includes point only down the layers (scripts/layers.py says which).
+# Includes point only down the layers (scripts/layers.py says which), and
+# no file or function is too long to read (scripts/sizes.py).
 layers:
 	@python3 scripts/layers.py
+
+sizes:
+	@python3 scripts/sizes.py
 
 $(BUILD)/examples/%: examples/%.c $(BUILD)/libsluice.a
 	@mkdir -p $(dir $@)
@@ -188,11 +293,12 @@ FUZZ_BIN = $(patsubst fuzz/%.c,build/fuzz/%,$(wildcard fuzz/*_fuzz.c))
 FUZZ_CFLAGS = -std=c17 -g -O1 -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=all $(CPPFLAGS) -pthread
 
-FUZZ_CLI = src/cli/replay.c src/cli/sim.c src/cli/lab.c src/cli/svg.c \
+FUZZ_CLI = src/cli/replay.c src/cli/sim.c src/cli/sim_parse.c \
+  src/cli/sim_run.c src/cli/sim_print.c src/cli/lab.c src/cli/svg.c \
   src/cli/examples.c
 # The daemon's parts that need no h2o: YAML rules, engine, RESP parser.
 FUZZ_SRV = $(RULES_SRC) $(ENGINE_SRC) src/server/resp_parse.c \
-  src/fleet/script.c src/fleet/slot.c
+  $(CORE_FLEET:%=src/fleet/%.c)
 build/fuzz/%_fuzz: fuzz/%_fuzz.c $(LIB_SRC) $(FUZZ_CLI) $(FUZZ_SRV)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc -o $@ $< $(LIB_SRC) $(FUZZ_CLI) \

@@ -1,7 +1,8 @@
 #!/bin/sh
 # lib.sh — what bench/server/run.sh and bench/fleet/run.sh share (POSIX sh,
 # sourced): their temporary directory and the processes they started
-# (stopped on exit), free ports, polling, CPU accounting, and waiting for
+# (stopped on exit), free ports, a daemon's ports from its ready file,
+# polling, CPU accounting, and waiting for
 # a quiet machine. The caller sets BENCH (its name, for messages) and
 # NOISE first; TCK, tmp and pids are set here.
 
@@ -38,6 +39,12 @@ free_port() {
     p=$((p + 1))
   done
   echo $p
+}
+# ready_port FILE NAME — the port of listener NAME (http, resp) in the file
+# `sluice serve --ready-file FILE` writes once it listens:
+#   {"pid": N, "http": "127.0.0.1:PORT", "resp": "127.0.0.1:PORT"}
+ready_port() {
+  sed -n "s/.*\"$2\": \"[^\"]*:\([0-9]*\)\".*/\1/p" "$1"
 }
 # Polls COMMAND... up to 10 s.
 wait_for() {

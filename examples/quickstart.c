@@ -3,6 +3,7 @@
  * Built and run by `make check` so the documented usage cannot rot.
  *
  *   cc -Iinclude examples/quickstart.c build/libsluice.a -lsodium -lpthread
+ *   cc examples/quickstart.c $(pkg-config --cflags --libs sluice)  (installed)
  */
 #include <stdio.h>
 #include <string.h>

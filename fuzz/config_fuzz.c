@@ -1,7 +1,7 @@
 /*
  * config_fuzz.c — libFuzzer harness for the daemon's YAML rules
- * (src/rules/config.c) and the engine that runs them
- * (src/engine/engine.c). Config files are trusted more than requests, but
+ * (src/rules/) and the engine that runs them
+ * (src/engine/). Config files are trusted more than requests, but
  * a reload must never bring the daemon down, and request descriptors are
  * untrusted bytes.
  *
@@ -42,7 +42,8 @@ static void decide(engine_thread *t, const char *dom, const eng_descriptor *d,
   eng_descriptor copy = *d;
   eng_request r = {dom, strlen(dom), &copy, 1, hits};
   eng_result out;
-  int rc = engine_check(t, &r, NOW, &out);
+  eng_query q = {.kind = ENG_QUERY_RULES, .req = &r, .now = NOW};
+  int rc = engine_decide(t, &q, &out, NULL, NULL);
   if (rc == ENG_EDESCRIPTOR || rc == SL_ECOST) return;
   if (rc != 0) abort();
   if (out.n > ENG_MAX_STATUSES) abort();

@@ -1,6 +1,6 @@
 /*
  * reset_fuzz.c — libFuzzer harness for the messages approximate mode's
- * resets are published in (engine_sync_reset, src/engine/engine.c): the
+ * resets are published in (approx_reset_message, src/fleet/approx.c): the
  * sync thread reads them from a Redis channel, where any client of that
  * Redis can publish.
  *
@@ -20,8 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend.h"
+#include "fleet/approx.h"
 #include "rules/config.h"
-#include "engine/engine.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -40,16 +41,18 @@ static void charge(void) {
   static const char *const keys[] = {"a", "user:42", "", "b"};
   for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
     eng_result r;
-    char err[128];
-    engine_throttle(t, keys[i], strlen(keys[i]), "gcra:5/s", 8, 1, NOW, &r, err,
-                    sizeof err);
+    eng_query adhoc = {.kind = ENG_QUERY_POLICY, .key = keys[i],
+                       .key_len = strlen(keys[i]), .spec = "gcra:5/s",
+                       .spec_len = 8, .cost = 1, .now = NOW};
+    engine_decide(t, &adhoc, &r, NULL, NULL);
     eng_descriptor d;
     memset(&d, 0, sizeof d);
     d.hits = -1;
     d.entries[0] = (cfg_entry){"k", 1, keys[i], strlen(keys[i])};
     d.n = 1;
     eng_request req = {"d", 1, &d, 1, 1};
-    if (engine_check(t, &req, NOW, &r)) abort();
+    eng_query rules = {.kind = ENG_QUERY_RULES, .req = &req, .now = NOW};
+    if (engine_decide(t, &rules, &r, NULL, NULL)) abort();
   }
 }
 
@@ -57,7 +60,7 @@ static void setup(void) {
   cfg_errors ce = {0};
   sl_config *c = config_load_string(yaml, sizeof yaml - 1, "f.yaml", &ce);
   if (!c) abort();
-  engine_opts o = {.sync = 1};
+  engine_opts o = {.backend = fleet_approx_new(&(fleet_opts){0})};
   char err[256];
   e = engine_new(&o, c, err, sizeof err);
   if (!e || !(t = engine_thread_new(e))) abort();
@@ -67,7 +70,7 @@ static int reset(const uint8_t *p, size_t n) {
   uint8_t *copy = malloc(n ? n : 1);
   if (!copy) abort();
   if (n) memcpy(copy, p, n);
-  int r = engine_sync_reset(e, copy, n);
+  int r = approx_reset_message(fleet_approx_of(engine_backend(e)), copy, n);
   free(copy);
   return r;
 }
@@ -93,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* And the engine still decides. */
   eng_result out;
   char err[128];
-  if (engine_throttle(t, "a", 1, "gcra:5/s", 8, 0, NOW, &out, err, sizeof err))
+  if (do_throttle(t, "a", 1, "gcra:5/s", 8, 0, NOW, &out, err, sizeof err))
     abort();
   return 0;
 }

@@ -36,6 +36,18 @@
 extern "C" {
 #endif
 
+/*
+ * SL_API marks what the library exports. libsluice is compiled with
+ * -fvisibility=hidden, so every function not marked here (the store, the
+ * algorithms, the internal helpers) stays inside the library and cannot clash
+ * with an application's own names.
+ */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define SL_API __attribute__((visibility("default")))
+#else
+#define SL_API
+#endif
+
 #define SL_VERSION_MAJOR 0
 #define SL_VERSION_MINOR 1
 #define SL_VERSION_PATCH 0
@@ -43,8 +55,8 @@ extern "C" {
   ((SL_VERSION_MAJOR << 16) | (SL_VERSION_MINOR << 8) | SL_VERSION_PATCH)
 
 /* The version of the library actually linked: SL_VERSION_HEX and "0.1.0". */
-unsigned sl_version(void);
-const char *sl_version_string(void);
+SL_API unsigned sl_version(void);
+SL_API const char *sl_version_string(void);
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -66,9 +78,9 @@ typedef enum sl_err {
 } sl_err;
 
 /* A human-readable message for an SL_E* code ("unknown error" otherwise). */
-const char *sl_strerror(int err);
+SL_API const char *sl_strerror(int err);
 /* The code's name without prefix, e.g. "ECOST" ("UNKNOWN" otherwise). */
-const char *sl_err_name(int err);
+SL_API const char *sl_err_name(int err);
 
 /* ---- limits of the API ------------------------------------------------- */
 
@@ -90,7 +102,7 @@ typedef enum sl_algo {
 } sl_algo;
 
 /* The algorithm's name as spelled in policies ("token_bucket"), or NULL. */
-const char *sl_algo_name(sl_algo algo);
+SL_API const char *sl_algo_name(sl_algo algo);
 
 /*
  * A policy: at most `limit` cost units per `period_ns` (a whole number of
@@ -111,21 +123,22 @@ typedef struct sl_policy {
  * to err (NUL-terminated, truncated to err_len; err may be NULL). On success
  * out->burst is explicit (= limit when not given) for the bucket algorithms.
  */
-int sl_policy_parse(const char *spec, sl_policy *out, char *err,
-                    size_t err_len);
+SL_API int sl_policy_parse(const char *spec, sl_policy *out, char *err,
+                           size_t err_len);
 
 /*
  * Checks a policy filled in by hand: the ranges above plus the exactness
  * bounds (see docs/semantics.md). Same error reporting as sl_policy_parse.
  */
-int sl_policy_validate(const sl_policy *policy, char *err, size_t err_len);
+SL_API int sl_policy_validate(const sl_policy *policy, char *err,
+                              size_t err_len);
 
 /*
  * Writes the canonical spelling of a valid policy ("gcra:50/s:burst=100";
  * burst is omitted when equal to limit) into buf. Returns the length it
  * needs, excluding the NUL, like snprintf; negative SL_EINVAL when invalid.
  */
-int sl_policy_format(const sl_policy *policy, char *buf, size_t len);
+SL_API int sl_policy_format(const sl_policy *policy, char *buf, size_t len);
 
 /* ---- decisions ----------------------------------------------------------- */
 
@@ -169,7 +182,7 @@ typedef struct sl_store_options {
 #define SL_STORE_DEFAULT_MEMORY ((size_t)128 << 20)
 
 /* Fills *opts with the defaults (all zero/NULL). */
-void sl_store_options_init(sl_store_options *opts);
+SL_API void sl_store_options_init(sl_store_options *opts);
 
 typedef struct sl_store sl_store;
 
@@ -178,10 +191,10 @@ typedef struct sl_store sl_store;
  * store in *out, or SL_EINVAL (max_memory too small to hold anything,
  * shards not a power of two) or SL_ENOMEM.
  */
-int sl_store_new(const sl_store_options *opts, sl_store **out);
+SL_API int sl_store_new(const sl_store_options *opts, sl_store **out);
 
 /* Frees the store and every key in it. Its limiters must be freed first. */
-void sl_store_free(sl_store *store);
+SL_API void sl_store_free(sl_store *store);
 
 typedef struct sl_store_stats {
   uint64_t keys;        /* entries held now */
@@ -193,7 +206,7 @@ typedef struct sl_store_stats {
 } sl_store_stats;
 
 /* Snapshot of the counters (each shard read under its lock). */
-void sl_store_stats_get(sl_store *store, sl_store_stats *out);
+SL_API void sl_store_stats_get(sl_store *store, sl_store_stats *out);
 
 /*
  * One bounded step of active expiry: examines at most `max_slots` table
@@ -205,7 +218,8 @@ void sl_store_stats_get(sl_store *store, sl_store_stats *out);
  * never run ahead of requests by more than it.
  * Returns the number of entries dropped, or a negative SL_E* code.
  */
-int64_t sl_store_expire(sl_store *store, int64_t now_ns, size_t max_slots);
+SL_API int64_t sl_store_expire(sl_store *store, int64_t now_ns,
+                               size_t max_slots);
 
 /* ---- limiters ------------------------------------------------------------- */
 
@@ -215,14 +229,14 @@ typedef struct sl_limiter sl_limiter;
  * Binds a validated copy of *policy to store. At most 65535 limiters per
  * store. Returns 0 and *out, or SL_EPOLICY, SL_ELIMITERS or SL_ENOMEM.
  */
-int sl_limiter_new(sl_store *store, const sl_policy *policy,
-                   sl_limiter **out);
+SL_API int sl_limiter_new(sl_store *store, const sl_policy *policy,
+                          sl_limiter **out);
 
 /* Drops the limiter's keys from its store and frees it. NULL is a no-op. */
-void sl_limiter_free(sl_limiter *lim);
+SL_API void sl_limiter_free(sl_limiter *lim);
 
 /* The limiter's policy (valid while the limiter lives). */
-const sl_policy *sl_limiter_policy(const sl_limiter *lim);
+SL_API const sl_policy *sl_limiter_policy(const sl_limiter *lim);
 
 /*
  * Decides one request of `cost` units for `key` at now_ns, and when allowed
@@ -234,8 +248,8 @@ const sl_policy *sl_limiter_policy(const sl_limiter *lim);
  * SL_ENOMEM (a new key or a log entry could not be stored even after
  * eviction). On error nothing is charged.
  */
-int sl_limiter_take(sl_limiter *lim, const void *key, size_t key_len,
-                    int64_t cost, int64_t now_ns, sl_decision *out);
+SL_API int sl_limiter_take(sl_limiter *lim, const void *key, size_t key_len,
+                           int64_t cost, int64_t now_ns, sl_decision *out);
 
 /*
  * A forced charge: charges `cost` (>= 0, above the burst/limit too) whether
@@ -248,8 +262,8 @@ int sl_limiter_take(sl_limiter *lim, const void *key, size_t key_len,
  * admitted beyond the limit into each daemon's local limiter.
  * Returns 0, or the errors of sl_limiter_take.
  */
-int sl_limiter_force(sl_limiter *lim, const void *key, size_t key_len,
-                     int64_t cost, int64_t now_ns, int64_t *level);
+SL_API int sl_limiter_force(sl_limiter *lim, const void *key, size_t key_len,
+                            int64_t cost, int64_t now_ns, int64_t *level);
 
 /* One request of a batch. */
 typedef struct sl_request {
@@ -265,14 +279,15 @@ typedef struct sl_request {
  * order, so a key repeated within the batch sees its earlier charges.
  * Returns the number of requests that failed, or SL_EINVAL (n > INT_MAX).
  */
-int sl_limiter_take_batch(sl_limiter *lim, const sl_request *reqs, size_t n,
-                          int64_t now_ns, sl_decision *out, int *err);
+SL_API int sl_limiter_take_batch(sl_limiter *lim, const sl_request *reqs,
+                                 size_t n, int64_t now_ns, sl_decision *out,
+                                 int *err);
 
 /*
  * Forgets one key's state (it becomes fresh). Returns 1 if the key had
  * state, 0 if not, or SL_EKEY / SL_EINVAL.
  */
-int sl_limiter_reset(sl_limiter *lim, const void *key, size_t key_len);
+SL_API int sl_limiter_reset(sl_limiter *lim, const void *key, size_t key_len);
 
 /* ---- several limits on one request ---------------------------------------- */
 
@@ -302,8 +317,8 @@ typedef struct sl_check {
  * nothing charged.
  */
 #define SL_CHECKS_MAX 64
-int sl_take_all(const sl_check *checks, size_t n, int64_t now_ns,
-                sl_decision *out, int *allowed);
+SL_API int sl_take_all(const sl_check *checks, size_t n, int64_t now_ns,
+                       sl_decision *out, int *allowed);
 
 #ifdef __cplusplus
 }

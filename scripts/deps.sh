@@ -9,11 +9,11 @@
 # fails, so `make check` never half-works on a machine that lacks a package.
 set -eu
 
-build="gcc make libc6-dev libsodium-dev libcmocka-dev libh2o-evloop-dev libssl-dev libyaml-dev libjansson-dev libhiredis-dev libxml2-utils"
+build="gcc make binutils libc6-dev libsodium-dev libcmocka-dev libh2o-evloop-dev libssl-dev libyaml-dev libjansson-dev libhiredis-dev libxml2-utils"
 bench="golang-go golang-golang-x-time-dev"
 bench_server="redis-server redis-tools nginx wrk"
 fuzz="clang libclang-rt-dev"
-test="python3 curl redis-server redis-tools nginx wrk"
+test="python3 curl redis-server redis-tools nginx wrk pkgconf groff-base"
 
 [ $# -gt 0 ] || set -- build
 want=""

@@ -3,21 +3,39 @@
 #
 # Domain "default", descriptor "key": each value gets its own counter at
 # sliding_window:100/m. HTTP on 127.0.0.1:8080, the Redis protocol on
-# 127.0.0.1:6390 (set SLUICE_HTTP / SLUICE_RESP to move them). Ctrl-C stops.
+# 127.0.0.1:6390 (set SLUICE_HTTP / SLUICE_RESP to move them; port 0 picks
+# a free one). Ctrl-C stops.
+#
+# What to try is printed once the daemon listens, with the addresses it
+# bound (its --ready-file), so a daemon that cannot start says why first
+# and a port 0 shows as the port it got.
 set -eu
 SLUICE=${SLUICE:-build/sluice}
 HTTP=${SLUICE_HTTP:-127.0.0.1:8080}
 RESP=${SLUICE_RESP:-127.0.0.1:6390}
-cat <<EOT
-sluice serve: 100 requests per minute per key (sliding window), on the
-embedded default config. Try, from another terminal:
+ready=$(mktemp -u "${TMPDIR:-/tmp}/sluice-ready.XXXXXX")
 
-  curl -i 'http://$HTTP/v1/check?domain=default&key=alice'
-  curl -i 'http://$HTTP/v1/throttle?key=bob&policy=gcra:5/s:burst=10'
-  redis-cli -p ${RESP##*:} CL.THROTTLE user1 15 30 60
-  curl -s http://$HTTP/metrics | grep sluice_rule
-
-Ctrl-C stops it (in-flight requests finish first).
-
-EOT
-exec "$SLUICE" serve --http "$HTTP" --resp "$RESP"
+# In the background: wait for the ready file (while the daemon, which this
+# shell becomes below, runs), then print what to try.
+(
+  while [ ! -f "$ready" ]; do
+    kill -0 $$ 2>/dev/null || exit 0
+    sleep 0.1
+  done
+  http=$(sed -n 's/.*"http": "\([^"]*\)".*/\1/p' "$ready")
+  resp=$(sed -n 's/.*"resp": "[^"]*:\([0-9]*\)".*/\1/p' "$ready")
+  echo
+  echo "sluice serve: 100 requests per minute per key (sliding window), on the"
+  echo "embedded default config. Try, from another terminal:"
+  echo
+  if [ -n "$http" ]; then
+    echo "  curl -i 'http://$http/v1/check?domain=default&key=alice'"
+    echo "  curl -i 'http://$http/v1/throttle?key=bob&policy=gcra:5/s:burst=10'"
+  fi
+  [ -z "$resp" ] || echo "  redis-cli -p $resp CL.THROTTLE user1 15 30 60"
+  [ -z "$http" ] || echo "  curl -s http://$http/metrics | grep sluice_rule"
+  echo
+  echo "Ctrl-C stops it (in-flight requests finish first)."
+  echo
+) &
+exec "$SLUICE" serve --http "$HTTP" --resp "$RESP" --ready-file "$ready"

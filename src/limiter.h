@@ -1,6 +1,7 @@
 /*
- * limiter.h — what the daemon (src/server) uses of limiter.c beyond the
- * public API: not exported by libsluice.so (src/libsluice.map).
+ * limiter.h — what the daemon (src/engine) uses of limiter.c beyond the
+ * public API: hidden, like every library symbol outside include/sluice.h,
+ * so neither libsluice.a nor libsluice.so exports it (see the Makefile).
  */
 #ifndef SLUICE_LIMITER_H
 #define SLUICE_LIMITER_H

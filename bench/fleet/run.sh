@@ -122,13 +122,15 @@ daemons=""
 start_sluice() { # NAME ARGS...: a daemon, its pid, HTTP and RESP ports in NAME_pid, NAME_http, NAME_resp
   name=$1; shift
   log=$tmp/$name.log
-  "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 --shutdown-grace 100 "$@" 2>"$log" &
+  ready=$tmp/$name.ready
+  rm -f "$ready"
+  "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 --shutdown-grace 100 \
+    --ready-file "$ready" "$@" 2>"$log" &
   pids="$pids $!" daemons="$daemons $name"
   eval "${name}_pid=$!"
-  wait_for grep -q 'listening on redis' "$log" || die "sluice $* did not start: $(cat "$log")"
-  wait_for grep -q 'listening on http' "$log" || die "sluice $* did not start: $(cat "$log")"
-  eval "${name}_http=$(sed -n 's|.*listening on http://.*(port \([0-9]*\)).*|\1|p' "$log")"
-  eval "${name}_resp=$(sed -n 's|.*listening on redis://.*(port \([0-9]*\)).*|\1|p' "$log")"
+  wait_for test -f "$ready" || die "sluice $* did not start: $(cat "$log")"
+  eval "${name}_http=$(ready_port "$ready" http)"
+  eval "${name}_resp=$(ready_port "$ready" resp)"
 }
 
 start_redis redis

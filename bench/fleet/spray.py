@@ -15,7 +15,7 @@ refill is what the policy refills over the run (limit x D / period), the
 overshoot what was allowed beyond burst + refill (the burst is the limit
 unless the policy sets one: what one limiter would have allowed), and the
 bound the one
-src/redis/sync.c states for approximate mode: (N - 1) x (burst + the refill
+src/fleet/sync.c states for approximate mode: (N - 1) x (burst + the refill
 of one SYNC_MS interval); 0 for exact mode (SYNC_MS 0). Only the token
 bucket's and the windows' `LIMIT/UNIT[:burst=B]` forms are understood.
 """

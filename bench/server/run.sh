@@ -67,14 +67,14 @@ echo "# $(redis-server --version | cut -d' ' -f1-3), $(nginx -v 2>&1 | sed 's/.*
 # ---- servers ----
 start_sluice() { # THREADS
   log=$tmp/sluice-t$1.log
+  ready=$tmp/sluice-t$1.ready
   "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 --threads "$1" \
-    --shutdown-grace 100 2>"$log" &
+    --shutdown-grace 100 --ready-file "$ready" 2>"$log" &
   pids="$pids $!"
   eval "sluice_t${1}_pid=$!"
-  wait_for grep -q 'listening on redis' "$log" || die "sluice did not start: $(cat "$log")"
-  wait_for grep -q 'listening on http' "$log" || die "sluice did not start: $(cat "$log")"
-  eval "sluice_t${1}_http=$(sed -n 's|.*listening on http://.*(port \([0-9]*\)).*|\1|p' "$log")"
-  eval "sluice_t${1}_resp=$(sed -n 's|.*listening on redis://.*(port \([0-9]*\)).*|\1|p' "$log")"
+  wait_for test -f "$ready" || die "sluice did not start: $(cat "$log")"
+  eval "sluice_t${1}_http=$(ready_port "$ready" http)"
+  eval "sluice_t${1}_resp=$(ready_port "$ready" resp)"
 }
 start_nginx() { # WORKERS
   d=$tmp/nginx-w$1

@@ -305,7 +305,59 @@ static void accuracy_usage(FILE *f) {
           "Exit status: 0; 1 on an error while running; 2 on bad options.\n");
 }
 
-int cmd_accuracy(int argc, char **argv) {
+/* The command line, read; the policies and traces it picks. */
+typedef struct acc_args {
+  int64_t seed, limit, windows, keys;
+  const char *period, *svg_dir;
+  sl_policy pols[SL_ALGO_COUNT];
+  int selected[NTRACES];
+} acc_args;
+
+/* Every algorithm's policy at the same limit (buckets: burst L); the period
+   is checked by the policy parser. 0, or 2 after a message. */
+static int make_policies(acc_args *a) {
+  for (int al = 0; al < SL_ALGO_COUNT; al++) {
+    char spec[128], err[256];
+    const char *name = sl_algo_name((sl_algo)al);
+    int window = al == SL_FIXED_WINDOW || al == SL_SLIDING_LOG ||
+                 al == SL_SLIDING_WINDOW;
+    snprintf(spec, sizeof spec, window ? "%s:%lld/%s" : "%s:%lld/%s:burst=%lld",
+             name, (long long)a->limit, a->period, (long long)a->limit);
+    if (sl_policy_parse(spec, &a->pols[al], err, sizeof err)) {
+      fprintf(stderr, "sluice accuracy: --period '%s': %s\n", a->period, err);
+      return 2;
+    }
+  }
+  return 0;
+}
+
+/* Marks the traces of the comma-separated list `only` (NULL: all). 0, or
+   the exit status after a message. */
+static int select_traces(acc_args *a, const char *only) {
+  if (!only) {
+    for (size_t i = 0; i < NTRACES; i++) a->selected[i] = 1;
+    return 0;
+  }
+  char *list = strdup(only), *save = NULL;
+  if (!list) return 1;
+  for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    size_t i = 0;
+    while (i < NTRACES && strcmp(traces[i].name, t)) i++;
+    if (i == NTRACES) {
+      fprintf(stderr, "sluice accuracy: no trace '%s' (try --list-traces)\n",
+              t);
+      free(list);
+      return 2;
+    }
+    a->selected[i] = 1;
+  }
+  free(list);
+  return 0;
+}
+
+/* Reads the options into *a. -1 to go on, else the exit status (after
+   --help or --list-traces, or a message). */
+static int parse_args(int argc, char **argv, acc_args *a) {
   static const struct option opts[] = {
       {"seed", required_argument, NULL, 's'},
       {"trace", required_argument, NULL, 't'},
@@ -317,27 +369,28 @@ int cmd_accuracy(int argc, char **argv) {
       {"list-traces", no_argument, NULL, 'l'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
-  int64_t seed = 1, limit = 100, windows = 60, keys = 100000;
-  const char *period = "m", *only = NULL, *svg_dir = NULL;
+  *a = (acc_args){.seed = 1, .limit = 100, .windows = 60, .keys = 100000,
+                  .period = "m"};
+  const char *only = NULL;
   int c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "s:t:o:L:p:w:k:lh", opts, NULL)) != -1) {
     const char *what = NULL;
     switch (c) {
     case 's':
-      if (parse_int(optarg, 0, INT64_MAX, 0, &seed)) what = "--seed";
+      if (parse_int(optarg, 0, INT64_MAX, 0, &a->seed)) what = "--seed";
       break;
     case 't': only = optarg; break;
-    case 'o': svg_dir = optarg; break;
+    case 'o': a->svg_dir = optarg; break;
     case 'L':
-      if (parse_int(optarg, 1, 1000000, 0, &limit)) what = "--limit";
+      if (parse_int(optarg, 1, 1000000, 0, &a->limit)) what = "--limit";
       break;
-    case 'p': period = optarg; break;
+    case 'p': a->period = optarg; break;
     case 'w':
-      if (parse_int(optarg, 1, 100000, 0, &windows)) what = "--windows";
+      if (parse_int(optarg, 1, 100000, 0, &a->windows)) what = "--windows";
       break;
     case 'k':
-      if (parse_int(optarg, 1, 10000000, 0, &keys)) what = "--keys";
+      if (parse_int(optarg, 1, 10000000, 0, &a->keys)) what = "--keys";
       break;
     case 'l':
       for (size_t i = 0; i < NTRACES; i++)
@@ -357,155 +410,152 @@ int cmd_accuracy(int argc, char **argv) {
             argv[optind]);
     return 2;
   }
-  /* Every algorithm's policy; the period is checked by the policy parser. */
-  sl_policy pols[SL_ALGO_COUNT];
-  for (int a = 0; a < SL_ALGO_COUNT; a++) {
-    char spec[128], err[256];
-    const char *name = sl_algo_name((sl_algo)a);
-    int window = a == SL_FIXED_WINDOW || a == SL_SLIDING_LOG ||
-                 a == SL_SLIDING_WINDOW;
-    snprintf(spec, sizeof spec, window ? "%s:%lld/%s" : "%s:%lld/%s:burst=%lld",
-             name, (long long)limit, period, (long long)limit);
-    if (sl_policy_parse(spec, &pols[a], err, sizeof err)) {
-      fprintf(stderr, "sluice accuracy: --period '%s': %s\n", period, err);
-      return 2;
-    }
+  int status = make_policies(a);
+  if (!status) status = select_traces(a, only);
+  return status ? status : -1;
+}
+
+/*
+ * Writes trace i's chart (filled by judge) to DIR/accuracy-NAME.svg, with
+ * its captions and one scale for every lane: top, the most any algorithm
+ * let through, or the limit. 0, or 1 after a message.
+ */
+static int write_chart(const acc_args *a, size_t i, const trace *tr,
+                       const result *row, svg_chart *chart, int64_t top) {
+  char per[40], path[4096], x[32], y[32];
+  snprintf(chart->title, sizeof chart->title, "sluice accuracy: %s",
+           traces[i].name);
+  snprintf(chart->subtitle, sizeof chart->subtitle,
+           "%s; %lld per %s, %zu requests, seed %lld.\n"
+           "Line: what each algorithm allowed %s in the trailing window "
+           "(t-%s, t]; above the limit, it let too much through.",
+           traces[i].what, (long long)a->limit,
+           lab_fmt_short(a->pols[0].period_ns, per, sizeof per), tr->n,
+           (long long)a->seed,
+           tr->nkeys > 1 ? "the busiest source (src0)" : "the client", per);
+  snprintf(chart->level_legend, sizeof chart->level_legend,
+           "allowed in the trailing window");
+  chart->kinds[0] = (svg_kind){"false allow", "#d62728", 0};
+  chart->kinds[2] = (svg_kind){"false deny (below the line)", "#7b3fb5", 1};
+  /* One scale for all lanes, so they compare at a glance. */
+  top += top / 10;
+  for (int al = 0; al < SL_ALGO_COUNT; al++) {
+    svg_lane *l = &chart->lanes[al];
+    const result *res = &row[al];
+    snprintf(l->title, sizeof l->title, "%s", sl_algo_name((sl_algo)al));
+    snprintf(l->note, sizeof l->note,
+             "false allows %s%%, false denies %s%%, worst window %lld",
+             pct(res->false_allow, res->requests, x, sizeof x),
+             pct(res->false_deny, res->requests, y, sizeof y),
+             (long long)res->worst);
+    l->level_name = NULL; /* the legend names the line */
+    l->level_max = top;
+    l->ref = a->limit;
+    snprintf(l->ref_name, sizeof l->ref_name, "limit %lld",
+             (long long)a->limit);
+    if (al == SL_FIXED_WINDOW || al == SL_SLIDING_WINDOW)
+      l->boundary_ns = a->pols[0].period_ns;
   }
-  int selected[NTRACES] = {0};
-  if (only) {
-    char *list = strdup(only), *save = NULL;
-    if (!list) return 1;
-    for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-      size_t i = 0;
-      while (i < NTRACES && strcmp(traces[i].name, t)) i++;
-      if (i == NTRACES) {
-        fprintf(stderr, "sluice accuracy: no trace '%s' (try --list-traces)\n",
-                t);
-        free(list);
-        return 2;
-      }
-      selected[i] = 1;
-    }
-    free(list);
-  } else {
-    for (size_t i = 0; i < NTRACES; i++) selected[i] = 1;
-  }
-  if (svg_dir && mkdir(svg_dir, 0777) && errno != EEXIST) {
-    fprintf(stderr, "sluice accuracy: %s: %s\n", svg_dir, strerror(errno));
+  snprintf(path, sizeof path, "%s/accuracy-%s.svg", a->svg_dir,
+           traces[i].name);
+  FILE *f = fopen(path, "w");
+  if (!f || svg_chart_write(chart, f) || fclose(f)) {
+    fprintf(stderr, "sluice accuracy: %s: %s\n", path, strerror(errno));
     return 1;
   }
+  return 0;
+}
 
-  const trace_params tp = {(uint32_t)limit, pols[0].period_ns,
-                           (uint32_t)windows, (uint32_t)keys};
-  result table[NTRACES][SL_ALGO_COUNT];
-  int rc = 0;
-  char a[32], b[32];
-  for (size_t i = 0; i < NTRACES && !rc; i++) {
-    if (!selected[i]) continue;
-    /* Each trace its own stream, so a trace is the same alone or in the
-       full run. */
-    trace tr = {0};
-    uint64_t s = (uint64_t)seed ^ (UINT64_C(0x9e3779b97f4a7c15) * (i + 1));
-    tr.rng = lab_rand(&s);
-    if (traces[i].gen(&tr, &tp)) {
-      fprintf(stderr, "sluice accuracy: trace %s would hold more than %u "
-                      "requests (or memory ran out): lower --windows, "
-                      "--limit or --keys\n", traces[i].name,
-              MAX_TRACE_REQUESTS);
-      free(tr.r);
-      return 2;
-    }
-    qsort(tr.r, tr.n, sizeof *tr.r, req_cmp);
-    svg_chart chart, *ch = NULL;
-    if (svg_dir) {
-      if (svg_chart_init(&chart, SL_ALGO_COUNT, 0, tp.period_ns * tp.windows)) {
-        fprintf(stderr, "sluice accuracy: out of memory\n");
-        free(tr.r);
-        return 1;
-      }
-      ch = &chart;
-    }
-    int64_t top = limit;
-    for (int al = 0; al < SL_ALGO_COUNT && !rc; al++) {
-      result *res = &table[i][al];
-      int e = judge(&tr, &pols[al], res, ch, (size_t)al);
-      if (e) {
-        fprintf(stderr, "sluice accuracy: trace %s, %s: %s\n", traces[i].name,
-                sl_algo_name((sl_algo)al), sl_strerror(e));
-        rc = 1;
-        break;
-      }
-      if (res->plot_worst > top) top = res->plot_worst;
-      printf("accuracy trace=%s algo=%s requests=%llu false_allow_pct=%s "
-             "false_deny_pct=%s worst_window=%lld limit=%lld\n",
-             traces[i].name, sl_algo_name((sl_algo)al),
-             (unsigned long long)res->requests,
-             pct(res->false_allow, res->requests, a, sizeof a),
-             pct(res->false_deny, res->requests, b, sizeof b),
-             (long long)res->worst, (long long)limit);
-    }
-    if (ch && !rc) {
-      char per[40], path[4096];
-      snprintf(chart.title, sizeof chart.title, "sluice accuracy: %s",
-               traces[i].name);
-      snprintf(chart.subtitle, sizeof chart.subtitle,
-               "%s; %lld per %s, %zu requests, seed %lld.\n"
-               "Line: what each algorithm allowed %s in the trailing window "
-               "(t-%s, t]; above the limit, it let too much through.",
-               traces[i].what, (long long)limit,
-               lab_fmt_short(tp.period_ns, per, sizeof per), tr.n,
-               (long long)seed,
-               tr.nkeys > 1 ? "the busiest source (src0)" : "the client",
-               per);
-      snprintf(chart.level_legend, sizeof chart.level_legend,
-               "allowed in the trailing window");
-      chart.kinds[0] = (svg_kind){"false allow", "#d62728", 0};
-      chart.kinds[2] = (svg_kind){"false deny (below the line)", "#7b3fb5", 1};
-      /* One scale for all lanes, so they compare at a glance. */
-      top += top / 10;
-      for (int al = 0; al < SL_ALGO_COUNT; al++) {
-        svg_lane *l = &chart.lanes[al];
-        const result *res = &table[i][al];
-        snprintf(l->title, sizeof l->title, "%s", sl_algo_name((sl_algo)al));
-        snprintf(l->note, sizeof l->note,
-                 "false allows %s%%, false denies %s%%, worst window %lld",
-                 pct(res->false_allow, res->requests, a, sizeof a),
-                 pct(res->false_deny, res->requests, b, sizeof b),
-                 (long long)res->worst);
-        l->level_name = NULL; /* the legend names the line */
-        l->level_max = top;
-        l->ref = limit;
-        snprintf(l->ref_name, sizeof l->ref_name, "limit %lld",
-                 (long long)limit);
-        if (al == SL_FIXED_WINDOW || al == SL_SLIDING_WINDOW)
-          l->boundary_ns = tp.period_ns;
-      }
-      snprintf(path, sizeof path, "%s/accuracy-%s.svg", svg_dir,
-               traces[i].name);
-      FILE *f = fopen(path, "w");
-      if (!f || svg_chart_write(&chart, f) || fclose(f)) {
-        fprintf(stderr, "sluice accuracy: %s: %s\n", path, strerror(errno));
-        rc = 1;
-      }
-    }
-    if (ch) svg_chart_free(&chart);
+/*
+ * Generates trace i, judges every algorithm on it into row[] (printing one
+ * "accuracy ..." line each) and, with --svg, draws it. 0, or the exit
+ * status after a message.
+ */
+static int run_trace(const acc_args *a, size_t i, result *row) {
+  const trace_params tp = {(uint32_t)a->limit, a->pols[0].period_ns,
+                           (uint32_t)a->windows, (uint32_t)a->keys};
+  /* Each trace its own stream, so a trace is the same alone or in the full
+     run. */
+  trace tr = {0};
+  uint64_t s = (uint64_t)a->seed ^ (UINT64_C(0x9e3779b97f4a7c15) * (i + 1));
+  tr.rng = lab_rand(&s);
+  if (traces[i].gen(&tr, &tp)) {
+    fprintf(stderr, "sluice accuracy: trace %s would hold more than %u "
+                    "requests (or memory ran out): lower --windows, "
+                    "--limit or --keys\n", traces[i].name,
+            MAX_TRACE_REQUESTS);
     free(tr.r);
+    return 2;
   }
-  if (rc) return rc;
+  qsort(tr.r, tr.n, sizeof *tr.r, req_cmp);
+  svg_chart chart, *ch = NULL;
+  if (a->svg_dir) {
+    if (svg_chart_init(&chart, SL_ALGO_COUNT, 0, tp.period_ns * tp.windows)) {
+      fprintf(stderr, "sluice accuracy: out of memory\n");
+      free(tr.r);
+      return 1;
+    }
+    ch = &chart;
+  }
+  int64_t top = a->limit;
+  int rc = 0;
+  char x[32], y[32];
+  for (int al = 0; al < SL_ALGO_COUNT && !rc; al++) {
+    result *res = &row[al];
+    int e = judge(&tr, &a->pols[al], res, ch, (size_t)al);
+    if (e) {
+      fprintf(stderr, "sluice accuracy: trace %s, %s: %s\n", traces[i].name,
+              sl_algo_name((sl_algo)al), sl_strerror(e));
+      rc = 1;
+      break;
+    }
+    if (res->plot_worst > top) top = res->plot_worst;
+    printf("accuracy trace=%s algo=%s requests=%llu false_allow_pct=%s "
+           "false_deny_pct=%s worst_window=%lld limit=%lld\n",
+           traces[i].name, sl_algo_name((sl_algo)al),
+           (unsigned long long)res->requests,
+           pct(res->false_allow, res->requests, x, sizeof x),
+           pct(res->false_deny, res->requests, y, sizeof y),
+           (long long)res->worst, (long long)a->limit);
+  }
+  if (ch && !rc) rc = write_chart(a, i, &tr, row, ch, top);
+  if (ch) svg_chart_free(&chart);
+  free(tr.r);
+  return rc;
+}
 
+/* The results again, as a Markdown table. */
+static void print_table(const acc_args *a,
+                        result table[NTRACES][SL_ALGO_COUNT]) {
+  char x[32], y[32];
   printf("\n| trace | algorithm | requests | false allow %% | false deny %% "
          "| worst window | limit |\n"
          "|---|---|---:|---:|---:|---:|---:|\n");
   for (size_t i = 0; i < NTRACES; i++) {
-    if (!selected[i]) continue;
+    if (!a->selected[i]) continue;
     for (int al = 0; al < SL_ALGO_COUNT; al++) {
       const result *res = &table[i][al];
       printf("| %s | %s | %llu | %s | %s | %lld | %lld |\n", traces[i].name,
              sl_algo_name((sl_algo)al), (unsigned long long)res->requests,
-             pct(res->false_allow, res->requests, a, sizeof a),
-             pct(res->false_deny, res->requests, b, sizeof b),
-             (long long)res->worst, (long long)limit);
+             pct(res->false_allow, res->requests, x, sizeof x),
+             pct(res->false_deny, res->requests, y, sizeof y),
+             (long long)res->worst, (long long)a->limit);
     }
   }
+}
+
+int cmd_accuracy(int argc, char **argv) {
+  acc_args a;
+  int status = parse_args(argc, argv, &a);
+  if (status >= 0) return status;
+  if (a.svg_dir && mkdir(a.svg_dir, 0777) && errno != EEXIST) {
+    fprintf(stderr, "sluice accuracy: %s: %s\n", a.svg_dir, strerror(errno));
+    return 1;
+  }
+  result table[NTRACES][SL_ALGO_COUNT];
+  for (size_t i = 0; i < NTRACES; i++)
+    if (a.selected[i] && (status = run_trace(&a, i, table[i])) != 0)
+      return status;
+  print_table(&a, table);
   return fflush(stdout) ? 1 : 0;
 }

@@ -303,6 +303,75 @@ static int split_list(char *s, char **out, int max) {
   return n;
 }
 
+/*
+ * The algorithms to run, into algos (16 at most): the comma-separated list
+ * in buf (split in place; "all": every one and the floor), or the one
+ * `policy` (NULL: none) names. Their number, or -1 after a message.
+ */
+static int pick_algos(char *buf, const char *policy, char **algos) {
+  static char *all[] = {"floor", "token_bucket", "leaky_bucket", "fixed_window",
+                        "sliding_log", "sliding_window", "gcra"};
+  int na = split_list(buf, algos, 16);
+  if (na == 1 && !strcmp(algos[0], "all")) {
+    na = (int)(sizeof all / sizeof all[0]);
+    memcpy(algos, all, sizeof all);
+  }
+  if (policy) { /* the policy names its own algorithm */
+    sl_policy pol;
+    char err[256];
+    if (sl_policy_parse(policy, &pol, err, sizeof err)) {
+      fprintf(stderr, "sluice bench: --policy: %s\n", err);
+      return -1;
+    }
+    algos[0] = (char *)sl_algo_name(pol.algo);
+    na = 1;
+  }
+  for (int i = 0; i < na; i++) {
+    int known = !strcmp(algos[i], "floor");
+    for (int a = 0; a < SL_ALGO_COUNT; a++)
+      known |= !strcmp(algos[i], sl_algo_name((sl_algo)a));
+    if (!known) {
+      fprintf(stderr, "sluice bench: unknown algorithm '%s'\n", algos[i]);
+      return -1;
+    }
+  }
+  return na;
+}
+
+/*
+ * Runs cfg `repeat` times and prints the best run's line: noise on a
+ * shared machine only slows a run down. bench_one's status (0 or 1), or
+ * -1 out of memory.
+ */
+static int bench_best(const bench_cfg *cfg, const keyset *ks) {
+  char *best = NULL;
+  double best_rate = -1;
+  int rc = 0;
+  for (int r = 0; r < cfg->repeat; r++) {
+    char *line = NULL;
+    size_t len = 0;
+    double rate = 0;
+    FILE *out = open_memstream(&line, &len);
+    if (!out) {
+      free(best);
+      return -1;
+    }
+    rc |= bench_one(cfg, ks, out, &rate);
+    fclose(out);
+    if (rate > best_rate) {
+      free(best);
+      best = line;
+      best_rate = rate;
+    } else {
+      free(line);
+    }
+  }
+  if (best) fputs(best, stdout);
+  fflush(stdout);
+  free(best);
+  return rc;
+}
+
 int cmd_bench(int argc, char **argv) {
   static const struct option opts[] = {
       {"algo", required_argument, NULL, 'a'},
@@ -362,32 +431,9 @@ int cmd_bench(int argc, char **argv) {
     return 2;
   }
   char *algos[16], *threads[16];
-  int na = split_list(algos_buf, algos, 16), nt = split_list(threads_buf, threads, 16);
-  static char *all[] = {"floor", "token_bucket", "leaky_bucket", "fixed_window",
-                        "sliding_log", "sliding_window", "gcra"};
-  if (na == 1 && !strcmp(algos[0], "all")) {
-    na = (int)(sizeof all / sizeof all[0]);
-    memcpy(algos, all, sizeof all);
-  }
-  if (base.policy) { /* the policy names its own algorithm */
-    sl_policy pol;
-    char err[256];
-    if (sl_policy_parse(base.policy, &pol, err, sizeof err)) {
-      fprintf(stderr, "sluice bench: --policy: %s\n", err);
-      return 2;
-    }
-    algos[0] = (char *)sl_algo_name(pol.algo);
-    na = 1;
-  }
-  for (int i = 0; i < na; i++) {
-    int known = !strcmp(algos[i], "floor");
-    for (int a = 0; a < SL_ALGO_COUNT; a++)
-      known |= !strcmp(algos[i], sl_algo_name((sl_algo)a));
-    if (!known) {
-      fprintf(stderr, "sluice bench: unknown algorithm '%s'\n", algos[i]);
-      return 2;
-    }
-  }
+  int na = pick_algos(algos_buf, base.policy, algos),
+      nt = split_list(threads_buf, threads, 16);
+  if (na < 0) return 2;
   for (int i = 0; i < nt; i++)
     if (parse_int(threads[i], 1, 256, 0, &v)) goto bad;
 
@@ -400,31 +446,9 @@ int cmd_bench(int argc, char **argv) {
       cfg.algo = algos[a];
       parse_int(threads[t], 1, 256, 0, &v);
       cfg.threads = (int)v;
-      /* Best of `repeat` runs: noise on a shared machine only slows down. */
-      char *best = NULL;
-      double best_rate = -1;
-      for (int r = 0; r < cfg.repeat; r++) {
-        char *line = NULL;
-        size_t len = 0;
-        double rate = 0;
-        FILE *out = open_memstream(&line, &len);
-        if (!out) {
-          free(best);
-          return 1;
-        }
-        rc |= bench_one(&cfg, &ks, out, &rate);
-        fclose(out);
-        if (rate > best_rate) {
-          free(best);
-          best = line;
-          best_rate = rate;
-        } else {
-          free(line);
-        }
-      }
-      if (best) fputs(best, stdout);
-      fflush(stdout);
-      free(best);
+      int e = bench_best(&cfg, &ks);
+      if (e < 0) return 1;
+      rc |= e;
     }
   return rc;
 bad:

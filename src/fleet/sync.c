@@ -1,12 +1,12 @@
 /*
  * sync.c — approximate mode's sync thread.
  *
- * Every interval: the engine hands over what each (limiter, key) charged
- * locally since the last round (engine_sync_take); each is charged to the
+ * Every interval: the approximate backend hands over what each (limiter,
+ * key) charged locally since the last round (approx_take); each is charged to the
  * key's state in Redis by force, by the exact-mode script ("f" mode: the
  * state goes below empty when the fleet admitted more than the limit, a
  * debt). The script's reply is the fleet's signed level, and a local
- * limiter above it is charged the difference by force (engine_sync_apply):
+ * limiter above it is charged the difference by force (approx_apply):
  * after each round every daemon owes what the fleet owes, and pays it back
  * before it allows again.
  *
@@ -24,7 +24,7 @@
  * most the longest of --redis-timeout, the interval and 1 s). Local
  * decisions never wait for it. The charges of a
  * call Redis did not run (no connection, MOVED, NOSCRIPT, ...) are pushed
- * again with every round for up to 10 s (engine_sync_apply;
+ * again with every round for up to 10 s (approx_apply;
  * sluice_sync_retried_cost_total), then counted lost
  * (sluice_sync_lost_cost_total). Those of a call sent without a reply are
  * not: Redis may have run it, or may run it yet (a hung server that
@@ -32,17 +32,18 @@
  *
  * In a cluster whose slots move, what a node answers instead of running a
  * call is followed within the round, once the pipeline is read, so that a
- * migration neither delays nor loses charges: MOVED (the slot's node,
- * learned for later rounds too, new nodes included, and the whole map read
- * again: refresh_map), ASK (to the named node, after ASKING), NOSCRIPT
- * (the script loaded, after ASKING again for an ASK's call) and TRYAGAIN
- * (a batch whose keys are partly migrated: one call per key, each followed
- * on its own). Only what still fails goes again with the next rounds.
- * A master that dies answers nothing, not even MOVED: while a node that
- * serves slots is down (its call or its connect failed), another node is
- * asked for the whole map at the end of each pass, at most once a second
- * (relearn_map), and the charges carried meanwhile go to the replica that
- * took its slots over, from the round after the one that learns it.
+ * migration neither delays nor loses charges, as the router decides
+ * (router.h): MOVED (the slot's node, learned for later rounds too, new
+ * nodes included, and the whole map read again), ASK (to the named node,
+ * after ASKING), NOSCRIPT (the script loaded, after ASKING again for an
+ * ASK's call) and TRYAGAIN (a batch whose keys are partly migrated: one
+ * call per key, each followed on its own). Only what still fails goes
+ * again with the next rounds. A master that dies answers nothing, not even
+ * MOVED: while a node that serves slots is down (its call or its connect
+ * failed), another node is asked for the whole map at the end of each
+ * pass, at most once a second (relearn_map), and the charges carried
+ * meanwhile go to the replica that took its slots over, from the round
+ * after the one that learns it.
  *
  * A round's time is its interval: rounds start every interval (one that
  * ran long is followed at once), and the follow-up calls, one at a time,
@@ -55,13 +56,14 @@
  *
  * After each round, the thread reads the resets other daemons published
  * (read_resets: a subscription of its own) and drops this daemon's state
- * for their keys (engine_sync_reset).
+ * for their keys (approx_reset_message).
  */
 #include "sync.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -69,35 +71,27 @@
 
 #include "../base/clock.h"
 #include "../base/log.h"
+#include "router.h"
 #include "script.h"
 #include "slot.h"
+#include "sync_internal.h"
 
 /* The shortest wait for a reply (rs_sync_start). */
 #define SYNC_TIMEOUT_MIN_MS 1000
 
-/* The most redirects (MOVED, ASK, NOSCRIPT) one call follows. */
-#define SYNC_MAX_FOLLOW 5
-/* A MOVED, or a node that fails, reads the whole slot map again at most
-   this often (ms). */
-#define SYNC_MAP_REFRESH_MS 1000
 /* The resets' subscription is sent a PING this often (ms); one left
    unanswered for the timeout is a connection that died without a word
    (no FIN, no reset: a host gone, a partition). */
 #define SYNC_SUB_PING_MS 1000
-/* The most messages one read_resets takes: the rest wait for the next
-   round, so that a flood of them never holds the rounds up. */
-#define SYNC_SUB_MAX_MSGS 1024
 
 struct rs_sync {
-  engine *e;
+  approx *a;
   rc_config cfg;
-  rc_topology topo;
+  rt_router rt; /* the nodes, the slot map, the breaker */
+  rs_transport io;
   int interval_ms;
-  int map_from; /* the node last asked for the map (relearn_map) */
-  redisContext *ctx[RC_MAX_NODES];
-  int64_t down_until[RC_MAX_NODES];
+  redisContext *ctx[RC_MAX_NODES]; /* (the router's node up while set) */
   int64_t until; /* (ms) the round's follow-up calls start before this */
-  int64_t refresh_after; /* (ms) no CLUSTER SLOTS before this */
   redisContext *sub;     /* subscribed to the resets' channel (or NULL) */
   int64_t sub_after;     /* (ms) no new subscription before this */
   int64_t sub_pinged;    /* (ms) the last PING on it */
@@ -131,27 +125,54 @@ static void drop_if_closed(rs_sync *s, int n) {
   if (s->ctx[n] && peer_closed(s->ctx[n])) {
     redisFree(s->ctx[n]);
     s->ctx[n] = NULL;
+    rt_node_closed(&s->rt, n);
   }
 }
 
+/* Node n's connection, made now if there is none and the breaker lets it
+   be; a failed connect leaves n down for the breaker interval. */
 static redisContext *node_ctx(rs_sync *s, int n) {
   if (s->ctx[n]) return s->ctx[n];
-  if (mono_ms() < s->down_until[n]) return NULL;
+  if (rt_node_down(&s->rt, n, clock_mono_ns())) return NULL;
   char err[256];
-  redisContext *c = rc_connect_sync(&s->cfg, &s->topo.nodes[n], err, sizeof err);
+  redisContext *c =
+      s->io.connect(s->io.ud, &s->cfg, rt_addr(&s->rt, n), err, sizeof err);
   if (!c) {
-    log_msg("warn", "sync: redis %s; retrying in %d ms", err, s->cfg.breaker_ms);
-    s->down_until[n] = mono_ms() + s->cfg.breaker_ms;
+    log_msg("warn", "sync: redis %s; retrying in %d ms", err,
+            s->cfg.breaker_ms);
+    rt_node_failed(&s->rt, n, clock_mono_ns());
     return NULL;
   }
   s->ctx[n] = c;
+  rt_node_up(&s->rt, n);
   return c;
 }
 
+/* Node n failed: its connection dropped, the node down for the breaker
+   interval. */
 static void node_drop(rs_sync *s, int n) {
   if (s->ctx[n]) redisFree(s->ctx[n]);
   s->ctx[n] = NULL;
-  s->down_until[n] = mono_ms() + s->cfg.breaker_ms;
+  rt_node_failed(&s->rt, n, clock_mono_ns());
+}
+
+/* Appends a command of hiredis's format to c through the transport
+   (REDIS_ERR: out of memory, or the transport's failure). */
+static int append_fmt(rs_sync *s, redisContext *c, const char *fmt, ...) {
+  va_list ap;
+  char *cmd;
+  va_start(ap, fmt);
+  int len = redisvFormatCommand(&cmd, fmt, ap);
+  va_end(ap);
+  if (len < 0) return REDIS_ERR;
+  int rc = s->io.append(s->io.ud, c, cmd, (size_t)len);
+  free(cmd);
+  return rc;
+}
+
+/* The address of node n, for the log. */
+static const rc_addr *addr(const rs_sync *s, int n) {
+  return rt_addr(&s->rt, n);
 }
 
 /* A key of a pass: where it goes, sorted by (node, slot). */
@@ -165,21 +186,6 @@ static int by_node_slot(const void *a, const void *b) {
   if (x->node != y->node) return x->node < y->node ? -1 : 1;
   if (x->slot != y->slot) return x->slot < y->slot ? -1 : 1;
   return x->i < y->i ? -1 : x->i > y->i;
-}
-
-/* The node a redirect names (added to the topology if new; "" = the host
-   of node `from`, which answered), and for MOVED the slot's node from now
-   on, this round and the next ones. -1 when the topology is full. */
-static int learn_moved(rs_sync *s, const rc_redirect *rd, int from) {
-  const char *host = rd->host[0] ? rd->host : s->topo.nodes[from].host;
-  int k = rc_topology_node(&s->topo, host, rd->port);
-  if (k >= 0 && !rd->ask) s->topo.slot_node[rd->slot] = (uint8_t)k;
-  return k;
-}
-
-/* The node that serves a slot, as far as this thread knows. */
-static int slot_node(const rs_sync *s, int slot) {
-  return s->topo.slot_node[slot] < s->topo.nnodes ? s->topo.slot_node[slot] : 0;
 }
 
 /* Whether an error reply says the command was not run at all (a redirect,
@@ -208,16 +214,14 @@ typedef struct sync_batch {
 /* What follow() or a split handles: a node's answer instead of running
    the call. */
 static int followable(const redisReply *r) {
-  return r->type == REDIS_REPLY_ERROR && r->str &&
-         (!strncmp(r->str, "MOVED ", 6) || !strncmp(r->str, "ASK ", 4) ||
-          !strncmp(r->str, "NOSCRIPT", 8) || !strncmp(r->str, "TRYAGAIN", 8));
+  return r->type == REDIS_REPLY_ERROR && rt_followable(r->str, r->len);
 }
 
 /*
  * Sends cmd to node nd, after SCRIPT LOAD (load) and ASKING (asking), and
  * waits for its reply (owned). NULL when it failed, with *failed saying
- * how: ENG_LEVEL_UNSENT (no connection: never written) or
- * ENG_LEVEL_UNKNOWN (written, no reply: Redis may run it; the connection
+ * how: APPROX_LEVEL_UNSENT (no connection: never written) or
+ * APPROX_LEVEL_UNKNOWN (written, no reply: Redis may run it; the connection
  * is dropped). One command at a time: this runs once every pipelined
  * reply of the pass is in, so nothing else is pending on any connection.
  */
@@ -225,28 +229,28 @@ static redisReply *call_node(rs_sync *s, int nd, int load, int asking,
                              const char *cmd, size_t len, int64_t *failed) {
   drop_if_closed(s, nd); /* nothing pending on any connection now */
   redisContext *c = node_ctx(s, nd);
-  *failed = ENG_LEVEL_UNSENT;
+  *failed = APPROX_LEVEL_UNSENT;
   if (!c) return NULL;
   size_t sl;
   const char *src = rs_script(&sl);
-  if ((load && redisAppendCommand(c, "SCRIPT LOAD %b", src, sl) != REDIS_OK) ||
-      (asking && redisAppendCommand(c, "ASKING") != REDIS_OK) ||
-      redisAppendFormattedCommand(c, cmd, len) != REDIS_OK) {
+  if ((load && append_fmt(s, c, "SCRIPT LOAD %b", src, sl) != REDIS_OK) ||
+      (asking && append_fmt(s, c, "ASKING") != REDIS_OK) ||
+      s->io.append(s->io.ud, c, cmd, len) != REDIS_OK) {
     /* Out of memory: nothing was written (hiredis writes at the read),
        and the context is unusable; what was appended goes with it. */
     node_drop(s, nd);
     return NULL;
   }
-  engine_sync_count(s->e, ENG_SYNC_CALLS, 1);
+  approx_count(s->a, APPROX_CALLS, 1);
   redisReply *r = NULL;
   for (int i = 0; i <= load + asking; i++) {
     if (r) freeReplyObject(r);
     r = NULL;
-    if (redisGetReply(c, (void **)&r) != REDIS_OK || !r) {
-      log_msg("warn", "sync: redis %s:%d: %s", s->topo.nodes[nd].host,
-              s->topo.nodes[nd].port, c->errstr);
+    if (s->io.get_reply(s->io.ud, c, (void **)&r) != REDIS_OK || !r) {
+      log_msg("warn", "sync: redis %s:%d: %s", addr(s, nd)->host,
+              addr(s, nd)->port, c->errstr);
       node_drop(s, nd);
-      *failed = ENG_LEVEL_UNKNOWN;
+      *failed = APPROX_LEVEL_UNKNOWN;
       return NULL;
     }
   }
@@ -258,114 +262,66 @@ static redisReply *call_node(rs_sync *s, int nd, int load, int asking,
 static int out_of_time(const rs_sync *s) { return mono_ms() >= s->until; }
 
 /*
- * A MOVED says the slot map is out of date, and rarely for that slot
- * alone (a resharding moves many, a failover every slot of a master): as
- * client.c does, the whole map is read again, CLUSTER SLOTS from node nd
- * (the one the MOVED named, which knows the new configuration), at most
- * once per SYNC_MAP_REFRESH_MS; the next rounds then send each key
- * straight to its node. Like call_node, one command with nothing else
- * pending; a failure only drops the connection.
+ * Reads the whole map from node nd (CLUSTER SLOTS) when the router says
+ * it is due (a MOVED named nd; or nd is the map source for a dead
+ * master): the next rounds then send each key straight to its node. Like
+ * call_node, one command with nothing else pending; a failure only drops
+ * the connection.
  */
 static void refresh_map(rs_sync *s, int nd) {
-  int64_t now = mono_ms();
-  if (!s->cfg.cluster || now < s->refresh_after) return;
-  s->refresh_after = now + SYNC_MAP_REFRESH_MS;
+  int64_t now = clock_mono_ns();
+  if (!rt_map_due(&s->rt, nd, now)) return;
+  rt_map_begin(&s->rt, nd, now);
   drop_if_closed(s, nd);
   redisContext *c = node_ctx(s, nd);
   redisReply *r = NULL;
-  if (!c) return;
-  if (redisAppendCommand(c, "CLUSTER SLOTS") != REDIS_OK ||
-      redisGetReply(c, (void **)&r) != REDIS_OK || !r) {
-    log_msg("warn", "sync: redis %s:%d: CLUSTER SLOTS: %s",
-            s->topo.nodes[nd].host, s->topo.nodes[nd].port, c->errstr);
+  if (c && (append_fmt(s, c, "CLUSTER SLOTS") != REDIS_OK ||
+            s->io.get_reply(s->io.ud, c, (void **)&r) != REDIS_OK || !r)) {
+    log_msg("warn", "sync: redis %s:%d: CLUSTER SLOTS: %s", addr(s, nd)->host,
+            addr(s, nd)->port, c->errstr);
     node_drop(s, nd);
-    return;
+    r = NULL;
   }
-  rc_topology_read(&s->topo, r, s->topo.nodes[nd].host);
+  rt_map_end(&s->rt, nd, r);
   freeReplyObject(r);
 }
 
-/* The node to read the map from instead of a failed one: the first after
-   the one asked last that is connected, else the first the breaker does
-   not keep down (connected for it); -1 when none. Taken in turn, so that
-   a node that cannot tell (a seed gone from the cluster, one that answers
-   an error) does not stop the others being asked. */
-static int map_source(const rs_sync *s) {
-  int64_t now = mono_ms();
-  int idle = -1;
-  for (int k = 1; k <= s->topo.nnodes; k++) {
-    int nd = (s->map_from + k) % s->topo.nnodes;
-    if (now < s->down_until[nd]) continue; /* the failed ones too */
-    if (s->ctx[nd]) return nd;
-    if (idle < 0) idle = nd;
-  }
-  return idle;
-}
-
-/*
- * A master that dies answers nothing, not even a MOVED, so its slots'
- * charges would be refused (not sent, carried) until they are dropped 10 s
- * later, long after a replica has taken its slots over (cluster-node-timeout
- * and an election: seconds after the death). So at the end of each pass
- * (nothing pending on any connection: refresh_map is one blocking call),
- * while a node that serves slots is down (its call failed: node_drop; its
- * connect failed: node_ctx), the whole map is read again from another node
- * (map_source), at most once per SYNC_MAP_REFRESH_MS, as after a MOVED.
- * Until the failover, the map read still gives the dead node its slots
- * (rc_topology_read keeps a slot no master is named for as it was, never
- * "nobody"): the passes ask again, once a second at most, and the round
- * after the one that learns the promotion sends the carried charges to
- * the new master.
- */
+/* At the end of each pass (nothing pending on any connection: refresh_map
+   is one blocking call): while a node that serves slots is down, the map
+   is read from another node as the router says (rt_relearn: a master that
+   died), and the round after the one that learns the promotion sends the
+   carried charges to the new master. */
 static void relearn_map(rs_sync *s) {
-  int64_t now = mono_ms();
-  if (!s->cfg.cluster || now < s->refresh_after) return;
-  for (int nd = 0; nd < s->topo.nnodes; nd++) {
-    if (now >= s->down_until[nd] ||
-        !memchr(s->topo.slot_node, nd, sizeof s->topo.slot_node))
-      continue;
-    int from = map_source(s);
-    if (from < 0) return;
-    s->map_from = from;
-    refresh_map(s, from);
-    return;
-  }
+  int from = rt_relearn_any(&s->rt, clock_mono_ns());
+  if (from >= 0) refresh_map(s, from);
 }
 
 /*
- * Follows r, what node nd answered cmd instead of running it: MOVED: the
- * slot's node is learned and the call sent there; ASK: sent there, after
- * ASKING; NOSCRIPT: the script is loaded and the call sent again (after
- * ASKING again when it was an ASK's: the flag lasts one command); a MOVED
- * also has the whole map read again (refresh_map). At most
- * SYNC_MAX_FOLLOW steps, and none once the round's time is up (a MOVED is
+ * Follows r, what node nd answered cmd instead of running it, as the
+ * router says (rt_on_reply): MOVED (the slot's node learned, the call sent
+ * there, the whole map read again), ASK (sent there, after ASKING),
+ * NOSCRIPT (the script loaded and the call sent again, after ASKING again
+ * when it was an ASK's). None once the round's time is up (a MOVED is
  * still learned, for the next round). Takes r (NULL: returned as it is);
- * returns the last reply (owned: a TRYAGAIN among them, for the caller to
- * split), or NULL when a call failed or was not made (*failed:
- * call_node's; ENG_LEVEL_UNSENT when out of time).
+ * returns the last reply (owned; *tryagain set when it is a TRYAGAIN, for
+ * the caller to split), or NULL when a call failed or was not made
+ * (*failed: call_node's; APPROX_LEVEL_UNSENT when out of time).
  */
 static redisReply *follow(rs_sync *s, int nd, const char *cmd, size_t len,
-                          redisReply *r, int64_t *failed) {
-  int asking = 0;
-  for (int step = 0; r && followable(r) && step < SYNC_MAX_FOLLOW; step++) {
-    rc_redirect rd;
-    int load = 0, moved = 0;
-    if (!rc_parse_redirect(r->str, r->len, &rd)) {
-      if ((nd = learn_moved(s, &rd, nd)) < 0) break;
-      asking = rd.ask;
-      moved = !rd.ask;
-    } else if (!strncmp(r->str, "NOSCRIPT", 8)) {
-      load = 1;
-    } else {
-      break; /* TRYAGAIN */
-    }
+                          redisReply *r, int64_t *failed, int *tryagain) {
+  rt_call call = {0};
+  while (r && r->type == REDIS_REPLY_ERROR) {
+    rt_action a = rt_on_reply(&s->rt, &call, nd, r->str, r->len);
+    if (a.verb == RT_SPLIT && tryagain) *tryagain = 1;
+    if (a.verb != RT_RESEND && a.verb != RT_LOAD) break;
     freeReplyObject(r);
     if (out_of_time(s)) { /* not run: carried to the next round */
-      *failed = ENG_LEVEL_UNSENT;
+      *failed = APPROX_LEVEL_UNSENT;
       return NULL;
     }
-    if (moved) refresh_map(s, nd);
-    r = call_node(s, nd, load, asking, cmd, len, failed);
+    if (a.map) refresh_map(s, a.node);
+    nd = a.node;
+    r = call_node(s, nd, a.verb == RT_LOAD, call.asking, cmd, len, failed);
   }
   return r;
 }
@@ -373,20 +329,20 @@ static redisReply *follow(rs_sync *s, int nd, const char *cmd, size_t len,
 /*
  * The outcome of a call for keys ks[first .. first+n): r (freed here) or,
  * NULL, the call failed as `failed` says. Each key's level is the fleet's
- * after its charge; or ENG_LEVEL_UNSENT when Redis did not run the call
+ * after its charge; or APPROX_LEVEL_UNSENT when Redis did not run the call
  * (never written; an error reply that says so: refused_unrun); or
- * ENG_LEVEL_UNKNOWN when it may have (written without a reply, another
+ * APPROX_LEVEL_UNKNOWN when it may have (written without a reply, another
  * error, a malformed reply). All but the unwritten count as a failed call.
  */
 static void settle(rs_sync *s, size_t first, size_t n, const sync_key *ks,
                    rs_call *call, int64_t *level, redisReply *r,
                    int64_t failed) {
   int bad = !r || r->type == REDIS_REPLY_ERROR;
-  int64_t bad_level = ENG_LEVEL_UNKNOWN;
+  int64_t bad_level = APPROX_LEVEL_UNKNOWN;
   if (!r)
     bad_level = failed;
   else if (bad && refused_unrun(r->str))
-    bad_level = ENG_LEVEL_UNSENT;
+    bad_level = APPROX_LEVEL_UNSENT;
   for (size_t x = 0; x < n && !bad; x++) {
     size_t i = ks[first + x].i;
     sl_decision dec;
@@ -398,8 +354,8 @@ static void settle(rs_sync *s, size_t first, size_t n, const sync_key *ks,
       level[i] = dec.remaining;
   }
   if (bad) {
-    if (r || failed != ENG_LEVEL_UNSENT)
-      engine_sync_count(s->e, ENG_SYNC_ERRORS, 1);
+    if (r || failed != APPROX_LEVEL_UNSENT)
+      approx_count(s->a, APPROX_ERRORS, 1);
     for (size_t x = 0; x < n; x++) level[ks[first + x].i] = bad_level;
   }
   if (r) freeReplyObject(r);
@@ -423,12 +379,12 @@ static int split_batch(rs_sync *s, const sync_batch *b, const sync_key *ks,
   for (size_t x = 0; x < sp->n; x++) {
     size_t i = ks[b->first + x].i;
     rs_call_alone(&call[i]);
-    int nd = slot_node(s, ks[b->first + x].slot);
-    int64_t failed = ENG_LEVEL_UNSENT;
+    int nd = rt_slot_node(&s->rt, ks[b->first + x].slot);
+    int64_t failed = APPROX_LEVEL_UNSENT;
     redisReply *r = NULL;
     if (!out_of_time(s)) {
       r = call_node(s, nd, 0, 0, sp->part[x].cmd, sp->part[x].len, &failed);
-      r = follow(s, nd, sp->part[x].cmd, sp->part[x].len, r, &failed);
+      r = follow(s, nd, sp->part[x].cmd, sp->part[x].len, r, &failed, NULL);
     }
     settle(s, b->first + x, 1, ks, call, level, r, failed);
   }
@@ -456,12 +412,12 @@ typedef struct sync_pass {
   size_t nb;
   size_t next[RC_MAX_NODES];
   int inflight[RC_MAX_NODES];
-  size_t written[RC_MAX_NODES]; /* the node's batches below this one are written */
+  size_t written[RC_MAX_NODES]; /* its batches below this one are written */
 } sync_pass;
 
 /* Reads the reply of node nd's oldest call in flight: its keys' levels,
    or held to be followed. When the read fails, the node is dropped and
-   each of its calls in flight may have run (ENG_LEVEL_UNKNOWN). */
+   each of its calls in flight may have run (APPROX_LEVEL_UNKNOWN). */
 static void read_one(rs_sync *s, sync_pass *ps, int nd) {
   size_t k = ps->next[nd];
   while (k < ps->nb && !(ps->bs[k].sent && ps->ks[ps->bs[k].first].node == nd))
@@ -473,21 +429,21 @@ static void read_one(rs_sync *s, sync_pass *ps, int nd) {
   sync_batch *b = &ps->bs[k];
   ps->next[nd] = k + 1;
   ps->inflight[nd]--;
-  engine_sync_count(s->e, ENG_SYNC_CALLS, 1);
+  approx_count(s->a, APPROX_CALLS, 1);
   redisReply *r = NULL;
   ps->written[nd] = ps->nb; /* hiredis writes all it holds, then reads */
-  if (redisGetReply(s->ctx[nd], (void **)&r) != REDIS_OK || !r) {
-    log_msg("warn", "sync: redis %s:%d: %s", s->topo.nodes[nd].host,
-            s->topo.nodes[nd].port, s->ctx[nd]->errstr);
+  if (s->io.get_reply(s->io.ud, s->ctx[nd], (void **)&r) != REDIS_OK || !r) {
+    log_msg("warn", "sync: redis %s:%d: %s", addr(s, nd)->host,
+            addr(s, nd)->port, s->ctx[nd]->errstr);
     node_drop(s, nd);
-    engine_sync_count(s->e, ENG_SYNC_ERRORS, 1);
+    approx_count(s->a, APPROX_ERRORS, 1);
     /* This call and the node's others in flight (all its sent calls from
        this one on) were written, or partly: Redis may run them. */
     for (size_t k2 = k; k2 < ps->nb; k2++) {
       sync_batch *b2 = &ps->bs[k2];
       if (!b2->sent || ps->ks[b2->first].node != nd) continue;
       for (size_t x = 0; x < b2->n; x++)
-        ps->level[ps->ks[b2->first + x].i] = ENG_LEVEL_UNKNOWN;
+        ps->level[ps->ks[b2->first + x].i] = APPROX_LEVEL_UNKNOWN;
     }
     ps->next[nd] = ps->nb;
     ps->inflight[nd] = 0;
@@ -497,17 +453,17 @@ static void read_one(rs_sync *s, sync_pass *ps, int nd) {
     ps->held[k] = r;
   else
     settle(s, b->first, b->n, ps->ks, ps->call, ps->level, r,
-           ENG_LEVEL_UNKNOWN);
+           APPROX_LEVEL_UNKNOWN);
 }
 
 /* An append to node nd's connection failed (out of memory): the context
    is unusable and is dropped. Its batches appended since its last read
    were not written (hiredis writes at a read): unsent, pushed again; those
-   written and not read may have run (ENG_LEVEL_UNKNOWN). Its later batches
+   written and not read may have run (APPROX_LEVEL_UNKNOWN). Its later batches
    find the node down and stay unsent too. */
 static void append_failed(rs_sync *s, sync_pass *ps, int nd) {
-  log_msg("warn", "sync: redis %s:%d: %s", s->topo.nodes[nd].host,
-          s->topo.nodes[nd].port, s->ctx[nd]->errstr);
+  log_msg("warn", "sync: redis %s:%d: %s", addr(s, nd)->host,
+          addr(s, nd)->port, s->ctx[nd]->errstr);
   node_drop(s, nd);
   for (size_t k = ps->next[nd]; k < ps->nb; k++) {
     sync_batch *b = &ps->bs[k];
@@ -517,7 +473,7 @@ static void append_failed(rs_sync *s, sync_pass *ps, int nd) {
       continue;
     }
     for (size_t x = 0; x < b->n; x++)
-      ps->level[ps->ks[b->first + x].i] = ENG_LEVEL_UNKNOWN;
+      ps->level[ps->ks[b->first + x].i] = APPROX_LEVEL_UNKNOWN;
   }
   ps->next[nd] = ps->nb;
   ps->inflight[nd] = 0;
@@ -525,16 +481,16 @@ static void append_failed(rs_sync *s, sync_pass *ps, int nd) {
 
 /*
  * One pass: charges cost[i] (> 0) to key i by force and fills
- * level[i]: the fleet's signed level after it; ENG_LEVEL_UNSENT when Redis
+ * level[i]: the fleet's signed level after it; APPROX_LEVEL_UNSENT when Redis
  * did not run the call (not sent: no connection, out of memory, out of
  * time; or refused unrun: MOVED, NOSCRIPT, ... that following them,
- * below, did not get past); ENG_LEVEL_UNKNOWN when it may have (sent, no
+ * below, did not get past); APPROX_LEVEL_UNKNOWN when it may have (sent, no
  * reply). Keys of one node (one slot in a cluster) go RS_BATCH_MAX to a
  * call, pipelined up to SYNC_WINDOW calls ahead of their replies. The
  * pass has the interval from its start for its follow-up calls
  * (rs_sync.until).
  */
-static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
+static void pass(rs_sync *s, approx_delta **d, size_t n, const int64_t *cost,
                  int64_t *level) {
   s->until = mono_ms() + s->interval_ms;
   /* On the heap: a round can hold every key of an interval (100k+). */
@@ -545,20 +501,20 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
   ps.held = calloc(n ? n : 1, sizeof *ps.held);
   ps.level = level;
   size_t nk = 0, nb = 0;
-  for (size_t i = 0; i < n; i++) level[i] = ENG_LEVEL_UNSENT;
+  for (size_t i = 0; i < n; i++) level[i] = APPROX_LEVEL_UNSENT;
   if (!ks || !call || !bs) {
     free(ks), free(call), free(bs), free(ps.held);
     return;
   }
   /* Before anything is appended: a connection dropped later in the pass
      would take its unwritten batches with it. */
-  for (int nd = 0; nd < s->topo.nnodes; nd++) drop_if_closed(s, nd);
+  for (int nd = 0; nd < rt_nodes(&s->rt); nd++) drop_if_closed(s, nd);
   for (size_t i = 0; i < n; i++) {
     if (cost[i] <= 0) continue;
     size_t klen;
-    const char *key = engine_delta_key(d[i], &klen);
+    const char *key = approx_delta_key(d[i], &klen);
     int slot = s->cfg.cluster ? (int)rc_key_slot(key, klen) : 0;
-    int nd = s->topo.slot_node[slot] < s->topo.nnodes ? s->topo.slot_node[slot] : 0;
+    int nd = rt_slot_node(&s->rt, slot);
     ks[nk++] = (sync_key){i, nd, slot};
   }
   if (s->cfg.cluster) /* else one node, slot 0: in order already */
@@ -580,8 +536,8 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
     size_t ok = 0;
     for (size_t x = 0; x < m; x++) {
       size_t i = ks[b->first + x].i;
-      rs_check chk = {engine_delta_policy(d[i]), NULL, 0, cost[i], 0};
-      chk.key = engine_delta_key(d[i], &chk.key_len);
+      rs_check chk = {approx_delta_policy(d[i]), NULL, 0, cost[i], 0};
+      chk.key = approx_delta_key(d[i], &chk.key_len);
       req[ok].call = &call[i];
       if (rs_prepare_force(&chk, 1, &call[i], &words[ok], &req[ok].keys_len,
                            &req[ok].len))
@@ -592,7 +548,7 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
     char *cmd = NULL;
     size_t len = 0;
     if (ok == m && !rs_format_batch(req, m, RS_FORCE, -1, &cmd, &len)) {
-      if (redisAppendFormattedCommand(c, cmd, len) == REDIS_OK) {
+      if (s->io.append(s->io.ud, c, cmd, len) == REDIS_OK) {
         b->sent = 1;
         if (++ps.inflight[nd] >= SYNC_WINDOW) read_one(s, &ps, nd);
       } else {
@@ -611,11 +567,11 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
   for (size_t k = 0; ps.held && k < nb; k++) {
     sync_batch *b = &bs[k];
     if (!ps.held[k]) continue;
-    int64_t failed = ENG_LEVEL_UNKNOWN;
-    redisReply *r =
-        follow(s, ks[b->first].node, b->cmd, b->len, ps.held[k], &failed);
-    if (r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "TRYAGAIN", 8) &&
-        !split_batch(s, b, ks, call, level))
+    int64_t failed = APPROX_LEVEL_UNKNOWN;
+    int tryagain = 0;
+    redisReply *r = follow(s, ks[b->first].node, b->cmd, b->len, ps.held[k],
+                           &failed, &tryagain);
+    if (tryagain && !split_batch(s, b, ks, call, level))
       freeReplyObject(r);
     else
       settle(s, b->first, b->n, ks, call, level, r, failed);
@@ -629,25 +585,25 @@ static void pass(rs_sync *s, eng_delta **d, size_t n, const int64_t *cost,
 }
 
 static void round_(rs_sync *s) {
-  eng_delta *list = engine_sync_take(s->e);
+  approx_delta *list = approx_take(s->a);
   size_t n = 0;
-  for (eng_delta *d = list; d; d = engine_delta_next(d)) n++;
+  for (approx_delta *d = list; d; d = approx_delta_next(d)) n++;
   if (!n) return;
-  engine_sync_count(s->e, ENG_SYNC_ROUNDS, 1);
-  eng_delta **d = malloc(n * sizeof *d);
+  approx_count(s->a, APPROX_ROUNDS, 1);
+  approx_delta **d = malloc(n * sizeof *d);
   int64_t *cost = malloc(n * sizeof *cost), *level = malloc(n * sizeof *level);
   if (!d || !cost || !level) {
     free(d), free(cost), free(level);
-    engine_sync_apply(s->e, list, NULL, 0);
+    approx_apply(s->a, list, NULL, 0);
     return;
   }
   size_t i = 0;
-  for (eng_delta *x = list; x; x = engine_delta_next(x), i++) {
+  for (approx_delta *x = list; x; x = approx_delta_next(x), i++) {
     d[i] = x;
-    cost[i] = engine_delta_cost(x);
+    cost[i] = approx_delta_cost(x);
   }
   pass(s, d, n, cost, level);
-  engine_sync_apply(s->e, list, level, clock_wall_ns());
+  approx_apply(s->a, list, level, clock_wall_ns());
   free(d);
   free(cost);
   free(level);
@@ -655,12 +611,12 @@ static void round_(rs_sync *s) {
 
 /*
  * Other daemons' resets: a connection of its own, subscribed to the
- * resets' channel (engine_reset_channel) on the first node that accepts
+ * resets' channel (approx_reset_channel) on the first node that accepts
  * and that the rounds have not found down (in a cluster a PUBLISH reaches
  * the subscribers of every node), read
  * after each round without waiting: a reset published by any daemon
  * drops this daemon's state for its keys within about an interval
- * (engine_sync_reset). Pub/sub keeps nothing for a subscriber that was
+ * (approx_reset_message). Pub/sub keeps nothing for a subscriber that was
  * not there: while the subscription is down (tried again every breaker
  * interval) this daemon misses the resets, and its state for their keys
  * refills as its algorithm refills it. A connection that died without a
@@ -672,27 +628,28 @@ static void subscribe(rs_sync *s) {
   if (s->sub || now < s->sub_after) return;
   s->sub_after = now + s->cfg.breaker_ms;
   char ch[64], err[256] = "every node is down (breaker)";
-  engine_reset_channel(s->e, ch, sizeof ch);
-  for (int n = 0; n < s->topo.nnodes; n++) {
-    if (now < s->down_until[n]) continue; /* known down: no connect wait */
+  approx_reset_channel(s->a, ch, sizeof ch);
+  for (int n = 0; n < rt_nodes(&s->rt); n++) {
+    if (rt_node_down(&s->rt, n, clock_mono_ns()))
+      continue; /* known down: no connect wait */
     redisContext *c =
-        rc_connect_sync(&s->cfg, &s->topo.nodes[n], err, sizeof err);
+        s->io.connect(s->io.ud, &s->cfg, rt_addr(&s->rt, n), err, sizeof err);
     if (!c) continue;
     redisReply *r = NULL;
-    if (redisAppendCommand(c, "SUBSCRIBE %s", ch) != REDIS_OK ||
-        redisGetReply(c, (void **)&r) != REDIS_OK)
+    if (append_fmt(s, c, "SUBSCRIBE %s", ch) != REDIS_OK ||
+        s->io.get_reply(s->io.ud, c, (void **)&r) != REDIS_OK)
       r = NULL;
     int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 3;
     if (!ok)
-      snprintf(err, sizeof err, "%s:%d: SUBSCRIBE: %s", s->topo.nodes[n].host,
-               s->topo.nodes[n].port,
+      snprintf(err, sizeof err, "%s:%d: SUBSCRIBE: %s", addr(s, n)->host,
+               addr(s, n)->port,
                r && r->type == REDIS_REPLY_ERROR ? r->str : c->errstr);
     freeReplyObject(r);
     if (ok) {
       s->sub = c;
       s->sub_pinged = now;
       s->sub_ping_at = 0;
-      engine_sync_subscribed(s->e, 1);
+      approx_subscribed(s->a, 1);
       return;
     }
     redisFree(c);
@@ -724,7 +681,7 @@ static void read_resets(rs_sync *s) {
     }
     redisReply *r = x;
     if (is_kind(r, "message", 3)) {
-      engine_sync_reset(s->e, r->element[2]->str, r->element[2]->len);
+      approx_reset_message(s->a, r->element[2]->str, r->element[2]->len);
       msgs++;
     } else if (is_kind(r, "pong", 2)) {
       s->sub_ping_at = 0;
@@ -739,7 +696,7 @@ static void read_resets(rs_sync *s) {
   }
   if (!s->sub_ping_at && now - s->sub_pinged >= SYNC_SUB_PING_MS) {
     int done = 0;
-    if (redisAppendCommand(s->sub, "PING") != REDIS_OK) goto lost;
+    if (append_fmt(s, s->sub, "PING") != REDIS_OK) goto lost;
     while (!done)
       if (redisBufferWrite(s->sub, &done) != REDIS_OK) goto lost;
     s->sub_pinged = s->sub_ping_at = now;
@@ -750,7 +707,7 @@ lost:
           why ? why : s->sub->errstr);
   redisFree(s->sub);
   s->sub = NULL;
-  engine_sync_subscribed(s->e, 0);
+  approx_subscribed(s->a, 0);
   s->sub_after = 0; /* at once (the next round): Redis may be back already */
 }
 
@@ -784,30 +741,67 @@ static void *sync_main(void *arg) {
   return NULL;
 }
 
-rs_sync *rs_sync_start(engine *e, const rc_config *c, const rc_topology *t,
-                       int interval_ms) {
+/* The transport of the daemon: hiredis's blocking API. */
+static redisContext *hiredis_connect(void *ud, const rc_config *c,
+                                     const rc_addr *a, char *err, size_t len) {
+  (void)ud;
+  return rc_connect_sync(c, a, err, len);
+}
+
+static int hiredis_append(void *ud, redisContext *c, const char *cmd,
+                          size_t len) {
+  (void)ud;
+  return redisAppendFormattedCommand(c, cmd, len);
+}
+
+static int hiredis_get_reply(void *ud, redisContext *c, void **reply) {
+  (void)ud;
+  return redisGetReply(c, reply);
+}
+
+static const rs_transport hiredis_io = {NULL, hiredis_connect, hiredis_append,
+                                        hiredis_get_reply};
+
+rs_sync *rs_sync_new(approx *a, const rc_config *c, const rc_topology *t,
+                     int interval_ms, const rs_transport *io) {
   rs_sync *s = calloc(1, sizeof *s);
   if (!s) return NULL;
-  s->e = e;
+  s->a = a;
   s->cfg = *c;
-  s->topo = *t;
-  if (s->topo.nnodes == 0) {
-    s->topo.nodes[0] = c->seeds[0];
-    s->topo.nnodes = 1;
-  }
+  s->io = *io;
   s->interval_ms = interval_ms;
+  rt_init(&s->rt, t, c->cluster, c->breaker_ms, c->timeout_ms);
+  if (t->nnodes == 0) /* discovery failed: the first seed, for now */
+    rc_topology_node(&s->rt.t, c->seeds[0].host, c->seeds[0].port);
+  pthread_mutex_init(&s->lock, NULL);
+  pthread_cond_init(&s->cond, NULL);
+  return s;
+}
+
+void rs_sync_free(rs_sync *s) {
+  if (!s) return;
+  for (int n = 0; n < RC_MAX_NODES; n++)
+    if (s->ctx[n]) redisFree(s->ctx[n]);
+  if (s->sub) redisFree(s->sub);
+  pthread_mutex_destroy(&s->lock);
+  pthread_cond_destroy(&s->cond);
+  free(s);
+}
+
+rs_sync *rs_sync_start(approx *a, const rc_config *c, const rc_topology *t,
+                       int interval_ms) {
   /* No request waits on the sync, and a call given up on leaves its
      charges unconfirmed (Redis may still run it): its reads wait as long
      as the interval, --redis-timeout, or SYNC_TIMEOUT_MIN_MS, whichever
      is longest, so that a Redis that stalls for a moment (a fork, a slow
      command of another client, a busy core) loses nothing. */
-  if (s->cfg.timeout_ms < interval_ms) s->cfg.timeout_ms = interval_ms;
-  if (s->cfg.timeout_ms < SYNC_TIMEOUT_MIN_MS)
-    s->cfg.timeout_ms = SYNC_TIMEOUT_MIN_MS;
-  pthread_mutex_init(&s->lock, NULL);
-  pthread_cond_init(&s->cond, NULL);
-  if (pthread_create(&s->tid, NULL, sync_main, s)) {
-    free(s);
+  rc_config cfg = *c;
+  if (cfg.timeout_ms < interval_ms) cfg.timeout_ms = interval_ms;
+  if (cfg.timeout_ms < SYNC_TIMEOUT_MIN_MS)
+    cfg.timeout_ms = SYNC_TIMEOUT_MIN_MS;
+  rs_sync *s = rs_sync_new(a, &cfg, t, interval_ms, &hiredis_io);
+  if (s && pthread_create(&s->tid, NULL, sync_main, s)) {
+    rs_sync_free(s);
     return NULL;
   }
   return s;
@@ -821,10 +815,22 @@ void rs_sync_stop(rs_sync *s) {
   pthread_mutex_unlock(&s->lock);
   pthread_join(s->tid, NULL);
   round_(s); /* what the last interval charged */
-  for (int n = 0; n < RC_MAX_NODES; n++)
-    if (s->ctx[n]) redisFree(s->ctx[n]);
-  if (s->sub) redisFree(s->sub);
-  pthread_mutex_destroy(&s->lock);
-  pthread_cond_destroy(&s->cond);
-  free(s);
+  rs_sync_free(s);
 }
+
+/* ---- what tests drive (sync_internal.h) ---- */
+
+void rs_sync_pass(rs_sync *s, approx_delta **d, size_t n, const int64_t *cost,
+                  int64_t *level) {
+  pass(s, d, n, cost, level);
+}
+
+void rs_sync_read_resets(rs_sync *s) { read_resets(s); }
+
+redisContext *rs_sync_connect(rs_sync *s, int n) { return node_ctx(s, n); }
+
+rt_router *rs_sync_router(rs_sync *s) { return &s->rt; }
+
+int rs_sync_subscribed(const rs_sync *s) { return s->sub != NULL; }
+
+int rs_sync_ping_waits(const rs_sync *s) { return s->sub_ping_at != 0; }

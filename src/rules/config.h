@@ -12,6 +12,12 @@
  *
  * Files are YAML (libyaml). Every error carries file:line:col.
  *
+ * The code, by concern: load.c (files, directories, the top of a domain),
+ * descriptor.c and limit.c (a descriptor's and a rate limit's keys, each
+ * from a key table), store_error.c (on_store_error, local_fraction and the
+ * daemon's --on-store-error), match.c (domains and descriptors found),
+ * walk.c (the YAML walk: errors, scalars, the key tables' walk).
+ *
  * Fleet mode (state in Redis) reads two things from here: what a limit does
  * when its store fails (on_store_error, local_fraction) and which
  * descriptor key becomes the Redis Cluster hash tag of a domain's keys

@@ -16,6 +16,8 @@
  *   PING [msg], ECHO msg, INFO, DBSIZE, SELECT n, AUTH [user] password,
  *   QUIT, and COMMAND / CONFIG GET / CLIENT SETNAME answered harmlessly so
  *   redis-cli and redis-benchmark work.
+ * One table (`commands`, below) says each command's name, arity, whether
+ * it may run before AUTH, and its handler; dispatch() only looks it up.
  *
  * Connections live on the worker's h2o event loop. Every complete command
  * in the input is answered in order (pipelining); replies accumulate in one
@@ -42,6 +44,10 @@
 #define SLOTS_PAUSE 1024    /* ... or this many commands waiting for Redis */
 
 enum { K_CL, K_SL_THROTTLE, K_SL_CHECK, K_SL_RESET };
+
+#define SL_CHECK_ARITY                                                  \
+  "ERR wrong number of arguments for 'sl.check' command (SL.CHECK domain " \
+  "key value [key value ...] [HITS n])"
 
 /* A command's reply, when a command before it (or itself) waits. */
 typedef struct resp_slot {
@@ -224,17 +230,9 @@ static long long cell_secs(int64_t ns) {
   return ns / 1000000000 + ((ns % 1000000000) / 1000000 > 0);
 }
 
-static void lib_error(resp_conn *c, int rc, int64_t cost, const char *what) {
-  if (rc == SL_ECOST)
-    out_err(c, "ERR cost %lld can never be allowed by %s", (long long)cost,
-            what);
-  else if (rc == SL_EKEY)
-    out_err(c, "ERR key longer than %d bytes", SL_KEY_MAX);
-  else if (rc == ENG_EADHOC)
-    out_err(c, "ERR too many distinct ad-hoc policies (max %d)",
-            ENG_MAX_ADHOC);
-  else
-    out_err(c, "ERR %s", sl_strerror(rc));
+/* A failed decision or reset: the engine's message (engine/errors.h). */
+static void engine_error(resp_conn *c, const char *msg) {
+  out_err(c, "ERR %s", msg);
 }
 
 static void reply_cl(resp_conn *c, const eng_result *r, int never) {
@@ -337,7 +335,7 @@ static void slot_done(void *ud, int rc, eng_result *r) {
   }
   size_t mark = c->out.len;
   if (rc)
-    out_err(c, "ERR %s", sl_strerror(rc));
+    engine_error(c, r->msg);
   else if (s->kind == K_CL)
     reply_cl(c, r, s->never);
   else if (s->kind == K_SL_THROTTLE)
@@ -355,7 +353,7 @@ static void slot_done(void *ud, int rc, eng_result *r) {
 #define RESP_DECIDE(kind_, never_, CALL)                     \
   eng_result stack_r, *r = &stack_r;                         \
   resp_slot *slot = NULL;                                    \
-  if (c->w->remote) {                                        \
+  if (c->w->may_wait) {                                      \
     slot = malloc(sizeof *slot + sizeof *r);                 \
     if (!slot) {                                             \
       out_err(c, "ERR out of memory");                       \
@@ -381,11 +379,6 @@ static void slot_done(void *ud, int rc, eng_result *r) {
   free(slot)
 
 static void cmd_cl_throttle(resp_conn *c, const resp_cmd *cmd) {
-  if (cmd->argc != 5 && cmd->argc != 6) {
-    out_err(c, "ERR Usage: cl.throttle <key> <max_burst> <count per period> "
-               "<period> [<quantity>]");
-    return;
-  }
   long long burst, count, period, qty = 1;
   for (int i = 2; i < cmd->argc; i++) {
     long long dummy;
@@ -421,40 +414,37 @@ static void cmd_cl_throttle(resp_conn *c, const resp_cmd *cmd) {
   }
   int64_t now = clock_wall_ns();
   int never = qty > (long long)p.burst; /* redis-cell: limited, retry -1 */
-  RESP_DECIDE(K_CL, never,
-              engine_throttle_policy_async(c->w->et, cmd->argv[1],
-                                           cmd->len[1], &p, never ? 0 : qty,
-                                           now, r, slot_done, slot));
+  eng_query q = {.kind = ENG_QUERY_POLICY,
+                 .key = cmd->argv[1],
+                 .key_len = cmd->len[1],
+                 .policy = &p,
+                 .cost = never ? 0 : qty,
+                 .now = now};
+  RESP_DECIDE(K_CL, never, engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
-    lib_error(c, rc, qty, "this rate");
+    engine_error(c, r->msg);
     return;
   }
   reply_cl(c, r, never);
 }
 
 static void cmd_sl_throttle(resp_conn *c, const resp_cmd *cmd) {
-  if (cmd->argc != 3 && cmd->argc != 4) {
-    out_err(c, "ERR wrong number of arguments for 'sl.throttle' command "
-               "(SL.THROTTLE key policy [cost])");
-    return;
-  }
   long long cost = 1;
   if (cmd->argc == 4 && arg_i64(cmd, 3, 0, INT64_MAX, &cost)) {
     out_err(c, "ERR cost must be an integer >= 0");
     return;
   }
-  char err[256];
+  eng_query q = {.kind = ENG_QUERY_POLICY,
+                 .key = cmd->argv[1],
+                 .key_len = cmd->len[1],
+                 .spec = cmd->argv[2],
+                 .spec_len = cmd->len[2],
+                 .cost = cost,
+                 .now = clock_wall_ns()};
   RESP_DECIDE(K_SL_THROTTLE, 0,
-              engine_throttle_async(c->w->et, cmd->argv[1], cmd->len[1],
-                                    cmd->argv[2], cmd->len[2], cost,
-                                    clock_wall_ns(), r, err, sizeof err,
-                                    slot_done, slot));
-  if (rc == SL_EPOLICY || rc == ENG_EADHOC) {
-    out_err(c, "ERR invalid policy: %s", err);
-    return;
-  }
+              engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
-    lib_error(c, rc, cost, "this policy");
+    engine_error(c, r->msg);
     return;
   }
   reply_sl_throttle(c, r);
@@ -471,8 +461,7 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
     argc -= 2;
   }
   if (argc < 4 || (argc - 2) % 2 != 0) {
-    out_err(c, "ERR wrong number of arguments for 'sl.check' command "
-               "(SL.CHECK domain key value [key value ...] [HITS n])");
+    out_err(c, "%s", SL_CHECK_ARITY);
     return;
   }
   eng_descriptor d;
@@ -486,20 +475,10 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
     d.entries[i] = (cfg_entry){cmd->argv[2 + 2 * i], cmd->len[2 + 2 * i],
                                cmd->argv[3 + 2 * i], cmd->len[3 + 2 * i]};
   eng_request req = {cmd->argv[1], cmd->len[1], &d, 1, hits};
-  RESP_DECIDE(K_SL_CHECK, 0,
-              engine_check_async(c->w->et, &req, clock_wall_ns(), r, slot_done,
-                                 slot));
-  if (rc == ENG_EDOMAIN) {
-    out_err(c, "ERR unknown domain '%.*s'", (int)cmd->len[1], cmd->argv[1]);
-    return;
-  }
-  if (rc == ENG_EDESCRIPTOR) {
-    out_err(c, "ERR descriptor too long (at most %d bytes in all)",
-            SL_KEY_MAX);
-    return;
-  }
+  eng_query q = {.kind = ENG_QUERY_RULES, .req = &req, .now = clock_wall_ns()};
+  RESP_DECIDE(K_SL_CHECK, 0, engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
-    lib_error(c, rc, hits, "a matching rule");
+    engine_error(c, r->msg);
     return;
   }
   reply_sl_check(c, r);
@@ -507,22 +486,8 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
 
 /* SL.RESET's reply: the states dropped, or why Redis did not drop them. */
 static void reply_reset(resp_conn *c, int rc, const eng_reset *r) {
-  if (rc == ENG_ESTORE && !r->failed) /* the other daemons not told */
-    out_err(c,
-            "ERR reset failed: the other daemons were not told (%s); "
-            "this daemon's state and Redis's were dropped",
-            r->err);
-  else if (rc == ENG_ESTORE)
-    out_err(c, "ERR reset failed: Redis did not confirm %d of its %d "
-               "deletions (%s)", r->failed, r->keys, r->err);
-  else if (rc == SL_EPOLICY)
-    out_err(c, "ERR invalid policy: %s", r->err);
-  else if (rc == SL_EKEY)
-    out_err(c, "ERR key longer than %d bytes", SL_KEY_MAX);
-  else if (rc == ENG_EREMOTE)
-    out_err(c, "ERR this worker has no Redis client: nothing was reset");
-  else if (rc)
-    out_err(c, "ERR %s", sl_strerror(rc));
+  if (rc)
+    engine_error(c, r->msg);
   else
     out_int(c, r->dropped);
 }
@@ -542,11 +507,6 @@ static void reset_done(void *ud, int rc, eng_reset *r) {
 /* SL.RESET key [policy]: in fleet mode (either) it waits for Redis's DELs,
    in a slot of the connection's queue like a waiting decision. */
 static void cmd_sl_reset(resp_conn *c, const resp_cmd *cmd) {
-  if (cmd->argc != 2 && cmd->argc != 3) {
-    out_err(c, "ERR wrong number of arguments for 'sl.reset' command "
-               "(SL.RESET key [policy])");
-    return;
-  }
   resp_slot *slot = malloc(sizeof *slot + sizeof(eng_reset));
   if (!slot) {
     out_err(c, "ERR out of memory");
@@ -554,10 +514,12 @@ static void cmd_sl_reset(resp_conn *c, const resp_cmd *cmd) {
   }
   *slot = (resp_slot){.c = c, .kind = K_SL_RESET};
   eng_reset *r = (eng_reset *)(void *)(slot + 1);
-  int rc = engine_reset_key_async(c->w->et, cmd->argv[1], cmd->len[1],
-                                  cmd->argc == 3 ? cmd->argv[2] : NULL,
-                                  cmd->argc == 3 ? cmd->len[2] : 0, r,
-                                  reset_done, slot);
+  eng_query q = {.kind = ENG_QUERY_POLICY,
+                 .key = cmd->argv[1],
+                 .key_len = cmd->len[1],
+                 .spec = cmd->argc == 3 ? cmd->argv[2] : NULL,
+                 .spec_len = cmd->argc == 3 ? cmd->len[2] : 0};
+  int rc = engine_reset(c->w->et, &q, r, reset_done, slot);
   if (rc == ENG_PENDING) {
     slot_link(c, slot);
     return;
@@ -566,7 +528,8 @@ static void cmd_sl_reset(resp_conn *c, const resp_cmd *cmd) {
   free(slot);
 }
 
-static void cmd_info(resp_conn *c) {
+static void cmd_info(resp_conn *c, const resp_cmd *cmd) {
+  (void)cmd;
   sl_store_stats st;
   sl_store_stats_get(engine_store(c->w->srv->eng), &st);
   char buf[1024];
@@ -597,81 +560,156 @@ static int same_secret(const char *a, size_t alen, const char *b) {
   return diff == 0;
 }
 
+static void cmd_auth(resp_conn *c, const resp_cmd *cmd) {
+  const char *pw = c->w->srv->o.password;
+  if (!pw) {
+    out_err(c, "ERR AUTH <password> called without any password "
+               "configured for the default user. Are you sure your "
+               "configuration is correct?");
+  } else if ((cmd->argc == 3 && !is(cmd, 1, "default")) ||
+             !same_secret(cmd->argv[cmd->argc - 1], cmd->len[cmd->argc - 1],
+                          pw)) {
+    out_err(c, "WRONGPASS invalid username-password pair or user is "
+               "disabled.");
+  } else {
+    c->authed = 1;
+    out_raw(c, "+OK\r\n", 5);
+  }
+}
+
+static void cmd_quit(resp_conn *c, const resp_cmd *cmd) {
+  (void)cmd;
+  out_raw(c, "+OK\r\n", 5);
+  c->closing = 1;
+}
+
+static void cmd_ping(resp_conn *c, const resp_cmd *cmd) {
+  if (cmd->argc == 1)
+    out_raw(c, "+PONG\r\n", 7);
+  else
+    out_bulk(c, cmd->argv[1], cmd->len[1]);
+}
+
+static void cmd_echo(resp_conn *c, const resp_cmd *cmd) {
+  out_bulk(c, cmd->argv[1], cmd->len[1]);
+}
+
+static void cmd_dbsize(resp_conn *c, const resp_cmd *cmd) {
+  (void)cmd;
+  sl_store_stats st;
+  sl_store_stats_get(engine_store(c->w->srv->eng), &st);
+  out_int(c, (long long)st.keys);
+}
+
+/* SELECT n: there is nothing to select. */
+static void cmd_ok(resp_conn *c, const resp_cmd *cmd) {
+  (void)cmd;
+  out_raw(c, "+OK\r\n", 5);
+}
+
+/* COMMAND: nothing to tell; clients carry on. */
+static void cmd_empty(resp_conn *c, const resp_cmd *cmd) {
+  (void)cmd;
+  out_raw(c, "*0\r\n", 4);
+}
+
+/* "ERR unknown command 'FOO', with args beginning with: 'bar' ", as Redis
+   words it. */
+static void reply_unknown(resp_conn *c, const resp_cmd *cmd) {
+  char args[128] = "";
+  size_t used = 0;
+  for (int i = 1; i < cmd->argc && used < 80; i++)
+    used += (size_t)snprintf(args + used, sizeof args - used, "'%.*s' ",
+                             (int)(cmd->len[i] < 20 ? cmd->len[i] : 20),
+                             cmd->argv[i]);
+  out_err(c, "ERR unknown command '%.*s', with args beginning with: %s",
+          (int)(cmd->len[0] < 40 ? cmd->len[0] : 40), cmd->argv[0], args);
+}
+
+/* CONFIG GET ...: an empty array (redis-benchmark asks); nothing else. */
+static void cmd_config(resp_conn *c, const resp_cmd *cmd) {
+  if (cmd->argc >= 2 && is(cmd, 1, "GET"))
+    cmd_empty(c, cmd);
+  else
+    reply_unknown(c, cmd);
+}
+
+/* CLIENT SETNAME / SETINFO: OK (clients name themselves); nothing else. */
+static void cmd_client(resp_conn *c, const resp_cmd *cmd) {
+  if (cmd->argc >= 2 && (is(cmd, 1, "SETNAME") || is(cmd, 1, "SETINFO")))
+    cmd_ok(c, cmd);
+  else
+    reply_unknown(c, cmd);
+}
+
+/*
+ * The commands. Arity counts the command's name: min_argc..max_argc
+ * arguments (max -1: any number); a command outside it gets arity_err, or
+ * when that is NULL, Redis's "wrong number of arguments for 'name'
+ * command". Before AUTH (with --password), only the commands marked so run;
+ * anything else gets NOAUTH, an unknown command included.
+ */
+typedef struct resp_command {
+  const char *name;
+  int min_argc, max_argc;
+  int before_auth;
+  void (*run)(resp_conn *c, const resp_cmd *cmd);
+  const char *arity_err;
+} resp_command;
+
+static const resp_command commands[] = {
+    {"CL.THROTTLE", 5, 6, 0, cmd_cl_throttle,
+     "ERR Usage: cl.throttle <key> <max_burst> <count per period> <period> "
+     "[<quantity>]"},
+    {"SL.THROTTLE", 3, 4, 0, cmd_sl_throttle,
+     "ERR wrong number of arguments for 'sl.throttle' command (SL.THROTTLE "
+     "key policy [cost])"},
+    {"SL.CHECK", 4, -1, 0, cmd_sl_check, SL_CHECK_ARITY},
+    {"SL.RESET", 2, 3, 0, cmd_sl_reset,
+     "ERR wrong number of arguments for 'sl.reset' command (SL.RESET key "
+     "[policy])"},
+    {"AUTH", 2, 3, 1, cmd_auth, NULL},
+    {"QUIT", 1, -1, 1, cmd_quit, NULL},
+    {"PING", 1, 2, 0, cmd_ping, NULL},
+    {"ECHO", 2, 2, 0, cmd_echo, NULL},
+    {"INFO", 1, -1, 0, cmd_info, NULL},
+    {"DBSIZE", 1, -1, 0, cmd_dbsize, NULL},
+    {"SELECT", 1, -1, 0, cmd_ok, NULL},
+    {"COMMAND", 1, -1, 0, cmd_empty, NULL},
+    {"CONFIG", 1, -1, 0, cmd_config, NULL},
+    {"CLIENT", 1, -1, 0, cmd_client, NULL},
+};
+
+/* Runs one command: the table's row for it, its arity, AUTH. */
 static void dispatch(resp_conn *c, const resp_cmd *cmd) {
   if (cmd->argc == 0) return; /* an empty inline line: Redis ignores it */
   engine_count(c->w->et, EC_RESP_COMMANDS, 1);
-  const char *pw = c->w->srv->o.password;
-  if (is(cmd, 0, "AUTH")) {
-    if (cmd->argc < 2 || cmd->argc > 3) {
-      out_err(c, "ERR wrong number of arguments for 'auth' command");
-    } else if (!pw) {
-      out_err(c, "ERR AUTH <password> called without any password "
-                 "configured for the default user. Are you sure your "
-                 "configuration is correct?");
-    } else if ((cmd->argc == 3 && !is(cmd, 1, "default")) ||
-               !same_secret(cmd->argv[cmd->argc - 1], cmd->len[cmd->argc - 1],
-                            pw)) {
-      out_err(c, "WRONGPASS invalid username-password pair or user is "
-                 "disabled.");
-    } else {
-      c->authed = 1;
-      out_raw(c, "+OK\r\n", 5);
-    }
-    return;
-  }
-  if (is(cmd, 0, "QUIT")) {
-    out_raw(c, "+OK\r\n", 5);
-    c->closing = 1;
-    return;
-  }
-  if (pw && !c->authed) {
+  const resp_command *rc = NULL;
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0] && !rc; i++)
+    if (is(cmd, 0, commands[i].name)) rc = &commands[i];
+  if ((!rc || !rc->before_auth) && c->w->srv->o.password && !c->authed) {
     out_err(c, "NOAUTH Authentication required.");
     return;
   }
-  if (is(cmd, 0, "CL.THROTTLE")) {
-    cmd_cl_throttle(c, cmd);
-  } else if (is(cmd, 0, "SL.THROTTLE")) {
-    cmd_sl_throttle(c, cmd);
-  } else if (is(cmd, 0, "SL.CHECK")) {
-    cmd_sl_check(c, cmd);
-  } else if (is(cmd, 0, "SL.RESET")) {
-    cmd_sl_reset(c, cmd);
-  } else if (is(cmd, 0, "PING")) {
-    if (cmd->argc == 1)
-      out_raw(c, "+PONG\r\n", 7);
-    else if (cmd->argc == 2)
-      out_bulk(c, cmd->argv[1], cmd->len[1]);
-    else
-      out_err(c, "ERR wrong number of arguments for 'ping' command");
-  } else if (is(cmd, 0, "ECHO")) {
-    if (cmd->argc != 2)
-      out_err(c, "ERR wrong number of arguments for 'echo' command");
-    else
-      out_bulk(c, cmd->argv[1], cmd->len[1]);
-  } else if (is(cmd, 0, "INFO")) {
-    cmd_info(c);
-  } else if (is(cmd, 0, "DBSIZE")) {
-    sl_store_stats st;
-    sl_store_stats_get(engine_store(c->w->srv->eng), &st);
-    out_int(c, (long long)st.keys);
-  } else if (is(cmd, 0, "SELECT")) {
-    out_raw(c, "+OK\r\n", 5);
-  } else if (is(cmd, 0, "COMMAND") || (is(cmd, 0, "CONFIG") && cmd->argc >= 2 &&
-                                       is(cmd, 1, "GET"))) {
-    out_raw(c, "*0\r\n", 4); /* nothing to tell: clients carry on */
-  } else if (is(cmd, 0, "CLIENT") && cmd->argc >= 2 &&
-             (is(cmd, 1, "SETNAME") || is(cmd, 1, "SETINFO"))) {
-    out_raw(c, "+OK\r\n", 5);
-  } else {
-    char args[128] = "";
-    size_t used = 0;
-    for (int i = 1; i < cmd->argc && used < 80; i++)
-      used += (size_t)snprintf(args + used, sizeof args - used, "'%.*s' ",
-                               (int)(cmd->len[i] < 20 ? cmd->len[i] : 20),
-                               cmd->argv[i]);
-    out_err(c, "ERR unknown command '%.*s', with args beginning with: %s",
-            (int)(cmd->len[0] < 40 ? cmd->len[0] : 40), cmd->argv[0], args);
+  if (!rc) {
+    reply_unknown(c, cmd);
+    return;
   }
+  if (cmd->argc < rc->min_argc ||
+      (rc->max_argc >= 0 && cmd->argc > rc->max_argc)) {
+    if (rc->arity_err) {
+      out_err(c, "%s", rc->arity_err);
+    } else {
+      char name[16];
+      size_t n = 0;
+      for (; rc->name[n] && n + 1 < sizeof name; n++)
+        name[n] = (char)tolower((unsigned char)rc->name[n]);
+      name[n] = '\0';
+      out_err(c, "ERR wrong number of arguments for '%s' command", name);
+    }
+    return;
+  }
+  rc->run(c, cmd);
 }
 
 /* ---- reading ---- */

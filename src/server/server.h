@@ -1,6 +1,7 @@
 /*
- * server.h — what the daemon's parts share: options, the server, and the
- * per-thread worker (one h2o event loop serving both HTTP and RESP).
+ * server.h — what the daemon's parts share: the options the front ends
+ * read, the server, and the per-thread worker (one h2o event loop serving
+ * both HTTP and RESP), with the front ends' entry points.
  */
 #ifndef SLUICE_SERVER_H
 #define SLUICE_SERVER_H
@@ -45,8 +46,12 @@ typedef struct server {
   atomic_int stopping;
   atomic_long connections; /* open, both protocols */
   int http_port, resp_port; /* as bound (for port 0) */
-  int remote;               /* exact fleet mode (--store redis... without
-                               --sync): decisions in Redis */
+  char http_at[64], resp_at[64]; /* "ADDR:PORT" as bound; "" when off */
+  int fleet;                /* --store named Redis: fleet mode, exact or
+                               approximate; every policy must be one the
+                               Redis script decides exactly */
+  int exact;                /* exact fleet mode (no --sync): every decision
+                               is made in Redis */
 } server;
 
 typedef struct worker {
@@ -63,7 +68,8 @@ typedef struct worker {
   h2o_linklist_t http_list; /* open HTTP connections (struct http_conn) */
   h2o_linklist_t resp_list; /* open RESP connections */
   struct resp_cmd *cmd;     /* scratch for the RESP parser */
-  int remote;               /* fleet mode: decisions may wait for Redis */
+  int may_wait;             /* decisions may wait for Redis (exact mode,
+                               with a Redis client) */
   struct rc_client *rc;     /* fleet mode (either): this worker's
                                connections (exact mode's decisions, and
                                resets' DELs) */

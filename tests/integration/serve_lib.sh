@@ -10,7 +10,8 @@
 #     kernel picks (127.0.0.1:0, so two test runs, or a developer's own
 #     daemon, can never share a port: sluice binds with SO_REUSEPORT, and a
 #     port chosen by hand could be silently shared with another sluice),
-#     reads the ports from its log, and waits until /healthz answers;
+#     reads the ports from the file --ready-file writes once it listens,
+#     and waits until /healthz answers;
 #     sv_stop NAME sends SIGTERM and checks the exit status;
 #   - every process a test starts (daemons, nginx, background load) is
 #     killed on exit, whatever happens; every wait has a bound.
@@ -122,26 +123,36 @@ in_window() {
 # ---------------------------------------------------------------------------
 # daemons
 
-# sv_use NAME — points $PID, $HTTP, $RESP, $URL, $LOG at daemon NAME.
+# ready_port FILE NAME — the port of listener NAME (http, resp) in a file
+# --ready-file wrote ({"pid": N, "http": "ADDR:PORT", "resp": null});
+# empty when that listener is off.
+ready_port() {
+  sed -n "s/.*\"$2\": \"[^\"]*:\([0-9]*\)\".*/\1/p" "$1" 2>/dev/null
+}
+
+# sv_use NAME — points $PID, $HTTP, $RESP, $URL, $LOG at daemon NAME (the
+# ports as its ready file said, kept by sv_start: the daemon removes the
+# file when it stops).
 sv_use() {
   _d=$tmp/sv.$1
   LOG=$_d/log
   PID=$(cat "$_d/pid" 2>/dev/null)
-  HTTP=$(sed -n 's/.*listening on http:.*(port \([0-9]*\)).*/\1/p' "$LOG" | head -n 1)
-  RESP=$(sed -n 's/.*listening on redis:.*(port \([0-9]*\)).*/\1/p' "$LOG" | head -n 1)
+  HTTP=$(ready_port "$_d/addrs" http)
+  RESP=$(ready_port "$_d/addrs" resp)
   URL=http://127.0.0.1:$HTTP
 }
 
-_sv_up() { grep -q 'worker threads' "$1/log" 2>/dev/null || [ -f "$1/rc" ]; }
+_sv_up() { [ -f "$1/ready" ] || [ -f "$1/rc" ]; }
 _sv_healthy() {
   [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$URL/healthz")" = 200 ]
 }
 
 # sv_start NAME [ARGS...] — starts "$SLUICE serve --http 127.0.0.1:0
-# --resp 127.0.0.1:0 ARGS..." (ARGS may override either listener) with its
-# stderr in $tmp/sv.NAME/log, and waits until it listens and /healthz
-# answers. 0 when it is up (then sv_use NAME is in effect); otherwise a
-# failed check with the daemon's log, and 1.
+# --resp 127.0.0.1:0 --ready-file $tmp/sv.NAME/ready ARGS..." (ARGS may
+# override either listener) with its stderr in $tmp/sv.NAME/log, and waits
+# until it listens (the ready file is there) and /healthz answers. 0 when
+# it is up (then sv_use NAME is in effect); otherwise a failed check with
+# the daemon's log, and 1.
 sv_start() {
   _n=$1
   shift
@@ -153,7 +164,8 @@ sv_start() {
   # subshell records the daemon's exit status once it is over.
   (
     sh -c 'echo $$ >"$0.tmp" && mv "$0.tmp" "$0" && exec "$@"' "$_d/pid" \
-      "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 "$@" \
+      "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 \
+      --ready-file "$_d/ready" "$@" \
       </dev/null >"$_d/out" 2>"$_d/log"
     echo $? >"$_d/rc.tmp"
     mv "$_d/rc.tmp" "$_d/rc"
@@ -162,6 +174,11 @@ sv_start() {
     fail "sv_start $_n: the daemon did not start (exit status" \
       "$(cat "$_d/rc" 2>/dev/null || echo none)); its log:"
     sed 's/^/    /' "$_d/log" >&2
+    return 1
+  fi
+  cp "$_d/ready" "$_d/addrs"
+  if [ "$(sed -n 's/.*"pid": \([0-9]*\).*/\1/p' "$_d/addrs")" != "$(cat "$_d/pid")" ]; then
+    fail "sv_start $_n: the ready file is not this daemon's: $(cat "$_d/addrs")"
     return 1
   fi
   sv_use "$_n"

@@ -7,7 +7,8 @@
 #
 # Config reloads (SIGHUP, a changed file, an invalid file that keeps the old
 # config), reloads under load without a failed request, graceful SIGTERM
-# and SIGINT with connections open, --max-connections, --threads 1 and 4.
+# and SIGINT with connections open, --max-connections, --threads 1 and 4,
+# --ready-file, and options that refuse to start.
 # Counting uses sliding logs over an hour (no window boundary to race);
 # waits are polls with generous bounds, never fixed sleeps that a slow
 # (sanitizer) build could outrun.
@@ -349,7 +350,40 @@ for n in 1 4; do
 done
 
 # ===========================================================================
-# 4. refusing to start
+# 4. --ready-file
+# ===========================================================================
+# sv_start reads every daemon's ports from its ready file; here, the file
+# itself: JSON with this daemon's pid and both addresses as bound (port 0
+# resolved), null for a listener that is off, gone after a clean stop.
+sv_start rf -t 1 || lib_finish
+rf=$tmp/sv.rf/ready
+eq "--ready-file: the file, as JSON" \
+  "{\"pid\": $PID, \"http\": \"127.0.0.1:$HTTP\", \"resp\": \"127.0.0.1:$RESP\"}" \
+  "$(cat "$rf")"
+eq "--ready-file: parses as JSON" "[$PID, \"127.0.0.1:$HTTP\"]" \
+  "$("$PY" -S -c 'import json, sys; d = json.load(open(sys.argv[1]))
+print(json.dumps([d["pid"], d["http"]]))' "$rf")"
+like "--ready-file: a port the kernel picked" '^[1-9][0-9]*$' "$HTTP"
+sv_stop rf
+if [ -e "$rf" ]; then fail "--ready-file: still there after a clean stop"; else pass; fi
+sv_start rf_off -t 1 --resp off || lib_finish
+like "--ready-file: a listener that is off is null" \
+  '^\{"pid": [0-9]+, "http": "127\.0\.0\.1:[0-9]+", "resp": null\}$' \
+  "$(cat "$tmp/sv.rf_off/ready")"
+sv_stop rf_off
+timeout 20 "$SLUICE" serve --http 127.0.0.1:0 --resp off \
+  --ready-file "$tmp/no/such/dir/ready" </dev/null >/dev/null 2>"$tmp/rf.err"
+eq "--ready-file in a missing directory: exit status" 1 $?
+like "--ready-file in a missing directory: says so" \
+  'cannot write --ready-file .*no/such/dir/ready' "$(cat "$tmp/rf.err")"
+"$SLUICE" serve --help >"$tmp/help.out"
+like "serve --help documents --ready-file" '--ready-file PATH' \
+  "$(cat "$tmp/help.out")"
+eq "serve --help: no line over 79 columns" 0 \
+  "$(awk 'length($0) > 79' "$tmp/help.out" | grep -c '')"
+
+# ===========================================================================
+# 5. refusing to start
 # ===========================================================================
 # bad_option NAME ARGS... — `sluice serve ARGS` exits 2 at once, saying why.
 bad_option() {

@@ -5,24 +5,22 @@
  * SCRIPT LOAD), ASK, MOVED (the map read again), or nothing in time, and
  * as memory runs out.
  *
- * client.c is compiled into this test (#include) with its h2o calls
- * played here: a "socket" records what the client writes, and the test
- * hands it Redis's replies (feed) and the timer's wake-ups (tick). Its
- * clock is the test's (clock_gettime), and its allocations can be made to
- * fail (fail_from). No Redis, no network: fleet_cluster.sh runs the same
- * code against a real cluster.
+ * The client gets its seams from the test: the event loop (loop.h) is
+ * played here — a "socket" records what the client writes, and the test
+ * hands it Redis's replies (feed) and the timer's wake-ups (tick); its
+ * clock is the test's (base/clock.h's override: fake_ns); and its memory
+ * comes from an allocator that can be made to fail (fail_from). No Redis,
+ * no network: fleet_cluster.sh runs the same code against a real cluster.
  */
 #include <stdarg.h>
 #include <stdlib.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
 #define TEST_FAKE_CLOCK
 #include "helpers.h"
 
 #include "base/log.h"
 #include "fleet/client.h"
+#include "fleet/client_internal.h"
 
 /* ---- what client.c sees instead of the world ---- */
 
@@ -31,23 +29,16 @@
 /* Allocations of at least fail_from bytes fail (0: none do). */
 static size_t fail_from;
 
-static void *t_malloc(size_t n) {
-  return fail_from && n >= fail_from ? NULL : malloc(n);
-}
-static void *t_calloc(size_t k, size_t n) {
-  return fail_from && k * n >= fail_from ? NULL : calloc(k, n);
-}
-static void *t_realloc(void *p, size_t n) {
+static void *t_alloc(void *ud, void *p, size_t old, size_t n) {
+  (void)ud, (void)old;
+  if (n == 0) {
+    free(p);
+    return NULL;
+  }
   return fail_from && n >= fail_from ? NULL : realloc(p, n);
 }
 
-#define malloc t_malloc
-#define calloc t_calloc
-#define realloc t_realloc
-#include "fleet/client.c"
-#undef malloc
-#undef calloc
-#undef realloc
+static const rc_alloc test_alloc = {t_alloc, NULL};
 
 /* The log: warnings that say a node is down are counted. */
 static int downs;
@@ -59,85 +50,92 @@ static void log_sink(void *ud, const char *level, const char *msg) {
   if (!strcmp(level, "warn") && strstr(last_log, "; down for")) downs++;
 }
 
-/* A socket: what the client wrote to it, and its callbacks. */
-typedef struct fake_sock {
-  h2o_socket_t sock; /* first: the client's pointer is ours */
-  h2o_socket_cb on_connect, on_read;
+/* A connection: what the client wrote to it, and its callbacks. */
+struct rc_sock {
+  void *ud; /* the client's */
+  rc_io_fn on_connect;
+  rc_read_fn on_read;
   char *out;
   size_t out_len;
-  int fd; /* the timer's; -1 for a connection */
   int closed;
-  struct fake_sock *next;
-} fake_sock;
+  struct rc_sock *next;
+};
+typedef struct rc_sock fake_sock;
+
+/* A client's timer: its callback, fired by tick(). */
+struct rc_timer {
+  rc_tick_fn on_tick;
+  void *ud; /* the client */
+  struct rc_timer *next;
+};
 
 static fake_sock *socks;
-
-static fake_sock *sock_new(int fd) {
-  fake_sock *f = calloc(1, sizeof *f);
-  assert_non_null(f);
-  f->sock.input = calloc(1, sizeof *f->sock.input);
-  assert_non_null(f->sock.input);
-  f->fd = fd;
-  f->next = socks;
-  socks = f;
-  return f;
-}
+static struct rc_timer *timers;
 
 static void socks_free(void) {
   while (socks) {
     fake_sock *f = socks;
     socks = f->next;
-    free(f->sock.input);
     free(f->out);
     free(f);
   }
 }
 
-h2o_socket_t *h2o_socket_connect(h2o_loop_t *loop, struct sockaddr *addr,
-                                 socklen_t addrlen, h2o_socket_cb cb) {
-  (void)loop, (void)addr, (void)addrlen;
-  fake_sock *f = sock_new(-1);
+static rc_sock *fake_connect(void *loop, const struct sockaddr *sa,
+                             socklen_t salen, rc_io_fn cb, void *ud) {
+  (void)loop, (void)sa, (void)salen;
+  fake_sock *f = calloc(1, sizeof *f);
+  assert_non_null(f);
+  f->ud = ud;
   f->on_connect = cb;
-  return &f->sock;
-}
-
-h2o_socket_t *h2o_evloop_socket_create(h2o_evloop_t *loop, int fd, int flags) {
-  (void)loop, (void)flags;
-  return &sock_new(fd)->sock;
-}
-
-void h2o_socket_close(h2o_socket_t *sock) {
-  fake_sock *f = (fake_sock *)sock;
-  if (f->fd >= 0) close(f->fd);
-  f->closed = 1;
-}
-
-int h2o_socket_get_fd(h2o_socket_t *sock) {
-  (void)sock;
-  return -1;
-}
-
-void h2o_socket_read_start(h2o_socket_t *sock, h2o_socket_cb cb) {
-  ((fake_sock *)sock)->on_read = cb;
+  f->next = socks;
+  socks = f;
+  return f;
 }
 
 /* Written at once, and said so at once. */
-void h2o_socket_write(h2o_socket_t *sock, h2o_iovec_t *bufs, size_t bufcnt,
-                      h2o_socket_cb cb) {
-  fake_sock *f = (fake_sock *)sock;
-  for (size_t i = 0; i < bufcnt; i++) {
-    f->out = realloc(f->out, f->out_len + bufs[i].len + 1);
-    assert_non_null(f->out);
-    memcpy(f->out + f->out_len, bufs[i].base, bufs[i].len);
-    f->out_len += bufs[i].len;
-    f->out[f->out_len] = '\0';
-  }
-  cb(sock, NULL);
+static void fake_write(rc_sock *f, const char *buf, size_t len, rc_io_fn cb) {
+  f->out = realloc(f->out, f->out_len + len + 1);
+  assert_non_null(f->out);
+  memcpy(f->out + f->out_len, buf, len);
+  f->out_len += len;
+  f->out[f->out_len] = '\0';
+  cb(f->ud, NULL);
 }
 
-void h2o_buffer_consume(h2o_buffer_t **inbuf, size_t delta) {
-  (*inbuf)->size -= delta;
+static void fake_read_start(rc_sock *f, rc_read_fn cb) { f->on_read = cb; }
+
+static void fake_close(rc_sock *f) { f->closed = 1; }
+
+static rc_timer *fake_timer_new(void *loop, rc_tick_fn cb, void *ud) {
+  (void)loop;
+  struct rc_timer *t = calloc(1, sizeof *t);
+  assert_non_null(t);
+  t->on_tick = cb;
+  t->ud = ud;
+  t->next = timers;
+  timers = t;
+  return t;
 }
+
+/* (The client keeps when it armed it for: rc_client_timer_at.) */
+static void fake_timer_arm(rc_timer *t, int64_t in_ns) {
+  (void)t;
+  assert_true(in_ns > 0);
+}
+
+static void fake_timer_free(rc_timer *t) {
+  for (struct rc_timer **pp = &timers; *pp; pp = &(*pp)->next)
+    if (*pp == t) {
+      *pp = t->next;
+      break;
+    }
+  free(t);
+}
+
+static const rc_loop fake_loop = {NULL,       fake_connect,   fake_write,
+                                  fake_read_start, fake_close, fake_timer_new,
+                                  fake_timer_arm,  fake_timer_free};
 
 /* ---- local helpers ---- */
 
@@ -155,9 +153,22 @@ static void record(void *ud, const redisReply *r, const char *err) {
   snprintf(o->err, sizeof o->err, "%s", err ? err : "");
 }
 
+/* The slot map's entry for slot x (the node that serves it). */
+static int slot_of(rc_client *c, int x) {
+  return rc_client_router(c)->t.slot_node[x];
+}
+
+static void set_slot(rc_client *c, int x, int nd) {
+  rt_set_slot(rc_client_router(c), x, nd);
+}
+
+static int node_state(rc_client *c, int nd) {
+  return rc_client_node_state(c, nd);
+}
+
 /* A client on nodes 127.0.0.1:7000.. (the first serves every slot), with
-   timeout_ms; every socket and counter afresh. */
-static rc_client *client_of(int nodes, int timeout_ms) {
+   timeout_ms and breaker_ms; every socket and counter afresh. */
+static rc_client *client_with(int nodes, int timeout_ms, int breaker_ms) {
   socks_free();
   downs = 0;
   fail_from = 0;
@@ -170,23 +181,25 @@ static rc_client *client_of(int nodes, int timeout_ms) {
   memset(&cfg, 0, sizeof cfg);
   cfg.cluster = nodes > 1;
   cfg.timeout_ms = timeout_ms;
-  cfg.breaker_ms = 1000;
-  rc_client *c = rc_client_new(NULL, &cfg, &t);
+  cfg.breaker_ms = breaker_ms;
+  rc_client *c = rc_client_new(&fake_loop, &cfg, &t, &test_alloc);
   assert_non_null(c);
   return c;
 }
 
+static rc_client *client_of(int nodes, int timeout_ms) {
+  return client_with(nodes, timeout_ms, 1000);
+}
+
 static fake_sock *sock_of(rc_client *c, int nd) {
-  assert_non_null(c->nodes[nd]->sock);
-  return (fake_sock *)c->nodes[nd]->sock;
+  assert_non_null(rc_client_node_sock(c, nd));
+  return rc_client_node_sock(c, nd);
 }
 
 /* Redis's bytes on node nd's connection, read by the client. */
 static void feed(rc_client *c, int nd, const char *resp) {
   fake_sock *f = sock_of(c, nd);
-  f->sock.input->bytes = (char *)resp;
-  f->sock.input->size = strlen(resp);
-  f->on_read(&f->sock, NULL);
+  f->on_read(f->ud, NULL, resp, strlen(resp));
 }
 
 #define LOADED "$40\r\n0123456789012345678901234567890123456789\r\n"
@@ -195,9 +208,9 @@ static void feed(rc_client *c, int nd, const char *resp) {
    answers the handshake's SCRIPT LOAD. */
 static void connect_node(rc_client *c, int nd) {
   fake_sock *f = sock_of(c, nd);
-  assert_int_equal(c->nodes[nd]->state, N_CONNECTING);
-  f->on_connect(&f->sock, NULL);
-  assert_int_equal(c->nodes[nd]->state, N_UP);
+  assert_int_equal(node_state(c, nd), RC_NODE_CONNECTING);
+  f->on_connect(f->ud, NULL);
+  assert_int_equal(node_state(c, nd), RC_NODE_UP);
   assert_non_null(strstr(f->out, "SCRIPT"));
   feed(c, nd, LOADED);
 }
@@ -231,7 +244,12 @@ static int sent(rc_client *c, int nd, const char *s) {
 /* The timer's wake-up at fake time `at`. */
 static void tick(rc_client *c, int64_t at) {
   fake_ns = at;
-  on_timer(c->timer, NULL);
+  for (struct rc_timer *t = timers; t; t = t->next)
+    if (t->ud == c) {
+      t->on_tick(t->ud);
+      return;
+    }
+  fail_msg("the client has no timer");
 }
 
 #define REPLY "$1\r\nv\r\n"
@@ -243,7 +261,7 @@ static void served_by(rc_client *c, int slot, const char *key, int nd) {
   char want[64];
   send_get(c, slot, key, &o);
   rc_flush(c);
-  if (c->nodes[nd]->state == N_CONNECTING) connect_node(c, nd);
+  if (node_state(c, nd) == RC_NODE_CONNECTING) connect_node(c, nd);
   snprintf(want, sizeof want, "$%zu\r\n%s\r\n", strlen(key), key);
   assert_int_equal(sent(c, nd, want), 1);
   feed(c, nd, REPLY);
@@ -282,7 +300,7 @@ static void a_retried_request_past_its_deadline_fails_alone(void **state) {
   assert_int_equal(a.type, -1);
   assert_int_equal(b.calls, 0);
   assert_int_equal(downs, 0);
-  assert_int_equal(c->nodes[0]->state, N_UP);
+  assert_int_equal(node_state(c, 0), RC_NODE_UP);
   /* a's late answer is dropped; b's is b's */
   fake_ns = t0 + MS(120);
   feed(c, 0, REPLY REPLY);
@@ -315,7 +333,7 @@ static void a_silent_node_still_fails_after_a_retry(void **state) {
   /* the retry was sent at 41 ms: the node has until 141 ms */
   tick(c, t0 + MS(141));
   assert_int_equal(downs, 1);
-  assert_int_equal(c->nodes[0]->state, N_DOWN);
+  assert_int_equal(node_state(c, 0), RC_NODE_DOWN);
   assert_int_equal(a.calls, 1);
   rc_client_free(c);
 }
@@ -338,7 +356,7 @@ static void tryagain_near_the_deadline_is_not_retried(void **state) {
   fake_ns = t0 + MS(97);
   rc_flush(c);
   assert_int_equal(sent(c, 0, "$1\r\na\r\n"), 1);
-  assert_null(c->retry);
+  assert_int_equal(rc_client_retries(c), 0);
   assert_int_equal(downs, 0);
   rc_client_free(c);
 }
@@ -365,7 +383,7 @@ static void a_refused_script_load_fails_only_its_request(void **state) {
   assert_int_equal(sent(c, 0, "$1\r\na\r\n"), 2);
   feed(c, 0, "-OOM command not allowed when used memory > 'maxmemory'.\r\n");
   assert_int_equal(downs, 0);
-  assert_int_equal(c->nodes[0]->state, N_UP);
+  assert_int_equal(node_state(c, 0), RC_NODE_UP);
   assert_int_equal(a.calls, 0);
   /* a, still without its script: failed, not sent a third time */
   feed(c, 0, NOSCRIPT);
@@ -407,7 +425,7 @@ static char *long_cmd(size_t len) {
 static void no_asking_is_queued_without_its_command(void **state) {
   (void)state;
   rc_client *c = client_of(2, 100);
-  c->slot_node[5] = 1;
+  set_slot(c, 5, 1);
   outcome a = {0};
   size_t len = 5000;
   assert_int_equal(rc_send(c, 0, long_cmd(len), len, record, &a), 0);
@@ -419,8 +437,9 @@ static void no_asking_is_queued_without_its_command(void **state) {
   fail_from = 0;
   assert_int_equal(a.calls, 1);
   assert_int_equal(a.type, -1);
-  assert_null(c->nodes[1]->qhead);
-  assert_int_equal(c->nodes[1]->wlen, 0);
+  size_t queued_bytes;
+  assert_int_equal(rc_client_node_queued(c, 1, &queued_bytes), 0);
+  assert_int_equal(queued_bytes, 0);
   /* the next command for node 1 goes without ASKING */
   served_by(c, 5, "b", 1);
   assert_int_equal(sent(c, 1, "ASKING"), 0);
@@ -448,18 +467,18 @@ static void a_moved_reads_the_whole_map_again(void **state) {
   rc_flush(c);
   connect_node(c, 0);
   feed(c, 0, "-MOVED 10 127.0.0.1:7001\r\n");
-  assert_int_equal(c->slot_node[10], 1);
+  assert_int_equal(slot_of(c, 10), 1);
   rc_flush(c);
   connect_node(c, 1);
   assert_int_equal(sent(c, 1, SLOTS_SENT), 1);
   feed(c, 1, REPLY SLOTS);
   assert_int_equal(a.type, REDIS_REPLY_STRING);
-  assert_int_equal(c->nnodes, 3);
-  assert_int_equal(c->nodes[2]->addr.port, 7002);
-  assert_int_equal(c->slot_node[0], 1);
-  assert_int_equal(c->slot_node[8191], 1);
-  assert_int_equal(c->slot_node[8192], 2);
-  assert_int_equal(c->slot_node[16383], 2);
+  assert_int_equal(rt_nodes(rc_client_router(c)), 3);
+  assert_int_equal(rt_addr(rc_client_router(c), 2)->port, 7002);
+  assert_int_equal(slot_of(c, 0), 1);
+  assert_int_equal(slot_of(c, 8191), 1);
+  assert_int_equal(slot_of(c, 8192), 2);
+  assert_int_equal(slot_of(c, 16383), 2);
   /* slot 9000 goes to the new node at once */
   served_by(c, 9000, "b", 2);
   /* another MOVED within the second: its slot, no CLUSTER SLOTS */
@@ -469,7 +488,7 @@ static void a_moved_reads_the_whole_map_again(void **state) {
   rc_flush(c);
   feed(c, 0, REPLY);
   assert_int_equal(d.type, REDIS_REPLY_STRING);
-  assert_int_equal(c->slot_node[20], 0);
+  assert_int_equal(slot_of(c, 20), 0);
   assert_int_equal(sent(c, 0, SLOTS_SENT), 0);
   /* a second later, a MOVED reads the map again */
   fake_ns += SEC(1);
@@ -480,7 +499,7 @@ static void a_moved_reads_the_whole_map_again(void **state) {
   assert_int_equal(sent(c, 1, SLOTS_SENT), 2);
   feed(c, 1, REPLY SLOTS);
   assert_int_equal(m.type, REDIS_REPLY_STRING);
-  assert_int_equal(c->slot_node[20], 1);
+  assert_int_equal(slot_of(c, 20), 1);
   assert_int_equal(downs, 0);
   rc_client_free(c);
 }
@@ -495,8 +514,8 @@ static void a_moved_reads_the_whole_map_again(void **state) {
 /* Node nd dies: its connection breaks (what it was asked fails). */
 static void dies(rc_client *c, int nd) {
   fake_sock *f = sock_of(c, nd);
-  f->on_read(&f->sock, "connection reset by peer");
-  assert_int_equal(c->nodes[nd]->state, N_DOWN);
+  f->on_read(f->ud, "connection reset by peer", NULL, 0);
+  assert_int_equal(node_state(c, nd), RC_NODE_DOWN);
 }
 
 /* Node 0 dies under a call for slot 10 (which fails); the map is asked
@@ -524,7 +543,7 @@ static void a_dead_master_is_relearned_from_another_node(void **state) {
   rc_client *c = client_of(3, 100);
   master_dies(c, SLOTS_ON("7002")); /* (its call answered per
                                        on_store_error) */
-  for (int x = 0; x < 16384; x++) assert_int_equal(c->slot_node[x], 2);
+  for (int x = 0; x < 16384; x++) assert_int_equal(slot_of(c, x), 2);
   served_by(c, 10, "b", 2);
   /* node 1 (no slot) fails two seconds later: no CLUSTER SLOTS */
   fake_ns += SEC(2);
@@ -542,9 +561,8 @@ static void a_dead_master_is_relearned_from_another_node(void **state) {
 static void a_refused_call_asks_again_until_the_replica_takes_over(
     void **state) {
   (void)state;
-  rc_client *c = client_of(3, 100);
-  c->cfg.breaker_ms = 5000;
-  c->slot_node[20] = 1;
+  rc_client *c = client_with(3, 100, 5000);
+  set_slot(c, 20, 1);
   int64_t t0 = fake_ns;
   outcome a = {0}, d = {0}, b = {0};
   send_get(c, 10, "a", &a);
@@ -557,8 +575,8 @@ static void a_refused_call_asks_again_until_the_replica_takes_over(
   rc_flush(c);
   assert_int_equal(sent(c, 1, SLOTS_SENT), 1); /* the node that is up */
   feed(c, 1, SLOTS_ON("7000"));
-  assert_int_equal(c->slot_node[10], 0);
-  assert_int_equal(c->slot_node[20], 0);
+  assert_int_equal(slot_of(c, 10), 0);
+  assert_int_equal(slot_of(c, 20), 0);
   size_t len;
   for (int64_t at = 100; at < 1000; at += 300) {
     fake_ns = t0 + MS(at);
@@ -573,7 +591,7 @@ static void a_refused_call_asks_again_until_the_replica_takes_over(
   rc_flush(c);
   assert_int_equal(sent(c, 1, SLOTS_SENT), 2);
   feed(c, 1, SLOTS_ON("7002"));
-  assert_int_equal(c->slot_node[10], 2);
+  assert_int_equal(slot_of(c, 10), 2);
   served_by(c, 10, "b", 2);
   assert_int_equal(downs, 1);
   rc_client_free(c);
@@ -591,7 +609,7 @@ static void a_failed_probe_asks_again(void **state) {
   send_get(c, 10, "b", &b); /* the probe */
   rc_flush(c);
   fake_sock *f = sock_of(c, 0);
-  f->on_connect(&f->sock, "connection refused");
+  f->on_connect(f->ud, "connection refused");
   assert_int_equal(b.calls, 1);
   assert_int_equal(b.type, -1);
   rc_flush(c);
@@ -617,7 +635,7 @@ static rc_client *client_on(const int *ports, int n, int owner) {
   cfg.cluster = 1;
   cfg.timeout_ms = 100;
   cfg.breaker_ms = 1000;
-  rc_client *c = rc_client_new(NULL, &cfg, &t);
+  rc_client *c = rc_client_new(&fake_loop, &cfg, &t, &test_alloc);
   assert_non_null(c);
   return c;
 }
@@ -638,9 +656,9 @@ static void a_map_one_client_reads_is_taken_by_the_others(void **state) {
   master_dies(c, SLOTS_ON("7002"));
   served_by(idle, 10, "b", 0); /* 7002 */
   assert_int_equal(sent(idle, 0, SLOTS_SENT), 0);
-  for (int x = 0; x < 16384; x++) assert_int_equal(idle->slot_node[x], 0);
-  assert_null(idle->nodes[2]->sock); /* the dead 7000: never tried */
-  for (int x = 0; x < 16384; x++) assert_int_equal(alone->slot_node[x], 2);
+  for (int x = 0; x < 16384; x++) assert_int_equal(slot_of(idle, x), 0);
+  assert_null(rc_client_node_sock(idle, 2)); /* the dead 7000: never tried */
+  for (int x = 0; x < 16384; x++) assert_int_equal(slot_of(alone, x), 2);
   assert_int_equal(downs, 1);
   rc_client_free(alone);
   rc_client_free(idle);
@@ -655,7 +673,7 @@ static void a_map_one_client_reads_is_taken_by_the_others(void **state) {
 static void a_map_asked_for_in_a_flush_is_written_at_once(void **state) {
   (void)state;
   rc_client *c = client_of(3, 100);
-  c->slot_node[10] = 2;
+  set_slot(c, 10, 2);
   served_by(c, 20, "z", 0); /* node 0: connected and up */
   outcome a = {0};
   send_get(c, 10, "a", &a);
@@ -664,13 +682,13 @@ static void a_map_asked_for_in_a_flush_is_written_at_once(void **state) {
   fake_ns += SEC(1) / 10 + 1;
   rc_flush(c); /* its deadline check fails node 2 */
   assert_int_equal(a.type, -1);
-  assert_true(c->timer_at && c->timer_at <= fake_ns);
+  assert_true(rc_client_timer_at(c) && rc_client_timer_at(c) <= fake_ns);
   tick(c, fake_ns);
   assert_int_equal(sent(c, 0, SLOTS_SENT), 1);
   feed(c, 0, SLOTS_ON("7000"));
-  assert_int_equal(c->slot_node[10], 0);
+  assert_int_equal(slot_of(c, 10), 0);
   tick(c, fake_ns + SEC(1));
-  assert_int_equal(c->nodes[0]->state, N_UP);
+  assert_int_equal(node_state(c, 0), RC_NODE_UP);
   assert_int_equal(downs, 1);
   rc_client_free(c);
 }
@@ -700,10 +718,10 @@ static void a_shared_map_never_routes_to_a_node_this_client_has_down(
   connect_node(other, 1);
   feed(other, 1, REPLY SLOTS_ON("7000"));
   assert_int_equal(b.type, REDIS_REPLY_STRING);
-  assert_int_equal(other->slot_node[10], 0);
+  assert_int_equal(slot_of(other, 10), 0);
   /* c keeps node 2 for the slots, and its next call goes there */
   served_by(c, 10, "d", 2);
-  for (int x = 0; x < 16384; x++) assert_int_equal(c->slot_node[x], 2);
+  for (int x = 0; x < 16384; x++) assert_int_equal(slot_of(c, x), 2);
   rc_client_free(other);
   rc_client_free(c);
   rc_shared_map_free(m);

@@ -1,18 +1,21 @@
 /*
- * test_config.c — the daemon's YAML rules (src/rules/config.c): loading
+ * test_config.c — the daemon's YAML rules (src/rules/): loading
  * strings, files and directories; envoyproxy/ratelimit's README examples 1-9
  * as matching outcomes; sluice's extensions (policy:, algorithm/period/burst,
  * rate_limits); fleet mode's on_store_error, local_fraction and hash_tag
  * (and the --on-store-error parser); flags and rule ids; every load
  * error with its exact file:line:col and message; lookups with counted and
- * binary strings; the embedded default.
+ * binary strings; the embedded default; the key tables' walk that the
+ * parsers share (rules/walk.h).
  */
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "helpers.h"
 
+#include "fixtures.h"
 #include "rules/config.h"
+#include "rules/walk.h"
 
 #define MIN_NS (INT64_C(60) * NS_PER_S)
 #define HOUR_NS (INT64_C(3600) * NS_PER_S)
@@ -360,19 +363,7 @@ static void domains_are_found_by_a_counted_name(void **state) {
 
 static void example1_each_listed_value_has_its_own_limit(void **state) {
   (void)state;
-  sl_config *c = load_ok("domain: mongo_cps\n"
-                         "descriptors:\n"
-                         "  - key: database\n"
-                         "    value: users\n"
-                         "    rate_limit:\n"
-                         "      unit: second\n"
-                         "      requests_per_unit: 500\n"
-                         "\n"
-                         "  - key: database\n"
-                         "    value: default\n"
-                         "    rate_limit:\n"
-                         "      unit: second\n"
-                         "      requests_per_unit: 500\n");
+  sl_config *c = load_ok(yaml_fixture("envoy/example1.yaml"));
   const cfg_limit *u = match(c, "mongo_cps", "database", "users", NULL);
   const cfg_limit *d = match(c, "mongo_cps", "database", "default", NULL);
   assert_string_equal(u->rule, "mongo_cps.database_users");
@@ -384,27 +375,9 @@ static void example1_each_listed_value_has_its_own_limit(void **state) {
   config_free(c);
 }
 
-static const char example2[] =
-    "domain: messaging\n"
-    "descriptors:\n"
-    "  # Only allow 5 marketing messages a day\n"
-    "  - key: message_type\n"
-    "    value: marketing\n"
-    "    descriptors:\n"
-    "      - key: to_number\n"
-    "        rate_limit:\n"
-    "          unit: day\n"
-    "          requests_per_unit: 5\n"
-    "\n"
-    "  # Only allow 100 messages a day to any unique phone number\n"
-    "  - key: to_number\n"
-    "    rate_limit:\n"
-    "      unit: day\n"
-    "      requests_per_unit: 100\n";
-
 static void example2_nested_descriptor_limits_each_number(void **state) {
   (void)state;
-  sl_config *c = load_ok(example2);
+  sl_config *c = load_ok(yaml_fixture("envoy/example2.yaml"));
   const cfg_limit *m = match(c, "messaging", "message_type", "marketing",
                              "to_number", "2061111111", NULL);
   assert_string_equal(m->rule, "messaging.message_type_marketing.to_number");
@@ -418,7 +391,7 @@ static void example2_nested_descriptor_limits_each_number(void **state) {
 
 static void example2_key_only_top_level_limits_any_number(void **state) {
   (void)state;
-  sl_config *c = load_ok(example2);
+  sl_config *c = load_ok(yaml_fixture("envoy/example2.yaml"));
   const cfg_limit *t = match(c, "messaging", "to_number", "2061111111", NULL);
   assert_string_equal(t->rule, "messaging.to_number");
   assert_policy(t, SL_FIXED_WINDOW, 100, 0, DAY_NS, "fixed_window:100/d");
@@ -428,7 +401,7 @@ static void example2_key_only_top_level_limits_any_number(void **state) {
 static void example2_placeholder_without_a_limit_matches_nothing(
     void **state) {
   (void)state;
-  sl_config *c = load_ok(example2);
+  sl_config *c = load_ok(yaml_fixture("envoy/example2.yaml"));
   assert_null(RULE(c, "messaging", "message_type", "marketing"));
   assert_null(RULE(c, "messaging", "message_type", "transactional",
                    "to_number", "2061111111"));
@@ -438,19 +411,7 @@ static void example2_placeholder_without_a_limit_matches_nothing(
 static void example3_key_value_is_preferred_to_the_key_alone(void **state) {
   (void)state;
   /* As in the README: the key-only rule first, the specific one second. */
-  sl_config *c = load_ok("domain: edge_proxy_per_ip\n"
-                         "descriptors:\n"
-                         "  - key: remote_address\n"
-                         "    rate_limit:\n"
-                         "      unit: second\n"
-                         "      requests_per_unit: 10\n"
-                         "\n"
-                         "  # Black list IP\n"
-                         "  - key: remote_address\n"
-                         "    value: 50.0.0.5\n"
-                         "    rate_limit:\n"
-                         "      unit: second\n"
-                         "      requests_per_unit: 0\n");
+  sl_config *c = load_ok(yaml_fixture("envoy/example3.yaml"));
   const cfg_limit *any =
       match(c, "edge_proxy_per_ip", "remote_address", "50.0.0.1", NULL);
   assert_string_equal(any->rule, "edge_proxy_per_ip.remote_address");
@@ -480,13 +441,7 @@ static void example3_order_in_the_file_does_not_matter(void **state) {
 
 static void example4_a_limit_applies_only_at_the_request_depth(void **state) {
   (void)state;
-  sl_config *c = load_ok("domain: example4\n"
-                         "descriptors:\n"
-                         "  - key: key\n"
-                         "    value: value\n"
-                         "    rate_limit:\n"
-                         "      requests_per_unit: 300\n"
-                         "      unit: second\n");
+  sl_config *c = load_ok(yaml_fixture("envoy/example4.yaml"));
   assert_null(RULE(c, "example4", "key", "value", "subkey", "subvalue"));
   assert_string_equal(RULE(c, "example4", "key", "value"), "example4.key_value");
   config_free(c);
@@ -494,15 +449,7 @@ static void example4_a_limit_applies_only_at_the_request_depth(void **state) {
 
 static void example4_a_nested_descriptor_matches_two_entries(void **state) {
   (void)state;
-  sl_config *c = load_ok("domain: example4\n"
-                         "descriptors:\n"
-                         "  - key: key\n"
-                         "    value: value\n"
-                         "    descriptors:\n"
-                         "      - key: subkey\n"
-                         "        rate_limit:\n"
-                         "          requests_per_unit: 300\n"
-                         "          unit: second\n");
+  sl_config *c = load_ok(yaml_fixture("envoy/example4-nested.yaml"));
   assert_string_equal(RULE(c, "example4", "key", "value", "subkey", "subvalue"),
                       "example4.key_value.subkey");
   assert_null(RULE(c, "example4", "key", "value"));
@@ -513,16 +460,7 @@ static void example4_a_nested_descriptor_matches_two_entries(void **state) {
 
 static void example5_unlimited_descriptor_is_always_allowed(void **state) {
   (void)state;
-  sl_config *c = load_ok("domain: internal\n"
-                         "descriptors:\n"
-                         "  - key: ldap\n"
-                         "    rate_limit:\n"
-                         "      unlimited: true\n"
-                         "\n"
-                         "  - key: azure\n"
-                         "    rate_limit:\n"
-                         "      unit: minute\n"
-                         "      requests_per_unit: 100\n");
+  sl_config *c = load_ok(yaml_fixture("envoy/example5.yaml"));
   const cfg_limit *ldap = match(c, "internal", "ldap", "x", NULL);
   assert_non_null(ldap);
   assert_true(ldap->unlimited);
@@ -536,21 +474,7 @@ static void example5_unlimited_descriptor_is_always_allowed(void **state) {
 
 static void example6_shadow_mode_is_per_descriptor(void **state) {
   (void)state;
-  sl_config *c = load_ok("domain: example6\n"
-                         "descriptors:\n"
-                         "  - key: service\n"
-                         "    descriptors:\n"
-                         "      - key: user\n"
-                         "        value: user-a\n"
-                         "        rate_limit:\n"
-                         "          requests_per_unit: 10\n"
-                         "          unit: second\n"
-                         "        shadow_mode: true\n"
-                         "      - key: user\n"
-                         "        value: user-b\n"
-                         "        rate_limit:\n"
-                         "          requests_per_unit: 20\n"
-                         "          unit: second\n");
+  sl_config *c = load_ok(yaml_fixture("envoy/example6.yaml"));
   const cfg_limit *a =
       match(c, "example6", "service", "auth-service", "user", "user-a", NULL);
   const cfg_limit *b =
@@ -566,27 +490,7 @@ static void example6_shadow_mode_is_per_descriptor(void **state) {
 
 static void example7_replaces_names_the_limit_it_replaces(void **state) {
   (void)state;
-  sl_config *c = load_ok("domain: example7\n"
-                         "descriptors:\n"
-                         "  - key: key_1\n"
-                         "    value: value_1\n"
-                         "    descriptors:\n"
-                         "      - key: user\n"
-                         "        value: bkthomps\n"
-                         "        rate_limit:\n"
-                         "          name: specific_limit\n"
-                         "          requests_per_unit: 5\n"
-                         "          unit: second\n"
-                         "  - key: key_2\n"
-                         "    value: value_2\n"
-                         "    descriptors:\n"
-                         "      - key: user\n"
-                         "        value: bkthomps\n"
-                         "        rate_limit:\n"
-                         "          replaces:\n"
-                         "            - name: specific_limit\n"
-                         "          requests_per_unit: 10\n"
-                         "          unit: second\n");
+  sl_config *c = load_ok(yaml_fixture("envoy/example7.yaml"));
   const cfg_limit *one =
       match(c, "example7", "key_1", "value_1", "user", "bkthomps", NULL);
   const cfg_limit *two =
@@ -603,18 +507,7 @@ static void example7_replaces_names_the_limit_it_replaces(void **state) {
 
 static void example8_detailed_metric_is_per_descriptor(void **state) {
   (void)state;
-  sl_config *c = load_ok("domain: example8\n"
-                         "descriptors:\n"
-                         "  - key: key1\n"
-                         "    detailed_metric: true\n"
-                         "    rate_limit:\n"
-                         "      unit: minute\n"
-                         "      requests_per_unit: 10\n"
-                         "  - key: key1\n"
-                         "    value: value1\n"
-                         "    rate_limit:\n"
-                         "      unit: minute\n"
-                         "      requests_per_unit: 20\n");
+  sl_config *c = load_ok(yaml_fixture("envoy/example8.yaml"));
   const cfg_limit *any = match(c, "example8", "key1", "unspecified", NULL);
   const cfg_limit *v1 = match(c, "example8", "key1", "value1", NULL);
   assert_true(any->detailed_metric);
@@ -626,13 +519,7 @@ static void example8_detailed_metric_is_per_descriptor(void **state) {
 
 static void example9_wildcard_value_matches_by_prefix(void **state) {
   (void)state;
-  sl_config *c = load_ok("domain: example9\n"
-                         "descriptors:\n"
-                         "  - key: key1\n"
-                         "    value: value*\n"
-                         "    rate_limit:\n"
-                         "      unit: minute\n"
-                         "      requests_per_unit: 20\n");
+  sl_config *c = load_ok(yaml_fixture("envoy/example9.yaml"));
   assert_string_equal(RULE(c, "example9", "key1", "value_1"),
                       "example9.key1_value*");
   assert_ptr_equal(match(c, "example9", "key1", "value_1", NULL),
@@ -1185,6 +1072,22 @@ static void unknown_replaces_key_is_an_error(void **state) {
                   NULL);
 }
 
+/* Bug: a replaces entry took a key given twice silently (the last name
+   won), where every other mapping rejects it. */
+static void a_key_twice_in_a_replaces_entry_is_an_error(void **state) {
+  (void)state;
+  load_fails_with("domain: d\n"
+                  "descriptors:\n"
+                  "  - key: a\n"
+                  "    rate_limit:\n"
+                  "      unit: second\n"
+                  "      requests_per_unit: 1\n"
+                  "      replaces:\n"
+                  "        - name: x\n"
+                  "          name: y\n",
+                  "t.yaml:9:11: duplicate key 'name'", NULL);
+}
+
 static void duplicate_mapping_key_is_an_error(void **state) {
   (void)state;
   load_fails_with("domain: d\ndomain: e\n",
@@ -1675,6 +1578,89 @@ static void default_config_loads_and_limits_any_key(void **state) {
   assert_null(RULE(c, "default", "other", "alice"));
   assert_null(RULE(c, "default", "key", "alice", "more", "x"));
   config_free(c);
+}
+
+/* ---- key tables (rules/walk.h) ---- */
+
+/* What a walk of the test table fills: each key's text. */
+typedef struct abcd {
+  rules_text a, b, c, d;
+} abcd;
+
+/*
+ * Walks the root mapping of yaml (named "t.yaml") with the first nkeys of
+ * a, b, c, d as the table of a map "in a test"; the errors go to e, the
+ * values to *out. *out points into *doc: the caller deletes it.
+ */
+static void walk_with(const char *yaml, size_t nkeys, abcd *out,
+                      cfg_errors *e, yaml_document_t *doc) {
+  static const rules_key all[] = {
+      {"a", rules_set_text, offsetof(abcd, a)},
+      {"b", rules_set_text, offsetof(abcd, b)},
+      {"c", rules_set_text, offsetof(abcd, c)},
+      {"d", rules_set_text, offsetof(abcd, d)},
+  };
+  rules_key keys[5] = {{0}};
+  memcpy(keys, all, nkeys * sizeof *keys);
+  const rules_map kind = {"in a test", keys};
+  yaml_parser_t parser;
+  assert_true(yaml_parser_initialize(&parser));
+  yaml_parser_set_input_string(&parser, (const unsigned char *)yaml,
+                               strlen(yaml));
+  assert_true(yaml_parser_load(&parser, doc));
+  yaml_parser_delete(&parser);
+  rules_loader L = {.file = "t.yaml", .doc = doc, .errs = e};
+  rules_walk(&L, yaml_document_get_root_node(doc), &kind, out);
+  assert_int_equal(L.failed, e->n > 0);
+}
+
+/* The one error of walking yaml with the first nkeys keys. */
+static void walk_fails_with(const char *yaml, size_t nkeys, const char *want) {
+  abcd out = {0};
+  cfg_errors e = {0};
+  yaml_document_t doc;
+  walk_with(yaml, nkeys, &out, &e, &doc);
+  yaml_document_delete(&doc);
+  errors_are(NULL, &e, &want, 1);
+}
+
+static void a_key_table_names_its_keys_in_the_unknown_key_message(
+    void **state) {
+  (void)state;
+  walk_fails_with("x: 1\n", 1, "t.yaml:1:1: unknown key 'x' in a test "
+                               "(expected a)");
+  walk_fails_with("x: 1\n", 2, "t.yaml:1:1: unknown key 'x' in a test "
+                               "(expected a or b)");
+  walk_fails_with("x: 1\n", 3, "t.yaml:1:1: unknown key 'x' in a test "
+                               "(expected a, b or c)");
+  /* A key added to the table is parsed and named alike. */
+  walk_fails_with("d: 1\n", 3, "t.yaml:1:1: unknown key 'd' in a test "
+                               "(expected a, b or c)");
+  walk_fails_with("d: 1\nx: 1\n", 4, "t.yaml:2:1: unknown key 'x' in a test "
+                                     "(expected a, b, c or d)");
+}
+
+static void a_key_table_sends_each_value_to_its_handler(void **state) {
+  (void)state;
+  abcd out = {0};
+  cfg_errors e = {0};
+  yaml_document_t doc;
+  walk_with("c: three\na: one\n", 4, &out, &e, &doc);
+  assert_int_equal(e.n, 0);
+  assert_string_equal(out.a.s, "one");
+  assert_int_equal(out.a.at->start_mark.line, 1); /* from 0 */
+  assert_string_equal(out.c.s, "three");
+  assert_null(out.b.at);
+  assert_null(out.d.s);
+  yaml_document_delete(&doc);
+}
+
+static void a_key_table_walk_rejects_a_key_twice_and_a_key_not_scalar(
+    void **state) {
+  (void)state;
+  walk_fails_with("a: 1\na: 2\n", 4, "t.yaml:2:1: duplicate key 'a'");
+  walk_fails_with("[a]: 1\n", 4, "t.yaml:1:1: a key must be a scalar, not "
+                                 "a list");
 }
 
 /* ---- from the bugs found in review (fixed) ---- */
@@ -2188,6 +2174,7 @@ int main(void) {
       cmocka_unit_test(unknown_descriptor_key_is_an_error),
       cmocka_unit_test(unknown_rate_limit_key_is_an_error),
       cmocka_unit_test(unknown_replaces_key_is_an_error),
+      cmocka_unit_test(a_key_twice_in_a_replaces_entry_is_an_error),
       cmocka_unit_test(duplicate_mapping_key_is_an_error),
       cmocka_unit_test(bad_unit_is_an_error),
       cmocka_unit_test(bad_policy_is_an_error_with_the_policy_message),
@@ -2243,6 +2230,10 @@ int main(void) {
       cmocka_unit_test(store_error_flag_takes_a_mode_and_a_local_fraction),
       cmocka_unit_test(bad_store_error_flags_say_what_is_wrong),
       cmocka_unit_test(store_error_flag_needs_no_error_buffer),
+      cmocka_unit_test(a_key_table_names_its_keys_in_the_unknown_key_message),
+      cmocka_unit_test(a_key_table_sends_each_value_to_its_handler),
+      cmocka_unit_test(
+          a_key_table_walk_rejects_a_key_twice_and_a_key_not_scalar),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

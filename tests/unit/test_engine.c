@@ -1,5 +1,5 @@
 /*
- * test_engine.c — the daemon's decision engine (src/engine/engine.c): config
+ * test_engine.c — the daemon's decision engine (src/engine/): config
  * rules to decisions (several descriptors and limits, all or nothing,
  * shadow, unlimited, blocked, replaces), request validation, config
  * reloads (counters that survive, limiters that go, reloads racing worker
@@ -16,6 +16,7 @@
 #include "fleet/slot.h"
 #include "engine/engine.h"
 #include "engine_fixture.h"
+#include "fixtures.h"
 
 /* ---- local helpers (the shared ones: engine_fixture.h) ---- */
 
@@ -53,8 +54,8 @@ static eng_result check_n(engine_thread *t, const char *domain,
   eng_request r = {domain, strlen(domain), ds, n, hits};
   eng_result out;
   memset(&out, 0xa5, sizeof out);
-  int rc = engine_check(t, &r, now, &out);
-  if (rc != want_rc) fail_msg("engine_check rc=%d, want %d", rc, want_rc);
+  int rc = do_check(t, &r, now, &out);
+  if (rc != want_rc) fail_msg("engine_decide rc=%d, want %d", rc, want_rc);
   return out;
 }
 
@@ -176,7 +177,7 @@ static void an_offline_thread_does_not_hold_up_a_reload(void **state) {
   fixture_free(&f);
 }
 
-/* ---- engine_check ---- */
+/* ---- engine_decide: the configured rules ---- */
 
 static void check_reports_the_rule_and_the_librarys_figures(void **state) {
   (void)state;
@@ -538,32 +539,9 @@ static void a_peek_at_a_blocked_rule_is_allowed(void **state) {
   fixture_free(&f);
 }
 
-static const char example7[] =
-    "domain: example7\n"
-    "descriptors:\n"
-    "  - key: key_1\n"
-    "    value: value_1\n"
-    "    descriptors:\n"
-    "      - key: user\n"
-    "        value: bkthomps\n"
-    "        rate_limit:\n"
-    "          name: specific_limit\n"
-    "          requests_per_unit: 5\n"
-    "          unit: second\n"
-    "  - key: key_2\n"
-    "    value: value_2\n"
-    "    descriptors:\n"
-    "      - key: user\n"
-    "        value: bkthomps\n"
-    "        rate_limit:\n"
-    "          replaces:\n"
-    "            - name: specific_limit\n"
-    "          requests_per_unit: 10\n"
-    "          unit: second\n";
-
 static void replaces_drops_the_replaced_limit(void **state) {
   (void)state;
-  fixture f = fixture_of(example7);
+  fixture f = fixture_of(yaml_fixture("envoy/example7.yaml"));
   eng_descriptor ds[2] = {desc_of("key_1", "value_1", "user", "bkthomps", NULL),
                           desc_of("key_2", "value_2", "user", "bkthomps", NULL)};
   for (int i = 0; i < 10; i++) {
@@ -586,7 +564,7 @@ static void replaces_drops_the_replaced_limit(void **state) {
 
 static void replaces_only_acts_when_both_limits_match(void **state) {
   (void)state;
-  fixture f = fixture_of(example7);
+  fixture f = fixture_of(yaml_fixture("envoy/example7.yaml"));
   eng_descriptor d = desc_of("key_2", "value_2", "user", "bkthomps", NULL);
   eng_result r = check_n(f.t, "example7", &d, 1, 1, T0, 0);
   assert_int_equal(r.n, 1);
@@ -602,9 +580,9 @@ static void an_unknown_domain_is_an_error(void **state) {
   assert_int_equal(r.n, 0);
   /* The domain is a counted string: "dd" of length 1 is "d". */
   eng_request req = {"dd", 1, &d, 1, 1};
-  assert_int_equal(engine_check(f.t, &req, T0, &r), 0);
+  assert_int_equal(do_check(f.t, &req, T0, &r), 0);
   req.domain_len = 2;
-  assert_int_equal(engine_check(f.t, &req, T0, &r), ENG_EDOMAIN);
+  assert_int_equal(do_check(f.t, &req, T0, &r), ENG_EDOMAIN);
   fixture_free(&f);
 }
 
@@ -766,7 +744,7 @@ static void *worker_loop(void *p) {
                             desc_of("g", "shared", NULL)};
     eng_request r = {"d", 1, ds, 2, 1};
     eng_result out;
-    int rc = engine_check(t, &r, T0 + MS(i / 64), &out);
+    int rc = do_check(t, &r, T0 + MS(i / 64), &out);
     if (rc == 0) {
       a->checks++;
       a->allowed += out.allowed;
@@ -855,7 +833,7 @@ static void an_invalid_new_config_keeps_the_old_one_and_is_counted(
   (void)state;
   fixture f = fixture_of(two_rules);
   check1(f.t, "d", "k", "alice", T0);
-  /* What serve.c does when the new file does not load. */
+  /* What the daemon does when the new file does not load (reload.c). */
   cfg_errors errs = {0};
   const char *bad = "domain: d\ndescriptors: [\n";
   assert_null(config_load_string(bad, strlen(bad), "t.yaml", &errs));
@@ -966,18 +944,18 @@ static void throttle_with_a_bad_policy_says_why(void **state) {
   fixture f = fixture_of(two_rules);
   eng_result r;
   char err[256] = "";
-  int rc = engine_throttle(f.t, "k", 1, "tokenbucket:1/s", 15, 1, T0, &r, err,
+  int rc = do_throttle(f.t, "k", 1, "tokenbucket:1/s", 15, 1, T0, &r, err,
                            sizeof err);
   assert_int_equal(rc, SL_EPOLICY);
   assert_string_equal(err, "unknown algorithm 'tokenbucket' (expected "
                            "token_bucket, leaky_bucket, fixed_window, "
                            "sliding_log, sliding_window or gcra)");
-  rc = engine_throttle(f.t, "k", 1, "gcra:0/s", 8, 1, T0, &r, err, sizeof err);
+  rc = do_throttle(f.t, "k", 1, "gcra:0/s", 8, 1, T0, &r, err, sizeof err);
   assert_int_equal(rc, SL_EPOLICY);
   assert_string_equal(err, "limit '0' must be positive");
   char longspec[300];
   memset(longspec, '1', sizeof longspec);
-  rc = engine_throttle(f.t, "k", 1, longspec, sizeof longspec, 1, T0, &r, err,
+  rc = do_throttle(f.t, "k", 1, longspec, sizeof longspec, 1, T0, &r, err,
                        sizeof err);
   assert_int_equal(rc, SL_EPOLICY);
   assert_string_equal(err, "policy is too long");
@@ -991,13 +969,13 @@ static void throttle_spec_is_a_counted_string(void **state) {
   const char buf[] = "gcra:5/s:burst=10XYZ";
   eng_result r;
   char err[128] = "";
-  assert_int_equal(engine_throttle(f.t, "kk", 1, buf, 8, 1, T0, &r, err,
+  assert_int_equal(do_throttle(f.t, "kk", 1, buf, 8, 1, T0, &r, err,
                                    sizeof err), 0);
   assert_string_equal(r.st[0].policy_str, "gcra:5/s");
-  assert_int_equal(engine_throttle(f.t, "kk", 1, buf, 17, 1, T0, &r, err,
+  assert_int_equal(do_throttle(f.t, "kk", 1, buf, 17, 1, T0, &r, err,
                                    sizeof err), 0);
   assert_string_equal(r.st[0].policy_str, "gcra:5/s:burst=10");
-  assert_int_equal(engine_throttle(f.t, "kk", 1, buf, 18, 1, T0, &r, err,
+  assert_int_equal(do_throttle(f.t, "kk", 1, buf, 18, 1, T0, &r, err,
                                    sizeof err), SL_EPOLICY);
   fixture_free(&f);
 }
@@ -1009,19 +987,19 @@ static void throttle_refuses_a_policy_past_1024_distinct_ones(void **state) {
   eng_result r;
   for (int n = 1; n <= ENG_MAX_ADHOC; n++) {
     snprintf(spec, sizeof spec, "sliding_window:%d/m", n);
-    assert_int_equal(engine_throttle(f.t, "k", 1, spec, strlen(spec), 1, T0,
+    assert_int_equal(do_throttle(f.t, "k", 1, spec, strlen(spec), 1, T0,
                                      &r, err, sizeof err), 0);
   }
   assert_int_equal(limiters_of(f.e), 2 + ENG_MAX_ADHOC);
   snprintf(spec, sizeof spec, "sliding_window:%d/m", ENG_MAX_ADHOC + 1);
-  assert_int_equal(engine_throttle(f.t, "k", 1, spec, strlen(spec), 1, T0, &r,
+  assert_int_equal(do_throttle(f.t, "k", 1, spec, strlen(spec), 1, T0, &r,
                                    err, sizeof err), ENG_EADHOC);
   assert_string_equal(err, "too many distinct ad-hoc policies (max 1024)");
   sl_policy p = policy_of("gcra:1/h");
-  assert_int_equal(engine_throttle_policy(f.t, "k", 1, &p, 1, T0, &r),
+  assert_int_equal(do_throttle_policy(f.t, "k", 1, &p, 1, T0, &r),
                    ENG_EADHOC);
   /* The known ones still work, also through another spelling. */
-  assert_int_equal(engine_throttle(f.t, "k", 1, "sliding_window:7/1m", 19, 1,
+  assert_int_equal(do_throttle(f.t, "k", 1, "sliding_window:7/1m", 19, 1,
                                    T0, &r, err, sizeof err), 0);
   assert_int_equal(r.st[0].d.remaining, 5);
   fixture_free(&f);
@@ -1033,7 +1011,7 @@ static void throttle_policy_shares_the_state_of_the_same_spec(void **state) {
   throttle(f.t, "user1", "gcra:30/m:burst=16", 1, T0);
   sl_policy p = {SL_GCRA, 30, 16, SEC(60)};
   eng_result r;
-  assert_int_equal(engine_throttle_policy(f.t, "user1", 5, &p, 1, T0, &r), 0);
+  assert_int_equal(do_throttle_policy(f.t, "user1", 5, &p, 1, T0, &r), 0);
   assert_true(r.allowed);
   assert_int_equal(r.n, 1);
   assert_int_equal(r.worst, 0);
@@ -1041,7 +1019,7 @@ static void throttle_policy_shares_the_state_of_the_same_spec(void **state) {
   assert_int_equal(r.st[0].d.limit, 16);
   assert_int_equal(r.st[0].d.remaining, 14);
   sl_policy bad = {SL_GCRA, 0, 16, SEC(60)};
-  assert_int_equal(engine_throttle_policy(f.t, "user1", 5, &bad, 1, T0, &r),
+  assert_int_equal(do_throttle_policy(f.t, "user1", 5, &bad, 1, T0, &r),
                    SL_EPOLICY);
   fixture_free(&f);
 }
@@ -1051,12 +1029,12 @@ static void throttle_reports_a_cost_above_the_burst(void **state) {
   fixture f = fixture_of(two_rules);
   eng_result r;
   char err[64];
-  assert_int_equal(engine_throttle(f.t, "k", 1, "gcra:5/s", 8, 6, T0, &r, err,
+  assert_int_equal(do_throttle(f.t, "k", 1, "gcra:5/s", 8, 6, T0, &r, err,
                                    sizeof err), SL_ECOST);
   fixture_free(&f);
 }
 
-/* ---- engine_reset_key ---- */
+/* ---- engine_reset: an ad-hoc key ---- */
 
 static void reset_key_forgets_the_key_under_every_ad_hoc_policy(
     void **state) {
@@ -1065,14 +1043,14 @@ static void reset_key_forgets_the_key_under_every_ad_hoc_policy(
   throttle(f.t, "k", "fixed_window:3/s", 3, T0);
   throttle(f.t, "k", "gcra:3/s", 3, T0);
   throttle(f.t, "other", "gcra:3/s", 3, T0);
-  assert_int_equal(engine_reset_key(f.e, "k", 1), 2);
+  assert_int_equal(do_reset_key(f.t, "k", 1), 2);
   assert_int_equal(throttle(f.t, "k", "fixed_window:3/s", 0, T0).st[0].d.remaining,
                    3);
   assert_int_equal(throttle(f.t, "k", "gcra:3/s", 0, T0).st[0].d.remaining, 3);
   assert_int_equal(throttle(f.t, "other", "gcra:3/s", 0, T0).st[0].d.remaining,
                    0);
-  assert_int_equal(engine_reset_key(f.e, "k", 1), 0);
-  assert_int_equal(engine_reset_key(f.e, "never", 5), 0);
+  assert_int_equal(do_reset_key(f.t, "k", 1), 0);
+  assert_int_equal(do_reset_key(f.t, "never", 5), 0);
   fixture_free(&f);
 }
 
@@ -1257,18 +1235,7 @@ static void metrics_count_front_end_counters_and_connections(void **state) {
 
 static void metrics_give_detailed_rules_a_series_per_value(void **state) {
   (void)state;
-  fixture f = fixture_of("domain: example8\n"
-                         "descriptors:\n"
-                         "  - key: key1\n"
-                         "    detailed_metric: true\n"
-                         "    rate_limit:\n"
-                         "      unit: minute\n"
-                         "      requests_per_unit: 10\n"
-                         "  - key: key1\n"
-                         "    value: value1\n"
-                         "    rate_limit:\n"
-                         "      unit: minute\n"
-                         "      requests_per_unit: 20\n");
+  fixture f = fixture_of(yaml_fixture("envoy/example8.yaml"));
   check1(f.t, "example8", "key1", "unspecified_value", T0);
   check1(f.t, "example8", "key1", "unspecified_value", T0);
   check1(f.t, "example8", "key1", "unspecified_value2", T0);
@@ -1360,7 +1327,7 @@ static void detailed_metric_series_are_capped_per_rule(void **state) {
   for (int i = 0; i < 1200; i++) {
     int n = snprintf(v, sizeof v, "10.0.%d.%d", i / 256, i % 256);
     d.entries[0] = (cfg_entry){"ip", 2, v, (size_t)n};
-    assert_int_equal(engine_check(t, &r, T0, &out), 0);
+    assert_int_equal(do_check(t, &r, T0, &out), 0);
   }
   size_t len;
   char *m = engine_metrics(e, &len);
@@ -1418,9 +1385,9 @@ static void quiesce_after_offline_is_safe_during_reloads(void **state) {
   engine_free(e);
 }
 
-/* engine_reset_descriptor forgets a config descriptor's state under the
+/* engine_reset of the rules forgets a config descriptor's state under the
    rules it matches (POST /admin/reset?domain=default&key=alice);
-   engine_reset_key is for ad-hoc keys only. */
+   a reset of an ad-hoc key is for ad-hoc keys only. */
 static void reset_descriptor_forgets_the_rule_state(void **state) {
   (void)state;
   engine *e = engine_of(config_default_yaml);
@@ -1428,12 +1395,12 @@ static void reset_descriptor_forgets_the_rule_state(void **state) {
   eng_descriptor d = {.entries = {{"key", 3, "alice", 5}}, .n = 1, .hits = -1};
   eng_request r = {"default", 7, &d, 1, 1};
   eng_result out;
-  for (int i = 0; i < 5; i++) assert_int_equal(engine_check(t, &r, T0, &out), 0);
+  for (int i = 0; i < 5; i++) assert_int_equal(do_check(t, &r, T0, &out), 0);
   assert_int_equal(out.st[0].d.remaining, 95);
-  assert_int_equal(engine_reset_key(e, "alice", 5), 0); /* not ad hoc */
-  assert_int_equal(engine_reset_descriptor(t, &r), 1);
+  assert_int_equal(do_reset_key(t, "alice", 5), 0); /* not ad hoc */
+  assert_int_equal(do_reset_descriptor(t, &r), 1);
   r.hits = 0;
-  assert_int_equal(engine_check(t, &r, T0, &out), 0);
+  assert_int_equal(do_check(t, &r, T0, &out), 0);
   assert_int_equal(out.st[0].d.remaining, 100);
   engine_thread_free(t);
   engine_free(e);
@@ -1475,7 +1442,7 @@ static void a_failed_reload_frees_the_config_it_was_given(void **state) {
   eng_descriptor d = {.entries = {{"k", 1, "x", 1}}, .n = 1, .hits = -1};
   eng_request r = {"d", 1, &d, 1, 1};
   eng_result out;
-  assert_int_equal(engine_check(t, &r, T0, &out), 0);
+  assert_int_equal(do_check(t, &r, T0, &out), 0);
   assert_int_equal(out.st[0].d.limit, 5);
   for (size_t i = 0; i < n; i++) sl_limiter_free(extra[i]);
   engine_thread_free(t);
@@ -1501,7 +1468,7 @@ static void a_rule_with_room_is_not_counted_denied(void **state) {
   eng_descriptor d = {.entries = {{"user", 4, "u", 1}}, .n = 1, .hits = -1};
   eng_request r = {"api", 3, &d, 1, 1};
   eng_result out;
-  for (int i = 0; i < 3; i++) assert_int_equal(engine_check(t, &r, T0, &out), 0);
+  for (int i = 0; i < 3; i++) assert_int_equal(do_check(t, &r, T0, &out), 0);
   assert_false(out.allowed);
   size_t len;
   char *m = engine_metrics(e, &len);
@@ -1515,7 +1482,7 @@ static void a_rule_with_room_is_not_counted_denied(void **state) {
 /*
  * Inconsistency: when an ordinary rule denies, the other rules keep their
  * own figures (allowed = 1: sluice.h's sl_take_all contract), but when a
- * blocked rule (requests_per_unit: 0) denies, engine_check forces
+ * blocked rule (requests_per_unit: 0) denies, engine_decide forces
  * allowed = 0 on every other rule, so /v1/check reports OVER_LIMIT for a
  * descriptor whose rule has its whole quota left.
  */
@@ -1535,7 +1502,7 @@ static void a_blocked_rule_leaves_the_other_rules_figures_alone(
       {.entries = {{"ip", 2, "50.0.0.5", 8}}, .n = 1, .hits = -1}};
   eng_request r = {"edge", 4, ds, 2, 1};
   eng_result out;
-  assert_int_equal(engine_check(t, &r, T0, &out), 0);
+  assert_int_equal(do_check(t, &r, T0, &out), 0);
   assert_false(out.allowed);
   assert_int_equal(out.st[0].descriptor, 0);
   assert_true(out.st[0].d.allowed);
@@ -1565,7 +1532,7 @@ static const char fleet_rules[] =
 
 /* A remote that is down: every send refused at once (breaker open). */
 static int send_down(void *io, int slot, char *cmd, size_t len,
-                     eng_reply_fn cb, void *ud) {
+                     fleet_reply_fn cb, void *ud) {
   (void)slot, (void)len, (void)cb, (void)ud;
   (*(int *)io)++;
   free(cmd);
@@ -1574,12 +1541,12 @@ static int send_down(void *io, int slot, char *cmd, size_t len,
 
 /* A remote that takes the command and answers later (by hand). */
 typedef struct pending_call {
-  eng_reply_fn cb;
+  fleet_reply_fn cb;
   void *ud;
   int n;
 } pending_call;
 static int send_later(void *io, int slot, char *cmd, size_t len,
-                      eng_reply_fn cb, void *ud) {
+                      fleet_reply_fn cb, void *ud) {
   (void)slot, (void)len;
   pending_call *p = io;
   assert_non_null(strstr(cmd, "EVALSHA"));
@@ -1591,7 +1558,7 @@ static int send_later(void *io, int slot, char *cmd, size_t len,
 }
 
 static fixture fleet_fixture(int mode) {
-  engine_opts o = {.remote = 1, .on_store_error = mode, .breaker_ms = 700};
+  engine_opts o = exact_opts((fleet_opts){.breaker_ms = 700}, mode);
   char err[256] = "";
   fixture f;
   f.e = engine_new(&o, cfg_of(fleet_rules), err, sizeof err);
@@ -1612,19 +1579,19 @@ static void on_done(void *ud, int rc, eng_result *out) {
   b->out = out;
 }
 
-/* One request, asynchronously; returns engine_check_async's rc. */
+/* One request, asynchronously; returns engine_decide's rc. */
 static int fleet_check(fixture *f, const char *k, eng_result *out,
                        done_box *box) {
   eng_descriptor d = desc_of(k, "v", NULL);
   eng_request r = {"f", 1, &d, 1, 1};
-  return engine_check_async(f->t, &r, 1000000000000, out, on_done, box);
+  return do_check_async(f->t, &r, 1000000000000, out, on_done, box);
 }
 
 static void a_down_store_answers_each_rule_per_on_store_error(void **state) {
   (void)state;
   fixture f = fleet_fixture(CFG_STORE_ERROR_DENY);
   int sends = 0;
-  engine_thread_set_remote(f.t, send_down, &sends);
+  fleet_thread_set_transport(f.t, send_down, &sends);
   eng_result out;
   done_box box = {0};
   int allowed[4] = {0};
@@ -1657,7 +1624,7 @@ static void a_failed_call_answers_later_per_on_store_error(void **state) {
   (void)state;
   fixture f = fleet_fixture(0); /* default: allow */
   pending_call p = {0};
-  engine_thread_set_remote(f.t, send_later, &p);
+  fleet_thread_set_transport(f.t, send_later, &p);
   eng_result out;
   done_box box = {0};
   assert_int_equal(fleet_check(&f, "b", &out, &box), ENG_PENDING);
@@ -1683,7 +1650,7 @@ static void a_reload_waits_for_requests_pending_in_redis(void **state) {
   (void)state;
   fixture f = fleet_fixture(0);
   pending_call p = {0};
-  engine_thread_set_remote(f.t, send_later, &p);
+  fleet_thread_set_transport(f.t, send_later, &p);
   eng_result out;
   done_box box = {0};
   assert_int_equal(fleet_check(&f, "a", &out, &box), ENG_PENDING);
@@ -1729,7 +1696,7 @@ static void on_reset(void *ud, int rc, eng_reset *out) {
 
 static int reset_key(fixture *f, const char *key, const char *spec,
                      eng_reset *out, reset_box *box) {
-  return engine_reset_key_async(f->t, key, strlen(key), spec,
+  return do_reset_key_async(f->t, key, strlen(key), spec,
                                 spec ? strlen(spec) : 0, out, on_reset, box);
 }
 
@@ -1737,7 +1704,7 @@ static void fleet_reset_deletes_the_named_policys_redis_key(void **state) {
   (void)state;
   fixture f = fleet_fixture(0);
   fake_redis r = {0};
-  engine_thread_set_remote(f.t, send_fake, &r);
+  fleet_thread_set_transport(f.t, send_fake, &r);
   eng_reset out;
   reset_box box = {0};
   /* A policy this daemon never used: named, its key goes all the same. */
@@ -1773,14 +1740,14 @@ fleet_reset_without_a_policy_covers_the_ones_used_here(void **state) {
   (void)state;
   fixture f = fleet_fixture(0);
   fake_redis r = {0};
-  engine_thread_set_remote(f.t, send_fake, &r);
+  fleet_thread_set_transport(f.t, send_fake, &r);
   /* Two ad-hoc policies in use (their decisions fail over to allow). */
   const char *specs[2] = {"fixed_window:3/s", "sliding_log:5/m"};
   for (int i = 0; i < 2; i++) {
     eng_result res;
     done_box box = {0};
     char err[128];
-    assert_int_equal(engine_throttle_async(f.t, "k", 1, specs[i],
+    assert_int_equal(do_throttle_async(f.t, "k", 1, specs[i],
                                            strlen(specs[i]), 1, T0, &res, err,
                                            sizeof err, on_done, &box),
                      ENG_PENDING);
@@ -1833,14 +1800,14 @@ static void fleet_reset_of_a_descriptor_deletes_each_limits_key(void **state) {
       "      - {name: narrow, policy: \"token_bucket:20/h\"}\n"
       "  - key: free\n"
       "    rate_limit: {unlimited: true}\n";
-  engine_opts o = {.remote = 1, .cluster = 1};
+  engine_opts o = exact_opts((fleet_opts){.cluster = 1}, 0);
   char err[256] = "";
   fixture f;
   f.e = engine_new(&o, cfg_of(yaml), err, sizeof err);
   assert_non_null(f.e);
   f.t = engine_thread_new(f.e);
   fake_redis r = {0};
-  engine_thread_set_remote(f.t, send_fake, &r);
+  fleet_thread_set_transport(f.t, send_fake, &r);
   /* (user=alice) and (tenant=acme): three limits, their keys under the
      request's hash tag, as a decision of the same request names them. */
   eng_descriptor d[3] = {desc_of("user", "alice", NULL),
@@ -1850,7 +1817,7 @@ static void fleet_reset_of_a_descriptor_deletes_each_limits_key(void **state) {
   eng_reset out;
   reset_box box = {0};
   assert_int_equal(
-      engine_reset_descriptor_async(f.t, &req, &out, on_reset, &box),
+      do_reset_descriptor_async(f.t, &req, &out, on_reset, &box),
       ENG_PENDING);
   assert_int_equal(r.n, 3); /* the unlimited rule has no state */
   const sl_config *c = engine_config(f.e);
@@ -1886,7 +1853,7 @@ static void fleet_reset_of_a_descriptor_deletes_each_limits_key(void **state) {
   /* Without the tag entry, the keys are untagged: spread over slots. */
   eng_request alone = {"t", 1, d, 1, 1};
   assert_int_equal(
-      engine_reset_descriptor_async(f.t, &alone, &out, on_reset, &box),
+      do_reset_descriptor_async(f.t, &alone, &out, on_reset, &box),
       ENG_PENDING);
   assert_int_equal(r.n, 2);
   kl[0] = rule_key(key[0], "", wide, "user", "alice");
@@ -1902,7 +1869,7 @@ static void fleet_reset_of_a_descriptor_deletes_each_limits_key(void **state) {
   /* The request's errors come first. */
   eng_request bad = {"nope", 4, d, 1, 1};
   assert_int_equal(
-      engine_reset_descriptor_async(f.t, &bad, &out, on_reset, &box),
+      do_reset_descriptor_async(f.t, &bad, &out, on_reset, &box),
       ENG_EDOMAIN);
   assert_int_equal(r.n, 0);
   fixture_free(&f);
@@ -1912,13 +1879,13 @@ static void fleet_reset_fails_when_redis_does_not_confirm(void **state) {
   (void)state;
   fixture f = fleet_fixture(0);
   fake_redis r = {0};
-  engine_thread_set_remote(f.t, send_fake, &r);
+  fleet_thread_set_transport(f.t, send_fake, &r);
   eng_descriptor d[2] = {desc_of("a", "v", NULL), desc_of("b", "v", NULL)};
   eng_request req = {"f", 1, d, 2, 1};
   eng_reset out;
   reset_box box = {0};
   assert_int_equal(
-      engine_reset_descriptor_async(f.t, &req, &out, on_reset, &box),
+      do_reset_descriptor_async(f.t, &req, &out, on_reset, &box),
       ENG_PENDING);
   assert_int_equal(r.n, 2);
   answer_int(&r, 0, 1);
@@ -1944,7 +1911,7 @@ static void fleet_reset_fails_when_redis_does_not_confirm(void **state) {
   /* Redis known down (breaker open): answered at once, nothing sent. */
   r.down = 1;
   assert_int_equal(
-      engine_reset_descriptor_async(f.t, &req, &out, on_reset, &box),
+      do_reset_descriptor_async(f.t, &req, &out, on_reset, &box),
       ENG_ESTORE);
   assert_int_equal(box.calls, 2);
   assert_int_equal(out.keys, 2);
@@ -1959,7 +1926,7 @@ static void fleet_reset_drops_the_local_fallback_state(void **state) {
   (void)state;
   fixture f = fleet_fixture(0);
   int sends = 0;
-  engine_thread_set_remote(f.t, send_down, &sends);
+  fleet_thread_set_transport(f.t, send_down, &sends);
   eng_result res;
   done_box dbox = {0};
   int allowed = 0;
@@ -1969,19 +1936,19 @@ static void fleet_reset_drops_the_local_fallback_state(void **state) {
   }
   assert_int_equal(allowed, 5); /* local at 0.5 of 10 */
   fake_redis r = {0};
-  engine_thread_set_remote(f.t, send_fake, &r);
+  fleet_thread_set_transport(f.t, send_fake, &r);
   eng_descriptor d = desc_of("c", "v", NULL);
   eng_request req = {"f", 1, &d, 1, 1};
   eng_reset out;
   reset_box box = {0};
   assert_int_equal(
-      engine_reset_descriptor_async(f.t, &req, &out, on_reset, &box),
+      do_reset_descriptor_async(f.t, &req, &out, on_reset, &box),
       ENG_PENDING);
   answer_int(&r, 0, 0); /* not in Redis */
   assert_int_equal(box.rc, 0);
   assert_int_equal(out.dropped, 1); /* the local limiter's */
   fake_free(&r);
-  engine_thread_set_remote(f.t, send_down, &sends);
+  fleet_thread_set_transport(f.t, send_down, &sends);
   allowed = 0;
   for (int i = 0; i < 8; i++) {
     assert_int_equal(fleet_check(&f, "c", &res, &dbox), 0);
@@ -1998,8 +1965,8 @@ static void fleet_reset_needs_a_remote_and_a_caller_that_waits(void **state) {
   fixture f = fleet_fixture(0);
   eng_descriptor d = desc_of("a", "v", NULL);
   eng_request req = {"f", 1, &d, 1, 1};
-  assert_int_equal(engine_reset_key(f.e, "k", 1), ENG_EREMOTE);
-  assert_int_equal(engine_reset_descriptor(f.t, &req), ENG_EREMOTE);
+  assert_int_equal(do_reset_key(f.t, "k", 1), ENG_EREMOTE);
+  assert_int_equal(do_reset_descriptor(f.t, &req), ENG_EREMOTE);
   eng_reset out;
   reset_box box = {0};
   assert_int_equal(reset_key(&f, "k", NULL, &out, &box), ENG_EREMOTE);
@@ -2009,69 +1976,69 @@ static void fleet_reset_needs_a_remote_and_a_caller_that_waits(void **state) {
 /* ---- approximate mode's reset ---- */
 
 /* The entry of the round for Redis key rkey, or NULL. */
-static eng_delta *delta_of(eng_delta *list, const char *rkey, size_t len) {
-  for (eng_delta *d = list; d; d = engine_delta_next(d)) {
+static approx_delta *delta_of(approx_delta *list, const char *rkey, size_t len) {
+  for (approx_delta *d = list; d; d = approx_delta_next(d)) {
     size_t n;
-    const char *k = engine_delta_key(d, &n);
+    const char *k = approx_delta_key(d, &n);
     if (n == len && !memcmp(k, rkey, len)) return d;
   }
   return NULL;
 }
 
-/* Ends a round taken by engine_sync_take as one whose calls got no reply
+/* Ends a round taken by approx_take as one whose calls got no reply
    (Redis may have run them: not pushed again, no level applied). */
-static void round_unconfirmed(engine *e, eng_delta *list) {
+static void round_unconfirmed(engine *e, approx_delta *list) {
   int64_t level[64];
   size_t n = 0;
-  for (eng_delta *d = list; d; d = engine_delta_next(d)) {
+  for (approx_delta *d = list; d; d = approx_delta_next(d)) {
     assert_true(n < 64);
-    level[n++] = ENG_LEVEL_UNKNOWN;
+    level[n++] = APPROX_LEVEL_UNKNOWN;
   }
-  engine_sync_apply(e, list, level, T0);
+  approx_apply(approx_of(e), list, level, T0);
 }
 
 static void
 approximate_reset_drops_local_state_and_unpushed_charges(void **state) {
   (void)state;
-  engine_opts o = {.sync = 1};
+  engine_opts o = approx_opts();
   char err[256] = "";
   engine *e = engine_new(&o, cfg_of(two_rules), err, sizeof err);
   assert_non_null(e);
   engine_thread *t1 = engine_thread_new(e), *t2 = engine_thread_new(e);
   fake_redis r = {0};
-  engine_thread_set_remote(t1, send_fake, &r);
+  fleet_thread_set_transport(t1, send_fake, &r);
   eng_descriptor da = desc_of("k", "a", NULL), db = desc_of("k", "b", NULL);
   eng_request ra = {"d", 1, &da, 1, 1}, rb = {"d", 1, &db, 1, 1};
   eng_result res;
   /* Charges on both threads, to two keys and an ad-hoc one. */
   for (int i = 0; i < 3; i++) {
-    assert_int_equal(engine_check(t1, &ra, T0, &res), 0);
-    assert_int_equal(engine_check(t2, &ra, T0, &res), 0);
-    assert_int_equal(engine_check(t2, &rb, T0, &res), 0);
+    assert_int_equal(do_check(t1, &ra, T0, &res), 0);
+    assert_int_equal(do_check(t2, &ra, T0, &res), 0);
+    assert_int_equal(do_check(t2, &rb, T0, &res), 0);
   }
   throttle(t2, "x", "gcra:9/h", 4, T0);
-  assert_int_equal(engine_check(t1, &ra, T0, &res), 0);
+  assert_int_equal(do_check(t1, &ra, T0, &res), 0);
   assert_int_equal(res.allowed, 0); /* 5/s spent */
 
   eng_reset out;
   reset_box box = {0};
-  assert_int_equal(engine_reset_descriptor_async(t1, &ra, &out, on_reset, &box),
+  assert_int_equal(do_reset_descriptor_async(t1, &ra, &out, on_reset, &box),
                    ENG_PENDING);
   assert_int_equal(r.n, 2); /* the UNLINK, then the PUBLISH that tells the
                                other daemons (test_sync_engine.c) */
   assert_int_equal(r.slot[0], -1);
   assert_memory_equal(r.cmd[1], "*3\r\n$7\r\nPUBLISH\r\n", 17);
   /* The sync's own name for the key: what it charges in Redis. */
-  eng_delta *list = engine_sync_take(e);
+  approx_delta *list = approx_take(approx_of(e));
   char key[512];
   size_t kl = rule_key(key, "", engine_config(e)->limits[0], "k", "a");
   assert_true(is_del(&r, 0, key, kl));
-  eng_delta *a = delta_of(list, key, kl);
+  approx_delta *a = delta_of(list, key, kl);
   assert_non_null(a);
-  assert_int_equal(engine_delta_cost(a), 0); /* dropped: never pushed */
+  assert_int_equal(approx_delta_cost(a), 0); /* dropped: never pushed */
   kl = rule_key(key, "", engine_config(e)->limits[0], "k", "b");
   assert_non_null(delta_of(list, key, kl));
-  assert_int_equal(engine_delta_cost(delta_of(list, key, kl)), 3);
+  assert_int_equal(approx_delta_cost(delta_of(list, key, kl)), 3);
   round_unconfirmed(e, list);
   answer_int(&r, 0, 1);
   answer_int(&r, 1, 2);
@@ -2080,21 +2047,21 @@ approximate_reset_drops_local_state_and_unpushed_charges(void **state) {
   fake_free(&r);
   /* The local limiter starts afresh; b keeps its count. */
   ra.hits = rb.hits = 0;
-  assert_int_equal(engine_check(t1, &ra, T0, &res), 0);
+  assert_int_equal(do_check(t1, &ra, T0, &res), 0);
   assert_int_equal(res.st[0].d.remaining, 5);
-  assert_int_equal(engine_check(t1, &rb, T0, &res), 0);
+  assert_int_equal(do_check(t1, &rb, T0, &res), 0);
   assert_int_equal(res.st[0].d.remaining, 2);
 
   /* An ad-hoc key, its policy named: the same. */
   throttle(t2, "x", "gcra:9/h", 1, T0);
   assert_int_equal(
-      engine_reset_key_async(t1, "x", 1, "gcra:9/h", 8, &out, on_reset, &box),
+      do_reset_key_async(t1, "x", 1, "gcra:9/h", 8, &out, on_reset, &box),
       ENG_PENDING);
   assert_true(is_del(&r, 0, "sl:{}a8:gcra:9/hx", 17));
-  list = engine_sync_take(e);
+  list = approx_take(approx_of(e));
   a = delta_of(list, "sl:{}a8:gcra:9/hx", 17);
   assert_non_null(a);
-  assert_int_equal(engine_delta_cost(a), 0);
+  assert_int_equal(approx_delta_cost(a), 0);
   round_unconfirmed(e, list);
   answer_int(&r, 0, 0); /* the sync had not pushed it yet */
   answer_int(&r, 1, 2);
@@ -2114,13 +2081,13 @@ static void reset_key_with_a_policy_forgets_only_that_one(void **state) {
   throttle(f.t, "k", "gcra:3/s", 3, T0);
   eng_reset out;
   assert_int_equal(
-      engine_reset_key_async(f.t, "k", 1, "gcra:3/s", 8, &out, NULL, NULL), 0);
+      do_reset_key_async(f.t, "k", 1, "gcra:3/s", 8, &out, NULL, NULL), 0);
   assert_int_equal(out.dropped, 1);
   assert_int_equal(throttle(f.t, "k", "gcra:3/s", 0, T0).st[0].d.remaining, 3);
   assert_int_equal(
       throttle(f.t, "k", "fixed_window:3/s", 0, T0).st[0].d.remaining, 0);
   assert_int_equal(
-      engine_reset_key_async(f.t, "k", 1, "gcra:7/s", 8, &out, NULL, NULL), 0);
+      do_reset_key_async(f.t, "k", 1, "gcra:7/s", 8, &out, NULL, NULL), 0);
   assert_int_equal(out.dropped, 0); /* never used */
   fixture_free(&f);
 }

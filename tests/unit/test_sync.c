@@ -5,15 +5,16 @@
  * UNKNOWN: it may have), when an append fails, and when following a
  * moving slot's answers would run the round past its interval.
  *
- * sync.c is compiled into this test (#include) and runs on the test's
- * thread, one pass at a time, against a real engine in approximate mode
- * (the round's keys) and fake Redis nodes: each connection is one end of
- * a socketpair (rc_connect_sync is played here) whose other end the test
- * plays: before each of the sync's reads, a node reads what it was sent
- * (heard) and answers each command with its next scripted reply (says).
- * The clock is the test's (clock_gettime), and every reply can be made to
- * "take" some of it (latency_ms); appends can be made to fail as
- * hiredis's do when out of memory (fail_append).
+ * The sync runs on the test's thread (sync_internal.h: no thread, one
+ * pass at a time), against a real engine in approximate mode (the round's
+ * keys) and fake Redis nodes, through a transport of the test's
+ * (rs_transport): each connection is one end of a socketpair whose other
+ * end the test plays: before each of the sync's reads, a node reads what
+ * it was sent (heard) and answers each command with its next scripted
+ * reply (says). The clock is the test's (base/clock.h's override:
+ * fake_ns), and every reply can be made to "take" some of it
+ * (latency_ms); appends can be made to fail as hiredis's do when out of
+ * memory (fail_append).
  * fleet.sh and fleet_cluster.sh run the same code against real Redis.
  */
 #include <fcntl.h>
@@ -27,9 +28,10 @@
 
 #include "base/log.h"
 #include "rules/config.h"
-#include "fleet/client.h"
+#include "fleet/router.h"
 #include "fleet/script.h"
 #include "fleet/slot.h"
+#include "fleet/sync_internal.h"
 #include "engine/engine.h"
 #include "engine_fixture.h"
 
@@ -78,7 +80,8 @@ static void serve(struct fake_node *f) {
 /* A reply read: what was appended is sent (as hiredis does first, unless
    the context failed), its node answers, and the clock moves by the
    node's latency. */
-static int timed_get_reply(redisContext *c, void **reply) {
+static int timed_get_reply(void *ud, redisContext *c, void **reply) {
+  (void)ud;
   struct fake_node *f = NULL;
   for (int i = 0; i < NODES; i++)
     if (fake[i].peer >= 0 && fake[i].fd == c->fd) f = &fake[i];
@@ -102,35 +105,19 @@ static int append_fails(redisContext *c) {
   return 1;
 }
 
-static int t_append_formatted(redisContext *c, const char *cmd, size_t len) {
+static int t_append(void *ud, redisContext *c, const char *cmd, size_t len) {
+  (void)ud;
   return append_fails(c) ? REDIS_ERR : redisAppendFormattedCommand(c, cmd, len);
 }
-
-static int t_append(redisContext *c, const char *fmt, ...) {
-  if (append_fails(c)) return REDIS_ERR;
-  va_list ap;
-  va_start(ap, fmt);
-  int rc = redisvAppendCommand(c, fmt, ap);
-  va_end(ap);
-  return rc;
-}
-
-#define redisGetReply timed_get_reply
-#define redisAppendFormattedCommand t_append_formatted
-#define redisAppendCommand t_append
-#include "fleet/sync.c"
-#undef redisGetReply
-#undef redisAppendFormattedCommand
-#undef redisAppendCommand
 
 static void log_sink(void *ud, const char *level, const char *msg) {
   (void)ud, (void)level, (void)msg;
 }
 
 /* A connection to fake node a->port - 7000: a socketpair, no handshake. */
-redisContext *rc_connect_sync(const rc_config *c, const rc_addr *a, char *err,
-                              size_t len) {
-  (void)c;
+static redisContext *t_connect(void *ud, const rc_config *c, const rc_addr *a,
+                               char *err, size_t len) {
+  (void)ud, (void)c;
   int i = a->port - 7000;
   int sv[2];
   if (i < 0 || i >= NODES || fake[i].dead ||
@@ -151,6 +138,9 @@ redisContext *rc_connect_sync(const rc_config *c, const rc_addr *a, char *err,
   return r;
 }
 
+static const rs_transport fake_io = {NULL, t_connect, t_append,
+                                     timed_get_reply};
+
 /* ---- local helpers (the engine's: engine_fixture.h) ---- */
 
 #define POLICY "fixed_window:100/h"
@@ -164,51 +154,64 @@ static rs_sync *sync_of(engine *e, int nodes, int interval_ms) {
     fake[i].peer = fake[i].fd = -1;
   }
   fail_append = appends = 0;
-  rs_sync *s = calloc(1, sizeof *s);
-  assert_non_null(s);
-  s->e = e;
-  s->cfg.cluster = nodes > 1;
-  s->cfg.timeout_ms = interval_ms;
-  s->cfg.breaker_ms = 1000;
-  s->interval_ms = interval_ms;
+  static rc_topology t;
+  memset(&t, 0, sizeof t);
   for (int i = 0; i < nodes; i++)
-    assert_int_equal(rc_topology_node(&s->topo, "127.0.0.1", 7000 + i), i);
-  memset(s->topo.slot_node, 0, sizeof s->topo.slot_node);
+    assert_int_equal(rc_topology_node(&t, "127.0.0.1", 7000 + i), i);
+  rc_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.cluster = nodes > 1;
+  cfg.timeout_ms = interval_ms;
+  cfg.breaker_ms = 1000;
+  rs_sync *s = rs_sync_new(approx_of(e), &cfg, &t, interval_ms, &fake_io);
+  assert_non_null(s);
   /* connected now: the test writes the replies before the pass */
-  for (int i = 0; i < nodes; i++) assert_non_null(node_ctx(s, i));
+  for (int i = 0; i < nodes; i++) assert_non_null(rs_sync_connect(s, i));
   return s;
 }
 
-static void sync_free(rs_sync *s) {
-  for (int n = 0; n < RC_MAX_NODES; n++)
-    if (s->ctx[n]) redisFree(s->ctx[n]);
-  if (s->sub) redisFree(s->sub);
-  free(s);
+static void sync_free(rs_sync *s) { rs_sync_free(s); }
+
+/* The slot map's entry for slot x (the node that serves it). */
+static int slot_of(rs_sync *s, int x) {
+  return rs_sync_router(s)->t.slot_node[x];
 }
+
+/* No CLUSTER SLOTS is asked for (the test looks at something else). */
+static void no_map_refresh(rs_sync *s) {
+  rt_map_not_before(rs_sync_router(s), INT64_MAX);
+}
+
+static void pass(rs_sync *s, approx_delta **d, size_t n, const int64_t *cost,
+                 int64_t *level) {
+  rs_sync_pass(s, d, n, cost, level);
+}
+
+static void read_resets(rs_sync *s) { rs_sync_read_resets(s); }
 
 /* A round: the engine's charges, as pass() takes them. */
 typedef struct pass_keys {
-  eng_delta *list;
+  approx_delta *list;
   size_t n;
-  eng_delta **d;
+  approx_delta **d;
   int64_t *cost, *level;
   int *slot;
 } pass_keys;
 
 static pass_keys take_round(engine *e) {
-  pass_keys r = {engine_sync_take(e), 0, NULL, NULL, NULL, NULL};
-  for (eng_delta *d = r.list; d; d = engine_delta_next(d)) r.n++;
+  pass_keys r = {approx_take(approx_of(e)), 0, NULL, NULL, NULL, NULL};
+  for (approx_delta *d = r.list; d; d = approx_delta_next(d)) r.n++;
   r.d = calloc(r.n, sizeof *r.d);
   r.cost = calloc(r.n, sizeof *r.cost);
   r.level = calloc(r.n, sizeof *r.level);
   r.slot = calloc(r.n, sizeof *r.slot);
   assert_true(r.d && r.cost && r.level && r.slot);
   size_t i = 0;
-  for (eng_delta *d = r.list; d; d = engine_delta_next(d), i++) {
+  for (approx_delta *d = r.list; d; d = approx_delta_next(d), i++) {
     size_t len;
-    const char *k = engine_delta_key(d, &len);
+    const char *k = approx_delta_key(d, &len);
     r.d[i] = d;
-    r.cost[i] = engine_delta_cost(d);
+    r.cost[i] = approx_delta_cost(d);
     r.slot[i] = (int)rc_key_slot(k, len);
   }
   return r;
@@ -216,7 +219,7 @@ static pass_keys take_round(engine *e) {
 
 /* Applies the round's levels and frees it. */
 static void round_done(engine *e, pass_keys *r) {
-  engine_sync_apply(e, r->list, r->level, T0);
+  approx_apply(approx_of(e), r->list, r->level, T0);
   free(r->d), free(r->cost), free(r->level), free(r->slot);
 }
 
@@ -264,8 +267,7 @@ static int count_level(const pass_keys *r, int64_t level) {
 }
 
 static fixture sync_fixture(void) {
-  engine_opts o = {0};
-  o.sync = 1;
+  engine_opts o = approx_opts();
   return fixture_with(&o, "domain: d\ndescriptors: []\n");
 }
 
@@ -283,9 +285,9 @@ static void a_failed_append_leaves_the_nodes_batches_unsent(void **state) {
   assert_int_equal(r.n, 2);
   assert_int_not_equal(r.slot[0], r.slot[1]); /* two batches, node 0 */
   fail_append = 2;
-  s->refresh_after = INT64_MAX; /* (node 0 down: no map asked; below) */
+  no_map_refresh(s); /* (node 0 down: no map asked; below) */
   pass(s, r.d, r.n, r.cost, r.level);
-  assert_int_equal(count_level(&r, ENG_LEVEL_UNSENT), 2);
+  assert_int_equal(count_level(&r, APPROX_LEVEL_UNSENT), 2);
   assert_int_equal(heard(0, "EVALSHA"), 0);
   round_done(f.e, &r);
   sync_free(s);
@@ -304,7 +306,7 @@ static void a_failed_append_of_a_follow_up_leaves_it_unsent(void **state) {
   says(0, noscript, sizeof noscript - 1);
   fail_append = 2; /* the pipeline's append went; the SCRIPT LOAD fails */
   pass(s, r.d, r.n, r.cost, r.level);
-  assert_int_equal(r.level[0], ENG_LEVEL_UNSENT);
+  assert_int_equal(r.level[0], APPROX_LEVEL_UNSENT);
   assert_int_equal(heard(0, "EVALSHA"), 1);
   assert_int_equal(heard(0, "SCRIPT"), 0);
   round_done(f.e, &r);
@@ -345,15 +347,15 @@ static void follow_ups_stop_at_the_end_of_the_interval(void **state) {
     says_level(1, 90); /* (node 1's answer, should it be asked) */
   }
   fake[1].latency_ms = 30;
-  s->refresh_after = INT64_MAX; /* no CLUSTER SLOTS here (tested below) */
+  no_map_refresh(s); /* no CLUSTER SLOTS here (tested below) */
   int64_t t0 = fake_ns;
   pass(s, r.d, r.n, r.cost, r.level);
   /* calls started at 0, 30, 60 and 90 ms; none at 120 */
   assert_int_equal(heard(1, "EVALSHA"), 4);
   assert_int_equal(count_level(&r, 90), 4);
-  assert_int_equal(count_level(&r, ENG_LEVEL_UNSENT), 2);
+  assert_int_equal(count_level(&r, APPROX_LEVEL_UNSENT), 2);
   assert_true(fake_ns - t0 <= MS(120));
-  for (int i = 0; i < 6; i++) assert_int_equal(s->topo.slot_node[slots[i]], 1);
+  for (int i = 0; i < 6; i++) assert_int_equal(slot_of(s, slots[i]), 1);
   round_done(f.e, &r);
   /* the two come back with the next round, sent to node 1 at once */
   pass_keys r2 = take_round(f.e);
@@ -389,7 +391,7 @@ static void a_moved_reads_the_whole_map_again(void **state) {
   pass(s, r.d, r.n, r.cost, r.level);
   assert_int_equal(r.level[0], 90);
   assert_int_equal(heard(1, "CLUSTER"), 1);
-  for (int x = 0; x < 16384; x++) assert_int_equal(s->topo.slot_node[x], 1);
+  for (int x = 0; x < 16384; x++) assert_int_equal(slot_of(s, x), 1);
   round_done(f.e, &r);
   /* other keys, other slots: to node 1 at once, no MOVED */
   charge_keys(f.t, 4);
@@ -436,9 +438,9 @@ static void a_dead_master_is_relearned_from_another_node(void **state) {
   says_slots_on(1, 7002);
   pass_keys r = take_round(f.e);
   pass(s, r.d, r.n, r.cost, r.level);
-  assert_int_equal(count_level(&r, ENG_LEVEL_UNSENT), 2);
+  assert_int_equal(count_level(&r, APPROX_LEVEL_UNSENT), 2);
   assert_int_equal(heard(1, "CLUSTER"), 1);
-  for (int x = 0; x < 16384; x++) assert_int_equal(s->topo.slot_node[x], 2);
+  for (int x = 0; x < 16384; x++) assert_int_equal(slot_of(s, x), 2);
   round_done(f.e, &r);
   r = take_round(f.e);
   assert_int_equal(r.n, 2);
@@ -468,16 +470,16 @@ static void a_dead_master_is_asked_about_until_its_replica_takes_over(
   says_slots_on(1, 7000);
   pass_keys r = take_round(f.e);
   pass(s, r.d, r.n, r.cost, r.level);
-  assert_int_equal(r.level[0], ENG_LEVEL_UNSENT);
+  assert_int_equal(r.level[0], APPROX_LEVEL_UNSENT);
   assert_int_equal(heard(1, "CLUSTER"), 1);
-  assert_int_equal(s->topo.slot_node[r.slot[0]], 0);
+  assert_int_equal(slot_of(s, r.slot[0]), 0);
   round_done(f.e, &r);
   /* rounds within the second: carried again, no CLUSTER SLOTS */
   for (int i = 1; i < 10; i++) {
     fake_ns = t0 + MS(100 * i);
     r = take_round(f.e);
     pass(s, r.d, r.n, r.cost, r.level);
-    assert_int_equal(r.level[0], ENG_LEVEL_UNSENT);
+    assert_int_equal(r.level[0], APPROX_LEVEL_UNSENT);
     round_done(f.e, &r);
   }
   assert_int_equal(heard(1, "CLUSTER"), 1);
@@ -489,7 +491,7 @@ static void a_dead_master_is_asked_about_until_its_replica_takes_over(
   pass(s, r.d, r.n, r.cost, r.level);
   assert_int_equal(heard(1, "CLUSTER"), 1);
   assert_int_equal(heard(2, "CLUSTER"), 1);
-  assert_int_equal(s->topo.slot_node[r.slot[0]], 2);
+  assert_int_equal(slot_of(s, r.slot[0]), 2);
   round_done(f.e, &r);
   r = take_round(f.e);
   assert_int_equal(r.n, 1);
@@ -550,7 +552,7 @@ static void the_resets_subscription_reads_pings_and_comes_back(void **state) {
   rs_sync *s = sync_of(f.e, 1, 100);
   says(0, SUBSCRIBED, strlen(SUBSCRIBED));
   read_resets(s);
-  assert_non_null(s->sub);
+  assert_true(rs_sync_subscribed(s));
   assert_int_equal(heard(0, "SUBSCRIBE"), 1);
   assert_int_equal(metric_of(f.e, SUBSCRIBED_NOW), 1);
   publishes(0, NOTHING_TO_DROP "3:abc", 1);
@@ -569,8 +571,8 @@ static void the_resets_subscription_reads_pings_and_comes_back(void **state) {
   assert_int_equal(heard(0, "PING"), 1);
   fake_ns += MS(200);
   read_resets(s);
-  assert_non_null(s->sub);
-  assert_int_equal(s->sub_ping_at, 0);
+  assert_true(rs_sync_subscribed(s));
+  assert_false(rs_sync_ping_waits(s));
   /* another second: a PING left unanswered past the timeout (100 ms) */
   fake_ns += SEC(1);
   read_resets(s);
@@ -578,12 +580,12 @@ static void the_resets_subscription_reads_pings_and_comes_back(void **state) {
   assert_int_equal(heard(0, "PING"), 2);
   fake_ns += MS(101);
   read_resets(s); /* dropped, and subscribed again at once: not answered */
-  assert_null(s->sub);
+  assert_false(rs_sync_subscribed(s));
   assert_int_equal(metric_of(f.e, SUBSCRIBED_NOW), 0);
   fake_ns += SEC(1); /* the breaker */
   says(0, SUBSCRIBED, strlen(SUBSCRIBED));
   read_resets(s);
-  assert_non_null(s->sub);
+  assert_true(rs_sync_subscribed(s));
   assert_int_equal(metric_of(f.e, SUBSCRIBED_NOW), 1);
   sync_free(s);
   fixture_free(&f);

@@ -1,21 +1,21 @@
 /*
- * test_sync_engine.c — approximate fleet mode's engine side
- * (src/engine/engine.c, "approximate mode: local decisions, synced with
- * Redis"): the charges each thread records (note_charge's delta tables),
- * engine_sync_take merging them per (limiter, key) under their Redis names,
- * and engine_sync_apply bringing the fleet's levels back (forced charges,
+ * test_sync_engine.c — approximate fleet mode's backend (src/fleet/approx.c:
+ * local decisions, synced with Redis): the charges each thread records (note_charge's delta tables),
+ * approx_take merging them per (limiter, key) under their Redis names,
+ * and approx_apply bringing the fleet's levels back (forced charges,
  * less what was charged since the round began; charges Redis did not run
  * carried to the next rounds, those it may have run counted, not carried),
- * across reloads and under concurrent charging. No Redis: an engine with
- * engine_opts.sync records charges, and the test plays the sync thread.
+ * across reloads and under concurrent charging. No Redis: an engine on the
+ * approximate backend records charges, and the test plays the sync thread.
  *
- * Not tested here: the 10-second limit on carried charges (it reads
- * CLOCK_MONOTONIC; a test would have to wait 10 s) and running out of
- * memory in note_charge or carry.
+ * The monotonic clock is the test's (base/clock.h's override), so the
+ * 10-second limit on carried charges is tested without waiting. Not
+ * tested here: running out of memory in note_charge or carry.
  */
 #include <pthread.h>
 #include <stdatomic.h>
 
+#define TEST_FAKE_CLOCK
 #include "helpers.h"
 
 #include "rules/config.h"
@@ -26,8 +26,7 @@
 
 /* One approximate-mode engine (no Redis) and one worker thread on it. */
 static fixture sync_fixture(const char *yaml) {
-  engine_opts o = {0};
-  o.sync = 1;
+  engine_opts o = approx_opts();
   return fixture_with(&o, yaml);
 }
 
@@ -49,8 +48,8 @@ static eng_result check1(engine_thread *t, const char *domain, const char *k,
   d.n = 1;
   eng_request r = {domain, strlen(domain), &d, 1, hits};
   eng_result out;
-  int rc = engine_check(t, &r, now, &out);
-  if (rc) fail_msg("engine_check(%s=%s, %lld): rc %d", k, v, (long long)hits,
+  int rc = do_check(t, &r, now, &out);
+  if (rc) fail_msg("do_check(%s=%s, %lld): rc %d", k, v, (long long)hits,
                    rc);
   return out;
 }
@@ -71,7 +70,7 @@ static size_t redis_name(char *dst, char kind, const char *ident,
   return (size_t)n + key_len;
 }
 
-/* The store key engine.c's descriptor_key gives {k: v} (short k and v):
+/* The store key decide.c's descriptor_key gives {k: v} (short k and v):
    each piece prefixed by its length. */
 static size_t descriptor_bytes(char *dst, const char *k, const char *v) {
   size_t kl = strlen(k), vl = strlen(v);
@@ -85,18 +84,18 @@ static size_t descriptor_bytes(char *dst, const char *k, const char *v) {
 
 /* A round as an array (the list's order), for lookups by Redis name. */
 typedef struct round_ {
-  eng_delta *list;
-  eng_delta **d;
+  approx_delta *list;
+  approx_delta **d;
   size_t n;
 } round_;
 
 static round_ take_round(engine *e) {
-  round_ r = {engine_sync_take(e), NULL, 0};
-  for (eng_delta *d = r.list; d; d = engine_delta_next(d)) r.n++;
+  round_ r = {approx_take(approx_of(e)), NULL, 0};
+  for (approx_delta *d = r.list; d; d = approx_delta_next(d)) r.n++;
   r.d = calloc(r.n ? r.n : 1, sizeof *r.d);
   assert_non_null(r.d);
   size_t i = 0;
-  for (eng_delta *d = r.list; d; d = engine_delta_next(d)) r.d[i++] = d;
+  for (approx_delta *d = r.list; d; d = approx_delta_next(d)) r.d[i++] = d;
   return r;
 }
 
@@ -106,7 +105,7 @@ static long find(const round_ *r, const char *name, size_t len) {
   long at = -1;
   for (size_t i = 0; i < r->n; i++) {
     size_t l;
-    const char *k = engine_delta_key(r->d[i], &l);
+    const char *k = approx_delta_key(r->d[i], &l);
     if (l == len && !memcmp(k, name, len)) {
       if (at >= 0) fail_msg("two entries named %.*s", (int)len, name);
       at = (long)i;
@@ -130,7 +129,7 @@ static int64_t adhoc_cost(const round_ *r, const char *canon,
   size_t len;
   const char *name = adhoc_name(canon, key, &len);
   long i = find(r, name, len);
-  return i < 0 ? -1 : engine_delta_cost(r->d[i]);
+  return i < 0 ? -1 : approx_delta_cost(r->d[i]);
 }
 
 /* The index of a config rule's {k: v} (ident "rule|policy") in r, or -1. */
@@ -147,7 +146,7 @@ static long rule_at(const round_ *r, const char *rule, const char *policy,
 static int64_t rule_cost(const round_ *r, const char *rule,
                          const char *policy, const char *k, const char *v) {
   long i = rule_at(r, rule, policy, k, v);
-  return i < 0 ? -1 : engine_delta_cost(r->d[i]);
+  return i < 0 ? -1 : approx_delta_cost(r->d[i]);
 }
 
 /* Levels for a round: every entry `fill`, then set per name. */
@@ -169,7 +168,7 @@ static void set_adhoc_level(const round_ *r, int64_t *lv, const char *canon,
 
 /* Applies levels (NULL: none) at now and frees the round's array. */
 static void apply(engine *e, round_ *r, const int64_t *lv, int64_t now) {
-  engine_sync_apply(e, r->list, lv, now);
+  approx_apply(approx_of(e), r->list, lv, now);
   free(r->d);
   r->d = NULL;
   r->list = NULL;
@@ -237,7 +236,7 @@ static void allowed_charges_are_summed_per_key(void **state) {
   size_t len;
   const char *name = adhoc_name(FW10, "a", &len);
   long i = find(&r, name, len);
-  const sl_policy *p = engine_delta_policy(r.d[i]);
+  const sl_policy *p = approx_delta_policy(r.d[i]);
   sl_policy want = policy_of(FW10);
   assert_int_equal(p->algo, want.algo);
   assert_int_equal(p->limit, want.limit);
@@ -286,7 +285,7 @@ static void a_request_one_rule_denies_records_nothing_in_the_others(
     ds[0].n = ds[1].n = 1;
     eng_request req = {"d", 1, ds, 2, 1};
     eng_result out;
-    assert_int_equal(engine_check(f.t, &req, T0, &out), 0);
+    assert_int_equal(do_check(f.t, &req, T0, &out), 0);
     assert_int_equal(out.allowed, i < 2);
   }
   round_ r = take_round(f.e);
@@ -300,17 +299,17 @@ static void a_request_one_rule_denies_records_nothing_in_the_others(
 static void a_second_take_finds_nothing(void **state) {
   (void)state;
   fixture f = sync_fixture(rules);
-  assert_null(engine_sync_take(f.e)); /* nothing charged yet */
+  assert_null(approx_take(approx_of(f.e))); /* nothing charged yet */
   throttle(f.t, "a", FW10, 1, T0);
-  assert_non_null(engine_sync_take(f.e));
+  assert_non_null(approx_take(approx_of(f.e)));
   /* Right after: nothing new (the first round, never applied, is freed
      by this take: LeakSanitizer checks that it is). */
-  assert_null(engine_sync_take(f.e));
+  assert_null(approx_take(approx_of(f.e)));
   throttle(f.t, "a", FW10, 1, T0);
   round_ r = take_round(f.e);
   assert_int_equal(r.n, 1);
   apply_all_known(f.e, &r, T0);
-  assert_null(engine_sync_take(f.e));
+  assert_null(approx_take(approx_of(f.e)));
   fixture_free(&f);
 }
 
@@ -338,7 +337,7 @@ static void take_merges_the_threads_charges(void **state) {
   assert_int_equal(rule_cost(&r, "d.k", FW10, "k", "v"), 3);
   assert_int_equal(rule_cost(&r, "d.g", "fixed_window:20/h", "g", "v"), 7);
   apply_all_known(f.e, &r, T0);
-  assert_null(engine_sync_take(f.e));
+  assert_null(approx_take(approx_of(f.e)));
   engine_thread_free(t2);
   fixture_free(&f);
 }
@@ -349,12 +348,12 @@ static void take_merges_the_threads_charges(void **state) {
 typedef struct capture {
   char *cmd;
   size_t len;
-  eng_reply_fn cb;
+  fleet_reply_fn cb;
   void *ud;
 } capture;
 
 static int send_capture(void *io, int slot, char *cmd, size_t len,
-                        eng_reply_fn cb, void *ud) {
+                        fleet_reply_fn cb, void *ud) {
   (void)slot;
   capture *c = io;
   free(c->cmd);
@@ -398,7 +397,7 @@ static void redis_names_are_exact_modes(void **state) {
   static const char bin_key[] = {'u', 0, '\r', '\n', 'x'};
   eng_result r;
   char err[128];
-  assert_int_equal(engine_throttle(f.t, bin_key, sizeof bin_key, spec,
+  assert_int_equal(do_throttle(f.t, bin_key, sizeof bin_key, spec,
                                    strlen(spec), 1, T0, &r, err, sizeof err),
                    0);
   throttle(f.t, "user:42", spec, 1, T0);
@@ -424,14 +423,14 @@ static void redis_names_are_exact_modes(void **state) {
   /* And exact mode sends those very names to Redis. (A domain without
      hash_tag: with one, exact mode puts the tag's value between the
      braces, and approximate mode, which always writes "{}", differs.) */
-  engine_opts o = {.remote = 1};
+  engine_opts o = exact_opts((fleet_opts){0}, 0);
   char e2err[256] = "";
   engine *ex = engine_new(&o, cfg_of(yaml), e2err, sizeof e2err);
   if (!ex) fail_msg("engine_new: %s", e2err);
   engine_thread *xt = engine_thread_new(ex);
   assert_non_null(xt);
   capture c = {0};
-  engine_thread_set_remote(xt, send_capture, &c);
+  fleet_thread_set_transport(xt, send_capture, &c);
   int done = 0;
   eng_result out;
   struct {
@@ -439,13 +438,13 @@ static void redis_names_are_exact_modes(void **state) {
     size_t key_len;
   } adhoc[2] = {{"user:42", 7}, {bin_key, sizeof bin_key}};
   for (int i = 0; i < 2; i++) {
-    assert_int_equal(engine_throttle_async(xt, adhoc[i].key, adhoc[i].key_len,
+    assert_int_equal(do_throttle_async(xt, adhoc[i].key, adhoc[i].key_len,
                                            spec, strlen(spec), 1, T0, &out,
                                            err, sizeof err, on_done, &done),
                      ENG_PENDING);
     size_t len;
     const char *name =
-        engine_delta_key(rd.d[find(&rd, i ? want_bin : want_a,
+        approx_delta_key(rd.d[find(&rd, i ? want_bin : want_a,
                                    i ? sizeof want_bin - 1
                                      : sizeof want_a - 1)],
                          &len);
@@ -460,7 +459,7 @@ static void redis_names_are_exact_modes(void **state) {
     d.entries[0] = (cfg_entry){rk[i], strlen(rk[i]), rv[i], strlen(rv[i])};
     d.n = 1;
     eng_request req = {"d", 1, &d, 1, 1};
-    assert_int_equal(engine_check_async(xt, &req, T0, &out, on_done, &done),
+    assert_int_equal(do_check_async(xt, &req, T0, &out, on_done, &done),
                      ENG_PENDING);
     const char *name = i ? want_long : want_r;
     size_t len = i ? ll : sizeof want_r - 1;
@@ -513,14 +512,14 @@ typedef struct sender {
 } sender;
 
 static void sender_new(sender *x, const char *yaml) {
-  engine_opts o = {.sync = 1};
+  engine_opts o = approx_opts();
   char err[256] = "";
   memset(x, 0, sizeof *x);
   x->e = engine_new(&o, cfg_of(yaml), err, sizeof err);
   if (!x->e) fail_msg("engine_new: %s", err);
   x->t = engine_thread_new(x->e);
   assert_non_null(x->t);
-  engine_thread_set_remote(x->t, send_fake, &x->s);
+  fleet_thread_set_transport(x->t, send_fake, &x->s);
 }
 
 static void sender_free(sender *x) {
@@ -535,7 +534,7 @@ static char *published_adhoc_reset(sender *x, const char *key, size_t *len) {
   eng_reset out;
   int rc = -1;
   fake_free(&x->s);
-  assert_int_equal(engine_reset_key_async(x->t, key, strlen(key), FW10,
+  assert_int_equal(do_reset_key_async(x->t, key, strlen(key), FW10,
                                           strlen(FW10), &out, on_reset, &rc),
                    ENG_PENDING);
   assert_int_equal(x->s.n, 2);
@@ -565,10 +564,10 @@ static void a_published_reset_drops_this_daemons_state(void **state) {
   char *msg = published_adhoc_reset(&x, "user:42", &len);
   assert_true(len > 13 && !memcmp(msg, "sluice-reset ", 13));
   /* The sender skips its own message (it dropped its state already). */
-  assert_int_equal(engine_sync_reset(x.e, msg, len), 0);
+  assert_int_equal(approx_reset_message(approx_of(x.e), msg, len), 0);
   assert_int_equal(metric(x.e, "sluice_sync_resets_total"), 0);
   /* Here: the key's state and its charges go; user:7's stay. */
-  assert_int_equal(engine_sync_reset(f.e, msg, len), 1);
+  assert_int_equal(approx_reset_message(approx_of(f.e), msg, len), 1);
   assert_int_equal(adhoc_remaining(f.t, "user:42", FW10, T0), 10);
   assert_int_equal(adhoc_remaining(f.t, "user:7", FW10, T0), 6);
   free(msg);
@@ -584,14 +583,14 @@ static void a_published_reset_drops_this_daemons_state(void **state) {
   int rc = -1;
   fake_free(&x.s);
   assert_int_equal(
-      engine_reset_descriptor_async(x.t, &req, &out, on_reset, &rc),
+      do_reset_descriptor_async(x.t, &req, &out, on_reset, &rc),
       ENG_PENDING);
   assert_int_equal(x.s.n, 2);
   msg = sent_arg(&x.s, 1, "PUBLISH", &len);
   answer_int(&x.s, 0, 0);
   answer_int(&x.s, 1, 2);
   assert_int_equal(rc, 0);
-  assert_int_equal(engine_sync_reset(f.e, msg, len), 1);
+  assert_int_equal(approx_reset_message(approx_of(f.e), msg, len), 1);
   assert_int_equal(rule_remaining(f.t, "d", "k", "v1", T0), 10);
   free(msg);
   assert_int_equal(metric(f.e, "sluice_sync_resets_total"), 2);
@@ -612,7 +611,7 @@ static void a_reset_whose_publish_fails_says_so(void **state) {
   sender_new(&x, rules);
   eng_reset out;
   int rc = -1;
-  assert_int_equal(engine_reset_key_async(x.t, "u", 1, FW10, strlen(FW10), &out,
+  assert_int_equal(do_reset_key_async(x.t, "u", 1, FW10, strlen(FW10), &out,
                                           on_reset, &rc),
                    ENG_PENDING);
   assert_int_equal(x.s.n, 2);
@@ -627,7 +626,7 @@ static void a_reset_whose_publish_fails_says_so(void **state) {
   sender_free(&x);
 }
 
-/* Whatever a channel's message holds, engine_sync_reset reads no byte
+/* Whatever a channel's message holds, approx_reset_message reads no byte
    past it, and drops only what a well-formed key names. */
 static void malformed_reset_messages_are_read_safely(void **state) {
   (void)state;
@@ -639,7 +638,7 @@ static void malformed_reset_messages_are_read_safely(void **state) {
   for (size_t n = 0; n < len; n++) { /* every truncation */
     char *cut = malloc(n ? n : 1);
     memcpy(cut, msg, n);
-    int r = engine_sync_reset(f.e, cut, n);
+    int r = approx_reset_message(approx_of(f.e), cut, n);
     assert_true(r == -1 || r == 0);
     free(cut);
   }
@@ -659,7 +658,7 @@ static void malformed_reset_messages_are_read_safely(void **state) {
     size_t n = strlen(bad[i]);
     char *m = malloc(n);
     memcpy(m, bad[i], n);
-    int r = engine_sync_reset(f.e, m, n);
+    int r = approx_reset_message(approx_of(f.e), m, n);
     assert_true(r == -1 || r == 0);
     free(m);
   }
@@ -715,7 +714,7 @@ static void many_keys_over_two_threads_each_sum_right(void **state) {
   assert_non_null(seen2);
   for (size_t i = 0; i < r.n; i++) {
     size_t len;
-    const char *name = engine_delta_key(r.d[i], &len);
+    const char *name = approx_delta_key(r.d[i], &len);
     int64_t *s = NULL;
     const char *k = NULL;
     size_t kl = 0;
@@ -733,7 +732,7 @@ static void many_keys_over_two_threads_each_sum_right(void **state) {
     long idx = strtol(num, NULL, 10);
     assert_true(idx >= 0 && idx < MANY);
     assert_int_equal(s[idx], 0); /* one entry per (limiter, key) */
-    s[idx] = engine_delta_cost(r.d[i]);
+    s[idx] = approx_delta_cost(r.d[i]);
   }
   for (int k = 0; k < MANY; k++) {
     if (seen[k] != want[k])
@@ -744,7 +743,7 @@ static void many_keys_over_two_threads_each_sum_right(void **state) {
                (long long)seen2[k], (long long)want2[k]);
   }
   apply_all_known(f.e, &r, T0);
-  assert_null(engine_sync_take(f.e));
+  assert_null(approx_take(approx_of(f.e)));
   free(want);
   free(want2);
   free(seen);
@@ -753,7 +752,7 @@ static void many_keys_over_two_threads_each_sum_right(void **state) {
   fixture_free(&f);
 }
 
-/* ---- engine_sync_apply: the fleet's level ---- */
+/* ---- approx_apply: the fleet's level ---- */
 
 static void a_lower_fleet_level_charges_the_local_limiter_down(void **state) {
   (void)state;
@@ -775,7 +774,7 @@ static void a_lower_fleet_level_charges_the_local_limiter_down(void **state) {
   assert_int_equal(adhoc_remaining(f.t, "b", FW10, T0), 7);
   assert_int_equal(rule_remaining(f.t, "d", "k", "v", T0), 1);
   /* Forced charges are not charges of this daemon: nothing to push. */
-  assert_null(engine_sync_take(f.e));
+  assert_null(approx_take(approx_of(f.e)));
   fixture_free(&f);
 }
 
@@ -794,7 +793,7 @@ static void a_negative_level_is_a_debt_paid_back_before_allowing(
   assert_true(throttle(f.t, "a", tb, 1, T0 + MS(650)).allowed);  /* 1.5 */
   r = take_round(f.e); /* the one allowed charge */
   assert_int_equal(r.n, 1);
-  assert_int_equal(engine_delta_cost(r.d[0]), 1);
+  assert_int_equal(approx_delta_cost(r.d[0]), 1);
   apply_all_known(f.e, &r, T0 + MS(650));
   fixture_free(&f);
 }
@@ -841,7 +840,7 @@ static void an_unsent_charge_comes_back_merged_with_new_ones(void **state) {
   throttle(f.t, "b", FW10, 2, T0);
   round_ r = take_round(f.e);
   int64_t *lv = levels_of(&r, 8);
-  set_adhoc_level(&r, lv, FW10, "a", ENG_LEVEL_UNSENT);
+  set_adhoc_level(&r, lv, FW10, "a", APPROX_LEVEL_UNSENT);
   apply(f.e, &r, lv, T0);
   free(lv);
   assert_int_equal(metric(f.e, RETRIED), 3);
@@ -860,7 +859,7 @@ static void an_unsent_charge_comes_back_merged_with_new_ones(void **state) {
   apply(f.e, &r, lv, T0);
   free(lv);
   assert_int_equal(adhoc_remaining(f.t, "a", FW10, T0), 1);
-  assert_null(engine_sync_take(f.e));
+  assert_null(approx_take(approx_of(f.e)));
   assert_int_equal(metric(f.e, RETRIED), 3);
   assert_int_equal(metric(f.e, UNCONFIRMED), 0);
   assert_int_equal(metric(f.e, LOST), 0);
@@ -874,15 +873,15 @@ static void a_charge_unsent_twice_is_counted_retried_once(void **state) {
   for (int round = 0; round < 3; round++) {
     round_ r = take_round(f.e);
     assert_int_equal(r.n, 1);
-    assert_int_equal(engine_delta_cost(r.d[0]), 3);
-    int64_t lv[1] = {ENG_LEVEL_UNSENT};
+    assert_int_equal(approx_delta_cost(r.d[0]), 3);
+    int64_t lv[1] = {APPROX_LEVEL_UNSENT};
     apply(f.e, &r, lv, T0);
     assert_int_equal(metric(f.e, RETRIED), 3);
   }
   round_ r = take_round(f.e);
   apply_all_known(f.e, &r, T0);
   assert_int_equal(metric(f.e, RETRIED), 3);
-  assert_null(engine_sync_take(f.e));
+  assert_null(approx_take(approx_of(f.e)));
   fixture_free(&f);
 }
 
@@ -895,17 +894,17 @@ static void a_new_charge_merged_into_a_carried_one_is_counted_retried(
   fixture f = sync_fixture(rules);
   throttle(f.t, "a", FW10, 3, T0);
   round_ r = take_round(f.e);
-  int64_t lv[1] = {ENG_LEVEL_UNSENT};
+  int64_t lv[1] = {APPROX_LEVEL_UNSENT};
   apply(f.e, &r, lv, T0);
   assert_int_equal(metric(f.e, RETRIED), 3);
   throttle(f.t, "a", FW10, 4, T0);
   r = take_round(f.e);
   assert_int_equal(r.n, 1);
-  assert_int_equal(engine_delta_cost(r.d[0]), 7);
+  assert_int_equal(approx_delta_cost(r.d[0]), 7);
   apply(f.e, &r, lv, T0); /* unsent again: the 4 too */
   long long retried = metric(f.e, RETRIED);
   r = take_round(f.e);
-  assert_int_equal(engine_delta_cost(r.d[0]), 7);
+  assert_int_equal(approx_delta_cost(r.d[0]), 7);
   apply_all_known(f.e, &r, T0);
   long long after = metric(f.e, RETRIED);
   fixture_free(&f); /* before the checks that fail on 1c654c4 */
@@ -919,12 +918,12 @@ static void an_unknown_level_is_neither_applied_nor_carried(void **state) {
   throttle(f.t, "a", FW10, 3, T0);
   throttle(f.t, "b", FW10, 2, T0);
   round_ r = take_round(f.e);
-  int64_t *lv = levels_of(&r, ENG_LEVEL_UNKNOWN);
+  int64_t *lv = levels_of(&r, APPROX_LEVEL_UNKNOWN);
   apply(f.e, &r, lv, T0);
   free(lv);
   assert_int_equal(adhoc_remaining(f.t, "a", FW10, T0), 7);
   assert_int_equal(adhoc_remaining(f.t, "b", FW10, T0), 8);
-  assert_null(engine_sync_take(f.e));
+  assert_null(approx_take(approx_of(f.e)));
   assert_int_equal(metric(f.e, UNCONFIRMED), 5);
   assert_int_equal(metric(f.e, RETRIED), 0);
   assert_int_equal(metric(f.e, LOST), 0);
@@ -947,7 +946,32 @@ static void no_levels_at_all_carries_every_entry(void **state) {
   assert_int_equal(adhoc_cost(&r, FW10, "b"), 2);
   assert_int_equal(rule_cost(&r, "d.k", FW10, "k", "v"), 1);
   apply_all_known(f.e, &r, T0);
-  assert_null(engine_sync_take(f.e));
+  assert_null(approx_take(approx_of(f.e)));
+  fixture_free(&f);
+}
+
+/* A charge Redis does not take is pushed again with every round for 10 s
+   after its first failure, then counted lost: a Redis that stays away
+   costs bounded memory. */
+static void a_charge_carried_past_10_s_is_lost(void **state) {
+  (void)state;
+  fixture f = sync_fixture(rules);
+  throttle(f.t, "a", FW10, 3, T0);
+  int64_t lv[1] = {APPROX_LEVEL_UNSENT};
+  round_ r = take_round(f.e);
+  apply(f.e, &r, lv, T0); /* the first failure: carried */
+  fake_ns += SEC(10);
+  r = take_round(f.e);
+  assert_int_equal(r.n, 1);
+  apply(f.e, &r, lv, T0); /* 10 s after it: carried still */
+  assert_int_equal(metric(f.e, LOST), 0);
+  fake_ns += MS(1);
+  r = take_round(f.e);
+  assert_int_equal(r.n, 1);
+  apply(f.e, &r, lv, T0); /* past 10 s: lost */
+  assert_int_equal(metric(f.e, LOST), 3);
+  assert_int_equal(metric(f.e, RETRIED), 3);
+  assert_null(approx_take(approx_of(f.e)));
   fixture_free(&f);
 }
 
@@ -965,16 +989,16 @@ static void the_carry_holds_262144_keys_and_counts_the_rest_lost(
   round_ r = take_round(f.e);
   assert_int_equal(r.n, CARRY_MAX + 10);
   int64_t lost = 0;
-  for (size_t i = CARRY_MAX; i < r.n; i++) lost += engine_delta_cost(r.d[i]);
+  for (size_t i = CARRY_MAX; i < r.n; i++) lost += approx_delta_cost(r.d[i]);
   int64_t all = 0;
-  for (size_t i = 0; i < r.n; i++) all += engine_delta_cost(r.d[i]);
+  for (size_t i = 0; i < r.n; i++) all += approx_delta_cost(r.d[i]);
   apply(f.e, &r, NULL, 0);
   assert_int_equal(metric(f.e, LOST), lost);
   assert_int_equal(metric(f.e, RETRIED), all - lost);
   r = take_round(f.e);
   assert_int_equal(r.n, CARRY_MAX);
   apply_all_known(f.e, &r, T0);
-  assert_null(engine_sync_take(f.e));
+  assert_null(approx_take(approx_of(f.e)));
   fixture_free(&f);
 }
 
@@ -1000,7 +1024,7 @@ static void apply_leaves_a_reloaded_away_limiter_alone(void **state) {
   apply(f.e, &r, lv, T0);
   free(lv);
   assert_int_equal(rule_remaining(f.t, "d", "g", "v", T0), 0);
-  assert_null(engine_sync_take(f.e));
+  assert_null(approx_take(approx_of(f.e)));
   assert_int_equal(metric(f.e, LOST), 0);
   fixture_free(&f);
 }
@@ -1016,7 +1040,7 @@ static void charges_of_a_rule_reloaded_away_before_the_take_are_taken(
   assert_int_equal(rule_cost(&r, "d.k", FW10, "k", "v"), 3);
   int64_t lv[1] = {-3};
   apply(f.e, &r, lv, T0); /* no limiter to charge: nothing happens */
-  assert_null(engine_sync_take(f.e));
+  assert_null(approx_take(approx_of(f.e)));
   fixture_free(&f);
 }
 
@@ -1039,7 +1063,7 @@ static void a_reloaded_away_rules_unsent_charge_is_still_pushed(void **state) {
   apply(f.e, &r, lv, T0);
   free(lv);
   assert_int_equal(rule_remaining(f.t, "d", "g", "v", T0), 0);
-  assert_null(engine_sync_take(f.e));
+  assert_null(approx_take(approx_of(f.e)));
   fixture_free(&f);
 }
 
@@ -1050,7 +1074,7 @@ static void a_removed_rules_unsent_charge_is_carried_again(void **state) {
   round_ r = take_round(f.e);
   reload(&f, only_g);
   for (int round = 0; round < 2; round++) {
-    int64_t lv[1] = {ENG_LEVEL_UNSENT};
+    int64_t lv[1] = {APPROX_LEVEL_UNSENT};
     apply(f.e, &r, lv, T0);
     r = take_round(f.e);
     assert_int_equal(r.n, 1);
@@ -1058,7 +1082,7 @@ static void a_removed_rules_unsent_charge_is_carried_again(void **state) {
   }
   int64_t lv[1] = {0};
   apply(f.e, &r, lv, T0);
-  assert_null(engine_sync_take(f.e));
+  assert_null(approx_take(approx_of(f.e)));
   assert_int_equal(metric(f.e, RETRIED), 3);
   fixture_free(&f);
 }
@@ -1133,7 +1157,7 @@ static void a_rule_brought_back_is_not_forced_to_the_old_ones_level(
       snprintf(why, sizeof why,
                "cycle %d: the new rule (fixed_window:%d/h) has %lld left",
                c, 11 + c, (long long)left);
-    assert_null(engine_sync_take(f.e));
+    assert_null(approx_take(approx_of(f.e)));
   }
   fixture_free(&f);
   if (why[0]) fail_msg("%s", why);
@@ -1175,7 +1199,7 @@ static void *charge_loop(void *p) {
     int rc;
     if ((x >> 60) & 1) {
       static const char spec[] = "token_bucket:1000/s:burst=20";
-      rc = engine_throttle(c->t, key, strlen(key), spec, strlen(spec), cost,
+      rc = do_throttle(c->t, key, strlen(key), spec, strlen(spec), cost,
                            now, &r, err, sizeof err);
     } else {
       eng_descriptor d;
@@ -1184,7 +1208,7 @@ static void *charge_loop(void *p) {
       d.entries[0] = (cfg_entry){"k", 1, key, strlen(key)};
       d.n = 1;
       eng_request req = {"d", 1, &d, 1, cost};
-      rc = engine_check(c->t, &req, now, &r);
+      rc = do_check(c->t, &req, now, &r);
     }
     if (rc) {
       fprintf(stderr, "charger %d: rc %d\n", c->id, rc);
@@ -1200,8 +1224,7 @@ static void *charge_loop(void *p) {
 
 static void concurrent_charges_are_each_taken_exactly_once(void **state) {
   (void)state;
-  engine_opts o = {0};
-  o.sync = 1;
+  engine_opts o = approx_opts();
   char err[256] = "";
   engine *e = engine_new(&o, cfg_of(tb_rules), err, sizeof err);
   if (!e) fail_msg("engine_new: %s", err);
@@ -1226,11 +1249,11 @@ static void concurrent_charges_are_each_taken_exactly_once(void **state) {
     int unsent = !last_unsent && rounds % 3 == 0;
     for (size_t i = 0; i < r.n; i++) {
       if (unsent && i % 2 == 0) {
-        lv[i] = ENG_LEVEL_UNSENT; /* comes back next round: not yet taken */
+        lv[i] = APPROX_LEVEL_UNSENT; /* comes back next round: not yet taken */
         continue;
       }
-      taken += engine_delta_cost(r.d[i]);
-      if (rounds % 7 == 1 && i % 3 == 0) lv[i] = ENG_LEVEL_UNKNOWN;
+      taken += approx_delta_cost(r.d[i]);
+      if (rounds % 7 == 1 && i % 3 == 0) lv[i] = APPROX_LEVEL_UNKNOWN;
       else if (rounds % 5 == 2 && i % 2 == 1) {
         lv[i] = (int64_t)(i % 4) - 2; /* the fleet is short: force */
         forced++;
@@ -1247,7 +1270,7 @@ static void concurrent_charges_are_each_taken_exactly_once(void **state) {
     if (done && !last_unsent) break;
   }
   for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
-  assert_null(engine_sync_take(e));
+  assert_null(approx_take(approx_of(e)));
   int64_t allowed = c[0].allowed_cost + c[1].allowed_cost;
   print_message("    %ld rounds (%ld forced levels), %lld charged and "
                 "taken\n", rounds, forced, (long long)allowed);
@@ -1259,6 +1282,7 @@ static void concurrent_charges_are_each_taken_exactly_once(void **state) {
 }
 
 int main(void) {
+  fake_clock_install();
   const struct CMUnitTest tests[] = {
       /* First: whether the address of a freed limiter comes back depends
          on the heap's history (see these two tests). */
@@ -1279,6 +1303,7 @@ int main(void) {
       cmocka_unit_test(
           a_new_charge_merged_into_a_carried_one_is_counted_retried),
       cmocka_unit_test(an_unknown_level_is_neither_applied_nor_carried),
+      cmocka_unit_test(a_charge_carried_past_10_s_is_lost),
       cmocka_unit_test(no_levels_at_all_carries_every_entry),
       cmocka_unit_test(the_carry_holds_262144_keys_and_counts_the_rest_lost),
       cmocka_unit_test(apply_leaves_a_reloaded_away_limiter_alone),

@@ -1,0 +1,452 @@
+/*
+ * decide.c — engine_decide: a query becomes checks (the limits its
+ * descriptors match, or one ad-hoc policy), the backend decides them, and
+ * the outcome is reported, ranked and counted.
+ *
+ * Store keys. A config rule's state is keyed by the request's whole
+ * descriptor (every key and value, length-prefixed so no two descriptors
+ * share a key): as in envoyproxy/ratelimit, a key-only descriptor gives
+ * each value its own counter. Each limit has its own limiter, i.e. its own
+ * namespace in the store.
+ *
+ * A backend that must wait for its store (fleet mode's exact one) answers
+ * later: the decision's generation stays pinned meanwhile (its rules are
+ * what the result points to), and the answer is finished, counted and
+ * handed to the caller's callback on the worker's thread.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/clock.h"
+#include "../base/hash.h"
+#include "internal.h"
+
+/* What finishing a decision needs besides the backend's answer. */
+typedef struct finish_ctx {
+  int adhoc;   /* one ad-hoc policy (status 0) */
+  int blocked; /* a rule of requests_per_unit 0 denies */
+  size_t nc, ndesc;
+  size_t check_of[ENG_MAX_STATUSES]; /* out->st index of check c */
+  uint32_t sid[ENG_MAX_STATUSES];    /* series of out->st[i] */
+} finish_ctx;
+
+/* A decision waiting for the backend. */
+typedef struct pending {
+  engine_thread *t;
+  gen *g; /* pinned until the answer */
+  eng_result *out;
+  eng_done_fn done;
+  void *ud;
+  int64_t t0;
+  finish_ctx f;
+} pending;
+
+/* ---- requests ---- */
+
+/* Appends a length-prefixed piece to the key buffer. -1 if too long. */
+static int key_put(uint8_t *buf, size_t *len, const char *s, size_t n) {
+  uint8_t hdr[5];
+  size_t h = 0;
+  size_t v = n;
+  do {
+    hdr[h++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+    v >>= 7;
+  } while (v);
+  if (*len + h + n > KEY_MAX) return -1;
+  memcpy(buf + *len, hdr, h);
+  if (n) memcpy(buf + *len + h, s, n);
+  *len += h + n;
+  return 0;
+}
+
+int descriptor_key(const eng_descriptor *d, uint8_t *buf, size_t *len) {
+  *len = 0;
+  for (size_t i = 0; i < d->n; i++)
+    if (key_put(buf, len, d->entries[i].key, d->entries[i].key_len) ||
+        key_put(buf, len, d->entries[i].value, d->entries[i].value_len))
+      return -1;
+  return 0;
+}
+
+void request_tag(const cfg_domain *dom, const eng_request *req,
+                 const char **tag, size_t *tag_len) {
+  *tag = "";
+  *tag_len = 0;
+  for (size_t i = 0; dom->hash_tag && i < req->n && !*tag_len; i++)
+    for (size_t k = 0; k < req->descriptors[i].n; k++) {
+      const cfg_entry *en = &req->descriptors[i].entries[k];
+      if (en->key_len == strlen(dom->hash_tag) &&
+          !memcmp(en->key, dom->hash_tag, en->key_len) && en->value_len) {
+        *tag = en->value;
+        *tag_len = en->value_len;
+        break;
+      }
+    }
+}
+
+int request_valid(const gen *g, const eng_request *req,
+                  const cfg_domain **dom, char *msg, size_t msg_len) {
+  *dom = config_domain(g->cfg, req->domain, req->domain_len);
+  if (!*dom) {
+    snprintf(msg, msg_len, "unknown domain '%.*s'",
+             (int)(req->domain_len < 200 ? req->domain_len : 200),
+             req->domain);
+    return ENG_EDOMAIN;
+  }
+  int bad = req->n == 0 || req->n > ENG_MAX_DESCRIPTORS;
+  for (size_t i = 0; !bad && i < req->n; i++)
+    bad = req->descriptors[i].n == 0 ||
+          req->descriptors[i].n > ENG_MAX_ENTRIES;
+  if (bad) {
+    snprintf(msg, msg_len,
+             "descriptors: 1 to %d, each 1 to %d entries of at most %d "
+             "bytes in all",
+             ENG_MAX_DESCRIPTORS, ENG_MAX_ENTRIES, KEY_MAX);
+    return ENG_EDESCRIPTOR;
+  }
+  return 0;
+}
+
+/* ---- the outcome ---- */
+
+/* Whether status a is more restrictive than b. */
+static int worse(const eng_status *a, const eng_status *b) {
+  if (a->d.allowed != b->d.allowed) return !a->d.allowed;
+  if (!a->d.allowed) {
+    int64_t ra = a->d.retry_after_ns < 0 ? INT64_MAX : a->d.retry_after_ns;
+    int64_t rb = b->d.retry_after_ns < 0 ? INT64_MAX : b->d.retry_after_ns;
+    return ra > rb;
+  }
+  if (a->d.remaining != b->d.remaining) return a->d.remaining < b->d.remaining;
+  return a->d.reset_ns > b->d.reset_ns;
+}
+
+/* Fills worst and by_descriptor: enforced, limited statuses first. */
+static void rank(eng_result *r, size_t ndesc) {
+  r->worst = -1;
+  for (size_t i = 0; i < ndesc && i < ENG_MAX_DESCRIPTORS; i++)
+    r->by_descriptor[i] = -1;
+  for (int pass = 0; pass < 2; pass++) /* pass 0: enforced; 1: shadow */
+    for (size_t i = 0; i < r->n; i++) {
+      eng_status *s = &r->st[i];
+      if (s->unlimited || s->shadow != pass) continue;
+      int *w = &r->by_descriptor[s->descriptor];
+      if (*w < 0 || (r->st[*w].shadow == s->shadow && worse(s, &r->st[*w])))
+        *w = (int)i;
+      if (r->worst < 0 ||
+          (r->st[r->worst].shadow == s->shadow && worse(s, &r->st[r->worst])))
+        r->worst = (int)i;
+    }
+  for (size_t i = 0; i < ndesc && i < ENG_MAX_DESCRIPTORS; i++)
+    if (r->by_descriptor[i] < 0) /* only unlimited ones: report one */
+      for (size_t k = 0; k < r->n; k++)
+        if (r->st[k].descriptor == (int)i) {
+          r->by_descriptor[i] = (int)k;
+          break;
+        }
+}
+
+/* Counts each rule's outcome in its series. */
+static void count_rules(engine_thread *t, eng_result *out,
+                        const uint32_t *sid) {
+  for (size_t i = 0; i < out->n; i++) {
+    eng_status *s = &out->st[i];
+    metric_counter *c = metric_series(&t->m, sid[i]);
+    if (!c) continue;
+    /* A rule is counted for what it said: over its limit (denied, or
+       shadow_denied), or charged (allowed); a rule that had room in a
+       request another rule denied was not charged and is not counted. */
+    if (!s->d.allowed) {
+      metric_bump(&c[s->shadow ? S_SHADOW_DENIED : S_DENIED], 1);
+    } else if (out->allowed) {
+      metric_bump(&c[S_ALLOWED], 1);
+      if (!s->unlimited && s->d.limit > 0 && s->d.remaining * 5 < s->d.limit)
+        metric_bump(&c[S_NEAR_LIMIT], 1);
+    }
+  }
+}
+
+/* The decision is complete: out gets the backend's answer (dec, all),
+   the outcome is counted, and ranked. */
+static void finish(engine_thread *t, const finish_ctx *f, eng_result *out,
+                   const sl_decision *dec, int all, int64_t t0) {
+  engine *e = t->e;
+  metric_observe(&t->m, e->mid[M_LATENCY], clock_mono_ns() - t0);
+  if (f->adhoc) {
+    out->st[0].d = dec[0];
+    out->allowed = dec[0].allowed;
+    out->worst = 0;
+    out->by_descriptor[0] = 0;
+    metric_add(&t->m, e->mid[out->allowed ? M_ADHOC_ALLOWED : M_ADHOC_DENIED],
+               1);
+    return;
+  }
+  for (size_t c = 0; c < f->nc; c++) out->st[f->check_of[c]].d = dec[c];
+  out->allowed = all && !f->blocked;
+  count_rules(t, out, f->sid);
+  metric_add(&t->m, e->mid[out->allowed ? M_CHECK_ALLOWED : M_CHECK_DENIED],
+             1);
+  rank(out, f->ndesc);
+}
+
+/* The backend's answer to a pending decision. */
+static void decided(void *ud, const sl_decision *dec, int all) {
+  pending *p = ud;
+  finish(p->t, &p->f, p->out, dec, all, p->t0);
+  /* Before unpinning: the caller reads out's rules, which live in p->g. */
+  p->done(p->ud, 0, p->out);
+  atomic_fetch_sub(&p->g->pins, 1);
+  free(p);
+}
+
+/* The message of a failed decision (rc an SL_E* code). */
+static void decision_msg(const eng_query *q, const eng_check *checks,
+                         size_t nc, int rc, char *msg, size_t len) {
+  if (rc != SL_ECOST) {
+    snprintf(msg, len, "%s", eng_error_of(rc)->message);
+    return;
+  }
+  /* The cost no request of that size can pass: the check's that is above
+     its capacity (merged checks may be only together). */
+  int64_t cost = q->kind == ENG_QUERY_RULES ? q->req->hits : q->cost;
+  for (size_t c = 0; c < nc; c++) {
+    const sl_policy *p = sl_limiter_policy(checks[c].c.limiter);
+    int64_t cap = p->burst ? p->burst : p->limit;
+    if (checks[c].c.cost > cap) {
+      cost = checks[c].c.cost;
+      break;
+    }
+  }
+  if (q->kind == ENG_QUERY_RULES)
+    snprintf(msg, len, "cost %lld can never be allowed by a matching rule",
+             (long long)cost);
+  else if (q->spec)
+    snprintf(msg, len, "cost %lld can never be allowed by %.*s",
+             (long long)cost, (int)(q->spec_len < 100 ? q->spec_len : 100),
+             q->spec);
+  else
+    snprintf(msg, len, "cost %lld can never be allowed by this rate",
+             (long long)cost);
+}
+
+/*
+ * Has the backend decide checks[0..nc) and finishes the decision: at once
+ * (0 or an SL_E* code with out->msg), or later (ENG_PENDING: done runs).
+ */
+static int run(engine_thread *t, const eng_query *q, const eng_check *checks,
+               size_t nc, const char *tag, size_t tag_len, finish_ctx *f,
+               eng_result *out, eng_done_fn done, void *ud) {
+  engine *e = t->e;
+  eng_backend *b = e->backend;
+  eng_decision dq = {checks, nc, tag, tag_len, q->now};
+  sl_decision dec[ENG_MAX_STATUSES];
+  int all = 1, rc = 0;
+  int64_t t0 = clock_mono_ns();
+  f->nc = nc;
+  if (nc && done && (b->ops->flags & ENG_BACKEND_ASYNC)) {
+    pending *p = malloc(sizeof *p);
+    if (!p) {
+      snprintf(out->msg, sizeof out->msg, "%s",
+               eng_error_of(SL_ENOMEM)->message);
+      return SL_ENOMEM;
+    }
+    *p = (pending){t, t->g, out, done, ud, t0, *f};
+    atomic_fetch_add(&p->g->pins, 1);
+    rc = b->ops->decide(b, t->bt, &dq, dec, &all, decided, p);
+    if (rc == ENG_PENDING) return rc;
+    atomic_fetch_sub(&p->g->pins, 1);
+    free(p);
+  } else if (nc) {
+    rc = b->ops->decide(b, t->bt, &dq, dec, &all, NULL, NULL);
+  }
+  if (rc) {
+    metric_observe(&t->m, e->mid[M_LATENCY], clock_mono_ns() - t0);
+    decision_msg(q, checks, nc, rc, out->msg, sizeof out->msg);
+    return rc;
+  }
+  finish(t, f, out, dec, all, t0);
+  return 0;
+}
+
+/* ---- the configured rules ---- */
+
+/* The series of a detailed-metric limit for the value `last`. */
+static uint32_t detailed_series(engine_thread *t, const cfg_limit *l,
+                                uint32_t base, const cfg_entry *last) {
+  if (!l->detailed_metric || last->value_len >= sizeof t->detail_cache[0].value)
+    return base;
+  uint64_t h = fnv1a((uint64_t)(uintptr_t)l * 0x9e3779b97f4a7c15u,
+                     last->value, last->value_len);
+  size_t slot = (size_t)(h >> 32) % DETAIL_CACHE;
+  if (t->detail_cache[slot].limit == l &&
+      t->detail_cache[slot].len == last->value_len &&
+      !memcmp(t->detail_cache[slot].value, last->value, last->value_len))
+    return t->detail_cache[slot].series;
+  char rule[1200], dom[256];
+  snprintf(rule, sizeof rule, "%s_%.*s", l->rule, (int)last->value_len,
+           last->value);
+  const char *dot = strchr(l->rule, '.');
+  snprintf(dom, sizeof dom, "%.*s",
+           (int)(dot ? (size_t)(dot - l->rule) : strlen(l->rule)), l->rule);
+  uint32_t s = base < MAX_SERIES
+                   ? metrics_series(t->e->metrics, dom, rule, base)
+                   : base;
+  if (s >= MAX_SERIES) s = base;
+  /* Cached whatever it is (a roll-up too): the lock is not taken again. */
+  t->detail_cache[slot].limit = l;
+  memcpy(t->detail_cache[slot].value, last->value, last->value_len);
+  t->detail_cache[slot].len = last->value_len;
+  t->detail_cache[slot].series = s;
+  return s;
+}
+
+/* Every limit the request's descriptors match (lims[], the descriptor
+   of each in desc_of[]), less those another matched limit replaces.
+   Their number, or -1 when there are more than ENG_MAX_STATUSES. */
+static int matched_limits(const cfg_domain *dom, const eng_request *req,
+                          const cfg_limit **lims, int *desc_of) {
+  const cfg_limit *all[ENG_MAX_STATUSES];
+  int of[ENG_MAX_STATUSES];
+  size_t nl = 0;
+  for (size_t i = 0; i < req->n; i++) {
+    const eng_descriptor *d = &req->descriptors[i];
+    const cfg_node *node = config_match(dom, d->entries, d->n);
+    for (size_t k = 0; node && k < node->nlimits; k++) {
+      if (nl == ENG_MAX_STATUSES) return -1;
+      all[nl] = node->limits[k];
+      of[nl++] = (int)i;
+    }
+  }
+  /* A matched limit named in another matched limit's `replaces` drops. */
+  int dropped[ENG_MAX_STATUSES] = {0};
+  for (size_t a = 0; a < nl; a++)
+    for (size_t r = 0; r < all[a]->nreplaces; r++)
+      for (size_t b = 0; b < nl; b++)
+        if (b != a && all[b]->name && !strcmp(all[b]->name, all[a]->replaces[r]))
+          dropped[b] = 1;
+  int n = 0;
+  for (size_t i = 0; i < nl; i++)
+    if (!dropped[i]) {
+      lims[n] = all[i];
+      desc_of[n++] = of[i];
+    }
+  return n;
+}
+
+/* The status of limit l for descriptor d (its figures when it decides
+   nothing: unlimited, or blocked — requests_per_unit: 0, every request
+   over the limit for good: no retry_after, reset at the end of the rule's
+   window). */
+static void status_of(eng_status *s, const cfg_limit *l, int desc,
+                      int64_t cost, int64_t now) {
+  memset(s, 0, sizeof *s);
+  s->limit = l;
+  s->policy_str = l->policy_str;
+  s->policy = &l->policy;
+  s->descriptor = desc;
+  s->shadow = l->shadow;
+  if (l->unlimited) {
+    s->unlimited = 1;
+    s->d.allowed = 1;
+    s->d.remaining = UINT32_MAX;
+  } else if (l->blocked) {
+    int64_t W = l->policy.period_ns > 0 ? l->policy.period_ns : 1000000000;
+    s->d.allowed = cost == 0;
+    s->d.retry_after_ns = cost == 0 ? 0 : -1;
+    s->d.reset_ns = W - now % W;
+  }
+}
+
+static int decide_rules(engine_thread *t, const eng_query *q,
+                        eng_result *out, eng_done_fn done, void *ud) {
+  engine *e = t->e;
+  gen *g = t->g;
+  const eng_request *req = q->req;
+  const cfg_domain *dom;
+  int rc = request_valid(g, req, &dom, out->msg, sizeof out->msg);
+  if (rc) return rc;
+  const cfg_limit *lims[ENG_MAX_STATUSES];
+  int desc_of[ENG_MAX_STATUSES];
+  int nl = matched_limits(dom, req, lims, desc_of);
+  if (nl < 0) {
+    snprintf(out->msg, sizeof out->msg,
+             "the descriptors match more than %d limits", ENG_MAX_STATUSES);
+    return ENG_EDESCRIPTOR;
+  }
+  uint8_t keys[ENG_MAX_DESCRIPTORS][KEY_MAX];
+  size_t key_len[ENG_MAX_DESCRIPTORS];
+  int have_key[ENG_MAX_DESCRIPTORS] = {0};
+  eng_check checks[ENG_MAX_STATUSES];
+  finish_ctx f = {.ndesc = req->n};
+  size_t nc = 0;
+  for (int i = 0; i < nl; i++) {
+    const cfg_limit *l = lims[i];
+    int k = desc_of[i];
+    const eng_descriptor *d = &req->descriptors[k];
+    int64_t cost = d->hits >= 0 ? d->hits : req->hits;
+    status_of(&out->st[out->n], l, k, cost, q->now);
+    f.sid[out->n] = detailed_series(t, l, g->series[l->index],
+                                    &d->entries[d->n - 1]);
+    if (l->blocked && !l->shadow && cost > 0) f.blocked = 1;
+    if (!l->unlimited && !l->blocked) {
+      if (!have_key[k]) {
+        if (descriptor_key(d, keys[k], &key_len[k])) {
+          snprintf(out->msg, sizeof out->msg,
+                   "descriptor too long (at most %d bytes in all)", KEY_MAX);
+          return ENG_EDESCRIPTOR;
+        }
+        have_key[k] = 1;
+      }
+      checks[nc] = (eng_check){
+          {g->lims[l->index], keys[k], key_len[k], cost, l->shadow},
+          {'r', l->rule, l->policy_str},
+          g->local[l->index],
+          limit_mode(e, l)};
+      f.check_of[nc++] = out->n;
+    }
+    out->n++;
+  }
+  /* A blocked rule charges nothing: the others only report figures. */
+  if (f.blocked)
+    for (size_t c = 0; c < nc; c++) checks[c].c.cost = 0;
+  const char *tag;
+  size_t tag_len;
+  request_tag(dom, req, &tag, &tag_len);
+  return run(t, q, checks, nc, tag, tag_len, &f, out, done, ud);
+}
+
+/* ---- an ad-hoc policy ---- */
+
+static int decide_policy(engine_thread *t, const eng_query *q,
+                         eng_result *out, eng_done_fn done, void *ud) {
+  int rc;
+  const adhoc_entry *a = adhoc_of(t, q, &rc, out);
+  if (!a) return rc;
+  out->n = 1;
+  eng_status *s = &out->st[0];
+  memset(s, 0, sizeof *s);
+  s->policy_str = a->canon;
+  s->policy = &a->policy;
+  if (q->key_len > SL_KEY_MAX || q->cost < 0) {
+    rc = q->cost < 0 ? SL_EINVAL : SL_EKEY;
+    snprintf(out->msg, sizeof out->msg, "%s", eng_error_of(rc)->message);
+    return rc;
+  }
+  eng_check check = {{a->lim, q->key, q->key_len, q->cost, 0},
+                     {'a', a->canon, NULL},
+                     a->local,
+                     limit_mode(t->e, NULL)};
+  finish_ctx f = {.adhoc = 1, .ndesc = 1};
+  return run(t, q, &check, 1, "", 0, &f, out, done, ud);
+}
+
+int engine_decide(engine_thread *t, const eng_query *q, eng_result *out,
+                  eng_done_fn done, void *ud) {
+  out->allowed = 0;
+  out->n = 0;
+  out->worst = -1;
+  out->err[0] = out->msg[0] = '\0';
+  return q->kind == ENG_QUERY_RULES ? decide_rules(t, q, out, done, ud)
+                                    : decide_policy(t, q, out, done, ud);
+}

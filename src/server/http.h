@@ -1,0 +1,107 @@
+/*
+ * http.h — what the HTTP front end's files share: http.c (the routes and
+ * the decisions), http_request.c (reading a request: its query string, a
+ * JSON body in Envoy's RLS shape, the $remote_addr / $http_... references,
+ * the admin check) and http_render.c (writing an answer: status, the rate
+ * limit headers, the JSON bodies, errors).
+ */
+#ifndef SLUICE_SERVER_HTTP_H
+#define SLUICE_SERVER_HTTP_H
+
+#include <jansson.h>
+
+#include "server.h"
+
+/* An answer's buffer, starting on the stack: a typical answer fits, so the
+   hot path never allocates (base/strbuf.h). */
+#define ANSWER_BUF(b) \
+  char b##_mem[512];  \
+  strbuf b;           \
+  strbuf_init_with(&b, b##_mem, sizeof b##_mem)
+
+/* ---- reading a request (http_request.c) ---- */
+
+/* One query parameter, percent-decoded into the request's pool. */
+typedef struct qparam {
+  char *key, *value;
+  size_t key_len, value_len;
+} qparam;
+
+#define MAX_PARAMS 40
+
+/* Splits req's query into ps (MAX_PARAMS of them at most). Returns their
+   number, or -1 (bad percent-encoding), -2 (too many). */
+int http_parse_query(h2o_req_t *req, qparam *ps);
+
+/* The first parameter named key, or NULL. */
+const qparam *http_find_param(const qparam *ps, int n, const char *key);
+
+/* A decimal count >= 0 (at most 18 digits): 0 with *out, or -1. */
+int http_parse_count(const char *s, int64_t *out);
+
+/* Whether req may use the admin endpoints: with --admin-token, a matching
+   bearer token (compared in constant time); without, a loopback peer.
+   When not, *status is 401 (with WWW-Authenticate added) or 403. */
+int http_admin_ok(h2o_req_t *req, server *srv, int *status);
+
+/*
+ * Reads "domain=D&K1=V1&...[&hits=N]" into *er (one descriptor, in *d;
+ * none when a value names a missing header). 0, or -1 after sending a 400.
+ */
+int http_query_request(h2o_req_t *req, server *srv, eng_request *er,
+                       eng_descriptor *d);
+
+/*
+ * Reads a JSON body in Envoy's RLS shape ({"domain", "descriptors": [...],
+ * "hits_addend"?}) into *er: its descriptors in ds, skipped[i] set for
+ * those left out because a value named a missing header, *asked = how many
+ * the body had. *root holds the strings *er points to (json_decref it after
+ * use, also after a failure). 0, or -1 after sending a 400 or 413.
+ */
+int http_body_request(h2o_req_t *req, server *srv, json_t **root,
+                      eng_request *er, eng_descriptor *ds, int *skipped,
+                      size_t *asked);
+
+/* ---- writing an answer (http_render.c) ---- */
+
+/* Adds a response header (the value is copied into the request's pool:
+   h2o keeps the pointer). */
+void http_add_header(h2o_req_t *req, const char *name, const char *value,
+                     size_t len);
+
+/* Sends b (freed here; out of memory: a 503) with status and content type,
+   and a Content-Length, so the connection stays open whatever the status.
+   Returns 0 (an h2o handler's "handled"). */
+int http_send_body(h2o_req_t *req, int status, const char *ctype, strbuf *b);
+
+/* Sends {"error": "message"} with status, and counts it. Returns 0. */
+int http_send_error(h2o_req_t *req, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A 405 with Allow: allow ("GET, POST"). Returns 0. */
+int http_method_not_allowed(h2o_req_t *req, const char *allow);
+
+/* The error answer for a failed decision or reset: rc's status
+   (engine/errors.h), the engine's message. */
+int http_engine_error(h2o_req_t *req, int rc, const char *msg);
+
+/*
+ * The answer to a decided check: 200 (or the deny status; 200 for a peek),
+ * the rate limit headers, {"overall_code", "allowed", "statuses"}. n: the
+ * descriptors decided; `skipped` (NULL: none) marks, among the `asked`
+ * descriptors of the request, those left out because a value named a
+ * missing header: their statuses stay in place, as {"code":"OK",
+ * "skipped":true}. now: the decision's time (for X-RateLimit-Reset).
+ */
+int http_render_check(h2o_req_t *req, server *srv, const eng_result *res,
+                      size_t n, int peek, const int *skipped, size_t asked,
+                      int64_t now);
+
+/* The answer to a decided /v1/throttle: status, headers, JSON. */
+int http_render_throttle(h2o_req_t *req, server *srv, const eng_result *res,
+                         int64_t now);
+
+/* A reset's answer: {"reset":N}, or why it failed. */
+int http_render_reset(h2o_req_t *req, int rc, const eng_reset *r);
+
+#endif /* SLUICE_SERVER_HTTP_H */

@@ -1,0 +1,335 @@
+/*
+ * http_render.c — the HTTP front end's answers: the status and its reason,
+ * the rate limit headers (the IETF draft's RateLimit-Policy and RateLimit,
+ * X-RateLimit-Limit/Remaining/Reset, Retry-After on a denial), the JSON
+ * bodies of /v1/check (Envoy's RateLimitResponse, with sluice's figures),
+ * /v1/throttle and the resets, and {"error": "..."} answers. Every answer
+ * carries a Content-Length (h2o 2.2 closes the connection after a non-200
+ * chunked one).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "http.h"
+
+/* ---- JSON strings ---- */
+
+/* Length of the valid UTF-8 sequence at s (0 if invalid). */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+  if (s[0] < 0x80) return 1;
+  size_t k = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+  if (!k || k > n || s[0] > 0xf4) return 0;
+  for (size_t i = 1; i < k; i++)
+    if ((s[i] & 0xc0) != 0x80) return 0;
+  if (k == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0)))
+    return 0;
+  if (k == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90)))
+    return 0;
+  return k;
+}
+
+/* A JSON string: escapes, and U+FFFD for bytes that are not UTF-8. */
+static void add_json_str(strbuf *b, const char *s, size_t n) {
+  STRBUF_LIT(b, "\"");
+  const unsigned char *u = (const unsigned char *)s;
+  for (size_t i = 0; i < n;) {
+    unsigned char ch = u[i];
+    if (ch == '"' || ch == '\\') {
+      char e[2] = {'\\', (char)ch};
+      strbuf_add(b, e, 2);
+      i++;
+    } else if (ch < 0x20) {
+      strbuf_addf(b, "\\u%04x", ch);
+      i++;
+    } else {
+      size_t k = utf8_len(u + i, n - i);
+      if (k) {
+        strbuf_add(b, s + i, k);
+        i += k;
+      } else {
+        STRBUF_LIT(b, "\\ufffd");
+        i++;
+      }
+    }
+  }
+  STRBUF_LIT(b, "\"");
+}
+
+/* ---- responses ---- */
+
+static const char *reason(int status) {
+  switch (status) {
+  case 200: return "OK";
+  case 400: return "Bad Request";
+  case 401: return "Unauthorized";
+  case 403: return "Forbidden";
+  case 404: return "Not Found";
+  case 405: return "Method Not Allowed";
+  case 413: return "Payload Too Large";
+  case 429: return "Too Many Requests";
+  case 431: return "Request Header Fields Too Large";
+  case 503: return "Service Unavailable";
+  default: return "Denied";
+  }
+}
+
+/* Adds a response header; h2o keeps the value's pointer, so the value is
+   copied into the request's pool. */
+void http_add_header(h2o_req_t *req, const char *name, const char *value,
+                       size_t len) {
+  h2o_iovec_t v = h2o_strdup(&req->pool, value, len);
+  h2o_add_header_by_str(&req->pool, &req->res.headers, name, strlen(name), 0,
+                        NULL, v.base, v.len);
+}
+
+/* Adds a header whose value is the integer v. */
+static void add_int_header(h2o_req_t *req, const char *name, int64_t v) {
+  char *p = h2o_mem_alloc_pool(&req->pool, 20);
+  h2o_add_header_by_str(&req->pool, &req->res.headers, name, strlen(name), 0,
+                        NULL, p, fmt_i64(p, v));
+}
+
+/* Sends body (freed here) with status and content type. */
+int http_send_body(h2o_req_t *req, int status, const char *ctype,
+                     strbuf *b) {
+  if (b->oom) {
+    strbuf_free(b); /* (a stack buffer is empty again: the text fits) */
+    status = 503;
+    STRBUF_LIT(b, "{\"error\":\"out of memory\"}");
+  }
+  req->res.status = status;
+  req->res.reason = reason(status);
+  /* A known length keeps the connection alive for any status (h2o 2.2
+     closes after a non-200 chunked response): a proxy asking for every
+     request, 429s included, keeps its connection. */
+  req->res.content_length = b->len;
+  h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
+                 ctype, strlen(ctype));
+  h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
+                 H2O_STRLIT("no-store"));
+  h2o_send_inline(req, b->p ? b->p : "", b->len);
+  strbuf_free(b);
+  return 0;
+}
+
+int http_send_error(h2o_req_t *req, int status, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  worker *w = worker_of(req->conn->ctx);
+  engine_count(w->et, EC_HTTP_ERRORS, 1);
+  ANSWER_BUF(b);
+  STRBUF_LIT(&b, "{\"error\":");
+  add_json_str(&b, msg, strlen(msg));
+  STRBUF_LIT(&b, "}\n");
+  return http_send_body(req, status, "application/json", &b);
+}
+
+int http_method_not_allowed(h2o_req_t *req, const char *allow) {
+  http_add_header(req, "allow", allow, strlen(allow));
+  return http_send_error(req, 405, "method %.*s not allowed here (allow: %s)",
+                    (int)(req->method.len < 16 ? req->method.len : 16),
+                    req->method.base, allow);
+}
+
+/* ---- the rate limit headers ---- */
+
+/* A policy's window in seconds for RateLimit-Policy's w: the period for
+   windows; for buckets the time a full burst takes to refill. */
+static int64_t window_s(const sl_policy *p) {
+  int bucket = p->algo == SL_TOKEN_BUCKET || p->algo == SL_LEAKY_BUCKET ||
+               p->algo == SL_GCRA;
+  __int128 ns = bucket ? (__int128)p->period_ns * (p->burst ? p->burst
+                                                            : p->limit) /
+                             p->limit
+                       : p->period_ns;
+  int64_t s = (int64_t)(ns / 1000000000 + (ns % 1000000000 != 0));
+  return s > 0 ? s : 1;
+}
+
+/* A Structured Field String: printable ASCII, '"' and '\' escaped. */
+static void sf_str(strbuf *b, const char *s) {
+  STRBUF_LIT(b, "\"");
+  for (; *s; s++) {
+    char ch = (*s >= 0x20 && *s < 0x7f) ? *s : '_';
+    if (ch == '"' || ch == '\\') STRBUF_LIT(b, "\\");
+    strbuf_add(b, &ch, 1);
+  }
+  STRBUF_LIT(b, "\"");
+}
+
+/* The name a status is reported under. */
+static const char *status_name(const eng_status *s) {
+  if (!s->limit) return s->policy_str;
+  return s->limit->name ? s->limit->name : s->limit->rule;
+}
+
+
+static void add_limit_headers(h2o_req_t *req, server *srv, const eng_result *r,
+                              int64_t now) {
+  int style = srv->o.header_style; /* the rate limit fields only: a
+                                      denial's Retry-After is plain HTTP */
+  if (r->worst < 0) return;
+  const eng_status *worst = &r->st[r->worst];
+  if (worst->unlimited) return;
+  if (style & HDR_IETF) {
+    ANSWER_BUF(pol);
+    ANSWER_BUF(cur);
+    /* Enforced rules first, the most restrictive leading; one item each. */
+    const eng_status *order[ENG_MAX_STATUSES];
+    size_t n = 0;
+    order[n++] = worst;
+    for (int pass = 0; pass < 2; pass++)
+      for (size_t i = 0; i < r->n; i++) {
+        const eng_status *s = &r->st[i];
+        if (s == worst || s->unlimited || s->shadow != pass) continue;
+        int dup = 0;
+        for (size_t k = 0; k < n; k++)
+          dup |= !strcmp(status_name(order[k]), status_name(s));
+        if (!dup) order[n++] = s;
+      }
+    for (size_t k = 0; k < n; k++) {
+      const eng_status *s = order[k];
+      if (pol.len) STRBUF_LIT(&pol, ", ");
+      if (cur.len) STRBUF_LIT(&cur, ", ");
+      sf_str(&pol, status_name(s));
+      STRBUF_LIT(&pol, ";q=");
+      strbuf_add_i64(&pol, s->d.limit);
+      if (s->policy && !(s->limit && s->limit->blocked)) {
+        STRBUF_LIT(&pol, ";w=");
+        strbuf_add_i64(&pol, window_s(s->policy));
+      }
+      sf_str(&cur, status_name(s));
+      STRBUF_LIT(&cur, ";r=");
+      strbuf_add_i64(&cur, s->d.remaining);
+      STRBUF_LIT(&cur, ";t=");
+      strbuf_add_i64(&cur, ns_to_s_up(s->d.reset_ns));
+    }
+    if (!pol.oom && !cur.oom) {
+      http_add_header(req, "ratelimit-policy", pol.p, pol.len);
+      http_add_header(req, "ratelimit", cur.p, cur.len);
+    }
+    strbuf_free(&pol);
+    strbuf_free(&cur);
+  }
+  if (style & HDR_X) {
+    add_int_header(req, "x-ratelimit-limit", worst->d.limit);
+    add_int_header(req, "x-ratelimit-remaining", worst->d.remaining);
+    add_int_header(req, "x-ratelimit-reset", ns_to_s_up(now + worst->d.reset_ns));
+  }
+  if (!r->allowed && worst->d.retry_after_ns >= 0) {
+    int64_t s = ns_to_s_up(worst->d.retry_after_ns);
+    char *v = h2o_mem_alloc_pool(&req->pool, 20);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL,
+                   v, fmt_i64(v, s > 0 ? s : 1));
+  }
+}
+
+/* ---- decisions ---- */
+
+static void status_json(strbuf *b, const eng_status *s) {
+  int ok = s->d.allowed || s->shadow;
+  strbuf_addf(b, "{\"code\":\"%s\"", ok ? "OK" : "OVER_LIMIT");
+  if (s->unlimited) {
+    STRBUF_LIT(b, ",\"unlimited\":true,\"limit_remaining\":4294967295");
+  } else {
+    if (s->limit && s->limit->unit_name)
+      strbuf_addf(b,
+             ",\"current_limit\":{\"requests_per_unit\":%u,\"unit\":\"%s\"}",
+             s->limit->requests_per_unit, s->limit->unit_name);
+    strbuf_addf(b,
+           ",\"limit\":%lld,\"limit_remaining\":%lld,"
+           "\"duration_until_reset\":\"%llds\",\"reset_ms\":%lld",
+           (long long)s->d.limit, (long long)s->d.remaining,
+           (long long)ns_to_s_up(s->d.reset_ns),
+           (long long)ns_to_ms_up(s->d.reset_ns));
+    if (!s->d.allowed)
+      strbuf_addf(b, ",\"retry_after_ms\":%lld",
+             s->d.retry_after_ns < 0
+                 ? -1LL
+                 : (long long)ns_to_ms_up(s->d.retry_after_ns));
+    if (s->d.delay_ns)
+      strbuf_addf(b, ",\"delay_ms\":%lld", (long long)ns_to_ms_up(s->d.delay_ns));
+  }
+  STRBUF_LIT(b, ",\"policy\":");
+  add_json_str(b, s->policy_str, strlen(s->policy_str));
+  if (s->limit) {
+    STRBUF_LIT(b, ",\"rule\":");
+    add_json_str(b, s->limit->rule, strlen(s->limit->rule));
+    if (s->limit->name) {
+      STRBUF_LIT(b, ",\"name\":");
+      add_json_str(b, s->limit->name, strlen(s->limit->name));
+    }
+  }
+  if (s->shadow) strbuf_addf(b, ",\"shadow\":true");
+  STRBUF_LIT(b, "}");
+}
+
+int http_engine_error(h2o_req_t *req, int rc, const char *msg) {
+  return http_send_error(req, eng_error_of(rc)->http_status, "%s", msg);
+}
+
+/* Sends the answer to a decided check (status, headers, body). */
+int http_render_check(h2o_req_t *req, server *srv, const eng_result *res,
+                        size_t n, int peek, const int *skipped, size_t asked,
+                        int64_t now) {
+  ANSWER_BUF(b);
+  strbuf_addf(&b, "{\"overall_code\":\"%s\",\"allowed\":%s,\"statuses\":[",
+         res->allowed ? "OK" : "OVER_LIMIT", res->allowed ? "true" : "false");
+  if (!skipped) asked = n;
+  for (size_t i = 0, used = 0; i < asked; i++) {
+    if (i) STRBUF_LIT(&b, ",");
+    if (skipped && skipped[i]) {
+      STRBUF_LIT(&b, "{\"code\":\"OK\",\"skipped\":true}");
+      continue;
+    }
+    int k = used < ENG_MAX_DESCRIPTORS ? res->by_descriptor[used] : -1;
+    used++;
+    if (k < 0)
+      STRBUF_LIT(&b, "{\"code\":\"OK\"}");
+    else
+      status_json(&b, &res->st[k]);
+  }
+  STRBUF_LIT(&b, "]}\n");
+  add_limit_headers(req, srv, res, now);
+  return http_send_body(req, res->allowed || peek ? 200 : srv->o.deny_status,
+                   "application/json", &b);
+}
+
+int http_render_throttle(h2o_req_t *req, server *srv, const eng_result *res,
+                           int64_t now) {
+  const sl_decision *d = &res->st[0].d;
+  ANSWER_BUF(b);
+  if (d->allowed)
+    STRBUF_LIT(&b, "{\"allowed\":true,\"limit\":");
+  else
+    STRBUF_LIT(&b, "{\"allowed\":false,\"limit\":");
+  strbuf_add_i64(&b, d->limit);
+  STRBUF_LIT(&b, ",\"remaining\":");
+  strbuf_add_i64(&b, d->remaining);
+  STRBUF_LIT(&b, ",\"reset_ms\":");
+  strbuf_add_i64(&b, ns_to_ms_up(d->reset_ns));
+  STRBUF_LIT(&b, ",\"retry_after_ms\":");
+  strbuf_add_i64(&b, ns_to_ms_up(d->retry_after_ns));
+  STRBUF_LIT(&b, ",\"delay_ms\":");
+  strbuf_add_i64(&b, ns_to_ms_up(d->delay_ns));
+  STRBUF_LIT(&b, ",\"policy\":");
+  add_json_str(&b, res->st[0].policy_str, strlen(res->st[0].policy_str));
+  STRBUF_LIT(&b, "}\n");
+  add_limit_headers(req, srv, res, now);
+  return http_send_body(req, d->allowed ? 200 : srv->o.deny_status,
+                   "application/json", &b);
+}
+
+/* A reset's answer: {"reset":N}, or why it failed. */
+int http_render_reset(h2o_req_t *req, int rc, const eng_reset *r) {
+  if (rc) return http_engine_error(req, rc, r->msg);
+  ANSWER_BUF(b);
+  STRBUF_LIT(&b, "{\"reset\":");
+  strbuf_add_i64(&b, r->dropped);
+  STRBUF_LIT(&b, "}\n");
+  return http_send_body(req, 200, "application/json", &b);
+}

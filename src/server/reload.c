@@ -1,0 +1,99 @@
+/*
+ * reload.c — the daemon's config (reload.h): loading it with its errors
+ * logged, checking it against what fleet mode can decide, reloading it
+ * into the engine (which keeps the counters of unchanged rules), and
+ * noticing, by stat(), that one of its files changed.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../fleet/script.h"
+#include "reload.h"
+
+void config_watch_free(config_watch *wt) {
+  for (size_t i = 0; i < wt->n; i++) free(wt->paths[i]);
+  free(wt->paths);
+  free(wt->st);
+  wt->paths = NULL;
+  wt->st = NULL;
+  wt->n = 0;
+}
+
+void config_watch_set(config_watch *wt, const char *path, const sl_config *cfg) {
+  config_watch_free(wt);
+  size_t n = 1 + (cfg ? cfg->nfiles : 0);
+  wt->paths = calloc(n, sizeof *wt->paths);
+  wt->st = calloc(n, sizeof *wt->st);
+  if (!wt->paths || !wt->st) return;
+  wt->paths[wt->n++] = strdup(path);
+  for (size_t i = 0; cfg && i < cfg->nfiles; i++)
+    wt->paths[wt->n++] = strdup(cfg->files[i]);
+  for (size_t i = 0; i < wt->n; i++)
+    if (!wt->paths[i] || stat(wt->paths[i], &wt->st[i]))
+      memset(&wt->st[i], 0, sizeof wt->st[i]);
+}
+
+int config_watch_changed(const config_watch *wt) {
+  for (size_t i = 0; i < wt->n; i++) {
+    struct stat st;
+    if (stat(wt->paths[i], &st)) memset(&st, 0, sizeof st);
+    if (st.st_ino != wt->st[i].st_ino || st.st_size != wt->st[i].st_size ||
+        st.st_mtim.tv_sec != wt->st[i].st_mtim.tv_sec ||
+        st.st_mtim.tv_nsec != wt->st[i].st_mtim.tv_nsec)
+      return 1;
+  }
+  return 0;
+}
+
+void config_log(const char *what, const sl_config *c) {
+  log_msg("info", "%s: %zu domain%s, %zu rule%s", what, c->ndomains,
+          c->ndomains == 1 ? "" : "s", c->nlimits, c->nlimits == 1 ? "" : "s");
+}
+
+/* Fleet mode: every rule's policy must be one the Redis script decides
+   exactly (approximate mode syncs through the same script). Logs each
+   that is not; returns how many. */
+static int check_fleet_policies(const sl_config *c) {
+  int bad = 0;
+  for (size_t i = 0; i < c->nlimits; i++) {
+    const cfg_limit *l = c->limits[i];
+    char err[256];
+    if (l->unlimited || l->blocked || !rs_policy_check(&l->policy, err, sizeof err))
+      continue;
+    log_msg("error", "%s:%d:%d: %s: %s", l->pos.file, l->pos.line,
+            l->pos.col, l->rule, err);
+    bad++;
+  }
+  return bad;
+}
+
+sl_config *config_load_logged(const char *path, int fleet) {
+  cfg_errors errs = {0};
+  sl_config *c =
+      path ? config_load(path, &errs)
+           : config_load_string(config_default_yaml,
+                                strlen(config_default_yaml), "<default>", &errs);
+  for (size_t i = 0; i < errs.n; i++) log_msg("error", "%s", errs.msgs[i]);
+  cfg_errors_free(&errs);
+  if (c && fleet && check_fleet_policies(c)) {
+    config_free(c);
+    return NULL;
+  }
+  return c;
+}
+
+void config_reload(server *srv, config_watch *wt) {
+  const char *path = srv->o.config_path;
+  sl_config *c = config_load_logged(path, srv->fleet);
+  if (!c) {
+    engine_note_reload_failure(srv->eng);
+    log_msg("error", "config reload failed: keeping the running config");
+  } else if (engine_reload(srv->eng, c)) {
+    log_msg("error", "config reload failed: out of memory; keeping the "
+                     "running config");
+  } else {
+    config_log("config reloaded", engine_config(srv->eng));
+  }
+  /* Watch what is there now, so a broken file is not retried every second. */
+  if (path) config_watch_set(wt, path, c ? engine_config(srv->eng) : NULL);
+}

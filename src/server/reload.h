@@ -1,0 +1,49 @@
+/*
+ * reload.h — the daemon's config: loaded at start, reloaded on SIGHUP or
+ * when one of its files changes on disk, each time checked as a whole
+ * before it replaces the running one.
+ */
+#ifndef SLUICE_SERVER_RELOAD_H
+#define SLUICE_SERVER_RELOAD_H
+
+#include <stddef.h>
+#include <sys/stat.h>
+
+#include "server.h"
+
+/* The files a config came from, as they were when last looked at. */
+typedef struct config_watch {
+  char **paths;
+  struct stat *st;
+  size_t n;
+} config_watch;
+
+/*
+ * Loads the config at path (NULL: the embedded default), logging every
+ * error. In fleet mode (either) every rule's policy must also be one the
+ * Redis script decides exactly; each that is not is logged. The config, or
+ * NULL.
+ */
+sl_config *config_load_logged(const char *path, int fleet);
+
+/* Logs "WHAT: N domains, M rules". */
+void config_log(const char *what, const sl_config *c);
+
+/*
+ * Loads srv's config again; when it is good, the engine switches to it
+ * (srv->eng), else the running one stays and the failure is logged and
+ * counted. Then *wt watches what is on disk now, so a broken file is not
+ * retried every second.
+ */
+void config_reload(server *srv, config_watch *wt);
+
+/* Watches path (a directory's listing changes its mtime) and every file
+   cfg (NULL: none) came from. */
+void config_watch_set(config_watch *wt, const char *path, const sl_config *cfg);
+
+/* Whether any watched file changed (or appeared, or went) since. */
+int config_watch_changed(const config_watch *wt);
+
+void config_watch_free(config_watch *wt);
+
+#endif /* SLUICE_SERVER_RELOAD_H */

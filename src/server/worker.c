@@ -1,0 +1,323 @@
+/*
+ * worker.c — the daemon's worker threads (worker.h).
+ *
+ * A worker is one thread with its own h2o event loop, serving HTTP and RESP
+ * on listening sockets of its own (the same ports as every other worker's:
+ * SO_REUSEPORT lets the kernel spread the connections), and deciding
+ * through its own engine thread. It admits connections under
+ * --max-connections, tracks its HTTP connections so that a stop can tell
+ * idle ones from busy ones (h2o 2.2's shutdown request closes only
+ * HTTP/2's), and in fleet mode owns a Redis client on its loop: exact
+ * mode's decisions and either mode's resets go through it, and each pass
+ * of the loop ends by sending what the pass decided as one pipeline.
+ *
+ * A stop (srv->stopping) closes the listeners, answers what is in flight,
+ * and gives it up to --shutdown-grace; then the thread returns.
+ */
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../fleet/fleet.h"
+#include "listen.h"
+#include "redis_h2o.h"
+#include "worker.h"
+
+/* A worker, the listening sockets it starts with, and its pool. */
+typedef struct worker_boot {
+  worker w;
+  int http_fd, resp_fd;
+  struct worker_pool *pool;
+} worker_boot;
+
+struct worker_pool {
+  server *srv;
+  h2o_globalconf_t *conf;
+  worker_fleet fleet;
+  unsigned n, started;
+  worker_boot *boots;
+};
+
+/* The engine's remote, on this worker's Redis client. */
+static int remote_send(void *io, int slot, char *cmd, size_t len,
+                       fleet_reply_fn cb, void *ud) {
+  return rc_send(io, slot, cmd, len, cb, ud);
+}
+
+/* An open HTTP connection: its socket and fd, so that a stop can close
+   the idle ones (h2o 2.2's shutdown request closes only HTTP/2 ones). */
+typedef struct http_conn {
+  h2o_linklist_t link;
+  worker *w;
+  h2o_socket_t *sock;
+  int fd;
+  size_t read_at_request; /* sock->bytes_read when a request was last
+                             complete (its handler ran) */
+} http_conn;
+
+static void on_http_close(void *data) {
+  http_conn *hc = data;
+  worker *w = hc->w;
+  h2o_linklist_unlink(&hc->link);
+  free(hc);
+  w->http_conns--;
+  atomic_fetch_sub(&w->srv->connections, 1);
+  engine_connections(w->et, 0, -1);
+}
+
+void srv_note_request(h2o_req_t *req) {
+  h2o_socket_t *sock = req->conn->callbacks->get_socket
+                           ? req->conn->callbacks->get_socket(req->conn)
+                           : NULL;
+  if (sock && sock->on_close.cb == on_http_close)
+    ((http_conn *)sock->on_close.data)->read_at_request = sock->bytes_read;
+}
+
+/*
+ * Stopping: an HTTP connection is idle when nothing has been read since its
+ * last complete request (handlers answer at once) and no answer is being
+ * written; its read side is shut, so h2o sees the end of the stream and
+ * closes it cleanly. A request still arriving, or an answer still being
+ * written, goes on until done.
+ */
+static void close_idle_http(worker *w) {
+  for (h2o_linklist_t *n = w->http_list.next; n != &w->http_list; n = n->next) {
+    http_conn *hc = H2O_STRUCT_FROM_MEMBER(http_conn, link, n);
+    if (!hc->sock->_cb.write && hc->sock->bytes_read == hc->read_at_request)
+      shutdown(hc->fd, SHUT_RD);
+  }
+}
+
+/* Admits one more connection under --max-connections. */
+static int admit(worker *w, h2o_socket_t *sock) {
+  long open = atomic_fetch_add(&w->srv->connections, 1);
+  if (open >= w->srv->o.max_connections) {
+    atomic_fetch_sub(&w->srv->connections, 1);
+    engine_count(w->et, EC_CONNECTIONS_REJECTED, 1);
+    h2o_socket_close(sock);
+    return 0;
+  }
+  return 1;
+}
+
+static void on_accept_http(h2o_socket_t *listener, const char *err) {
+  worker *w = listener->data;
+  if (err) return;
+  for (int i = 0; i < 16; i++) {
+    /* accept4 ourselves (not h2o_evloop_socket_accept): we keep the fd. */
+    int fd = accept4(w->http_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    h2o_socket_t *sock = h2o_evloop_socket_create(w->loop, fd, 0);
+    if (!admit(w, sock)) continue;
+    http_conn *hc = malloc(sizeof *hc);
+    if (!hc) {
+      atomic_fetch_sub(&w->srv->connections, 1);
+      h2o_socket_close(sock);
+      continue;
+    }
+    *hc = (http_conn){.w = w, .sock = sock, .fd = fd};
+    h2o_linklist_insert(&w->http_list, &hc->link);
+    w->http_conns++;
+    engine_connections(w->et, 0, 1);
+    sock->on_close.cb = on_http_close;
+    sock->on_close.data = hc;
+    h2o_accept(&w->accept_ctx, sock);
+  }
+}
+
+static void on_accept_resp(h2o_socket_t *listener, const char *err) {
+  worker *w = listener->data;
+  if (err) return;
+  for (int i = 0; i < 16; i++) {
+    h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
+    if (!sock) return;
+    if (admit(w, sock)) resp_accept(w, sock);
+  }
+}
+
+/* Drops the timer entries h2o still has queued (its context keeps a
+   periodic one of its own), so the context can be disposed of once every
+   connection is gone. */
+static void unlink_timers(h2o_context_t *ctx) {
+  h2o_timeout_t *ts[] = {&ctx->zero_timeout, &ctx->one_sec_timeout,
+                         &ctx->hundred_ms_timeout, &ctx->handshake_timeout,
+                         &ctx->http1.req_timeout, &ctx->http2.idle_timeout,
+                         &ctx->http2.graceful_shutdown_timeout,
+                         &ctx->proxy.io_timeout};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+    while (!h2o_linklist_is_empty(&ts[i]->_entries))
+      h2o_timeout_unlink(H2O_STRUCT_FROM_MEMBER(
+          h2o_timeout_entry_t, _link, ts[i]->_entries.next));
+}
+
+static h2o_socket_t *listener_socket(worker *w, int fd, h2o_socket_cb cb) {
+  if (fd < 0) return NULL;
+  h2o_socket_t *sock =
+      h2o_evloop_socket_create(w->loop, fd, H2O_SOCKET_FLAG_DONT_READ);
+  sock->data = w;
+  h2o_socket_read_start(sock, cb);
+  return sock;
+}
+
+/* Fleet mode: this worker's Redis client, on its loop (rc_client_new;
+   fleet_detach frees it). Exact mode decides through it; approximate mode
+   only resets (its DELs): decisions there never wait, and the client
+   connects on its first command. */
+static void fleet_attach(worker *w, const worker_fleet *f) {
+  if (!f->redis) return;
+  rc_loop io = redis_h2o_loop(w->loop);
+  w->rc = rc_client_new(&io, f->redis, f->topo, NULL);
+  if (w->rc && f->map) rc_client_share(w->rc, f->map);
+  if (w->rc) {
+    fleet_thread_set_transport(w->et, remote_send, w->rc);
+    w->may_wait = w->srv->exact;
+  } else {
+    log_msg("error", "worker %u: no Redis client (out of memory): %s",
+            w->index,
+            w->srv->exact ? "answering per on_store_error" : "its resets fail");
+  }
+}
+
+/* Requests still waiting for Redis are answered per on_store_error. */
+static void fleet_detach(worker *w) {
+  rc_client_free(w->rc);
+  w->rc = NULL;
+}
+
+/* Stopping: no more accepting; in-flight work goes on. */
+static void start_draining(worker *w) {
+  if (w->http_listener) h2o_socket_close(w->http_listener);
+  if (w->resp_listener) h2o_socket_close(w->resp_listener);
+  w->http_listener = w->resp_listener = NULL;
+  h2o_context_request_shutdown(&w->ctx);
+  close_idle_http(w);
+  resp_shutdown(w);
+}
+
+/* The thread: the loop, one pass at a time, until stopped and drained (or
+   the grace is over). */
+static void *worker_main(void *arg) {
+  worker_boot *b = arg;
+  worker_pool *p = b->pool;
+  worker *w = &b->w;
+  server *srv = w->srv;
+  w->loop = h2o_evloop_create();
+  h2o_context_init(&w->ctx, w->loop, p->conf);
+  w->accept_ctx.ctx = &w->ctx;
+  w->accept_ctx.hosts = p->conf->hosts;
+  h2o_linklist_init_anchor(&w->http_list);
+  w->http_fd = b->http_fd;
+  w->http_listener = listener_socket(w, b->http_fd, on_accept_http);
+  w->resp_listener = listener_socket(w, b->resp_fd, on_accept_resp);
+  fleet_attach(w, &p->fleet);
+
+  int draining = 0;
+  int64_t deadline = 0;
+  for (;;) {
+    engine_thread_quiesce(w->et);
+    h2o_evloop_run(w->loop, 100);
+    if (w->rc) { /* this pass's decisions: batched calls, one pipeline */
+      engine_thread_flush(w->et);
+      rc_flush(w->rc);
+    }
+    if (atomic_load(&srv->stopping) && !draining) {
+      start_draining(w);
+      draining = 1;
+      deadline = clock_wall_ns() + (int64_t)srv->o.shutdown_grace_ms * 1000000;
+    }
+    if (draining && ((w->http_conns == 0 && w->resp_conns == 0) ||
+                     clock_wall_ns() > deadline))
+      break;
+    if (draining) close_idle_http(w); /* those that were busy a moment ago */
+  }
+  fleet_detach(w);
+  resp_worker_dispose(w);
+  /* HTTP connections still open past the grace close with the loop. */
+  engine_thread_offline(w->et);
+  return NULL;
+}
+
+/* ---- the pool ---- */
+
+worker_pool *workers_new(server *srv, h2o_globalconf_t *conf,
+                         const worker_fleet *fleet) {
+  worker_pool *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  p->n = srv->o.threads;
+  p->boots = calloc(p->n, sizeof *p->boots);
+  if (!p->boots) {
+    free(p);
+    return NULL;
+  }
+  p->srv = srv;
+  p->conf = conf;
+  p->fleet = *fleet;
+  for (unsigned i = 0; i < p->n; i++) {
+    worker_boot *b = &p->boots[i];
+    b->http_fd = b->resp_fd = -1;
+    b->pool = p;
+    b->w.srv = srv;
+    b->w.index = i;
+  }
+  return p;
+}
+
+int workers_listen(worker_pool *p) {
+  server *srv = p->srv;
+  for (unsigned i = 0; i < p->n; i++) {
+    worker_boot *b = &p->boots[i];
+    if (srv->o.http_addr &&
+        (b->http_fd = listen_on(srv->o.http_addr, srv->http_port,
+                                &srv->http_port, i == 0)) < 0)
+      return -1;
+    if (srv->o.resp_addr &&
+        (b->resp_fd = listen_on(srv->o.resp_addr, srv->resp_port,
+                                &srv->resp_port, i == 0)) < 0)
+      return -1;
+  }
+  if (srv->o.http_addr)
+    listen_name(p->boots[0].http_fd, srv->http_at, sizeof srv->http_at);
+  if (srv->o.resp_addr)
+    listen_name(p->boots[0].resp_fd, srv->resp_at, sizeof srv->resp_at);
+  return 0;
+}
+
+int workers_start(worker_pool *p) {
+  for (unsigned i = 0; i < p->n; i++) {
+    worker *w = &p->boots[i].w;
+    w->et = engine_thread_new(p->srv->eng);
+    if (!w->et || resp_worker_init(w) ||
+        pthread_create(&w->tid, NULL, worker_main, &p->boots[i]))
+      return -1;
+    p->started++;
+  }
+  return 0;
+}
+
+void workers_join(worker_pool *p) {
+  for (unsigned i = 0; i < p->started; i++)
+    pthread_join(p->boots[i].w.tid, NULL);
+}
+
+void workers_free(worker_pool *p) {
+  if (!p) return;
+  for (unsigned i = 0; i < p->n; i++) {
+    worker_boot *b = &p->boots[i];
+    if (b->w.loop) {
+      unlink_timers(&b->w.ctx);
+      h2o_context_dispose(&b->w.ctx);
+      h2o_evloop_destroy(b->w.loop);
+    } else {
+      if (b->http_fd >= 0) close(b->http_fd);
+      if (b->resp_fd >= 0) close(b->resp_fd);
+    }
+    resp_worker_dispose(&b->w);
+    engine_thread_free(b->w.et);
+  }
+  free(p->boots);
+  free(p);
+}
