@@ -435,7 +435,11 @@ int cmd_bench(int argc, char **argv) {
       nt = split_list(threads_buf, threads, 16);
   if (na < 0) return 2;
   for (int i = 0; i < nt; i++)
-    if (parse_int(threads[i], 1, 256, 0, &v)) goto bad;
+    if (parse_int(threads[i], 1, 256, 0, &v)) {
+      fprintf(stderr, "sluice bench: --threads '%s' is not a number in "
+                      "1..256\n", threads[i]);
+      return 2;
+    }
 
   if (sodium_init() < 0) return 1;
   keyset ks = {base.keys};
