@@ -36,11 +36,11 @@ typedef struct sluice_handler {
 } sluice_handler;
 
 /*
- * Fleet mode: a request waiting for Redis. The hook, in the request's pool,
- * learns when h2o disposes of the request (the client went away) before
- * the answer came: the answer is then dropped.
+ * Fleet mode: a decision or a reset waiting for Redis. The hook, in the
+ * request's pool, learns when h2o disposes of the request (the client went
+ * away) before the answer came: the answer is then dropped.
  */
-enum { W_CHECK, W_THROTTLE };
+enum { W_CHECK, W_THROTTLE, W_RESET };
 typedef struct http_wait {
   h2o_req_t *req; /* NULL once the request is gone */
   struct http_wait **hook;
@@ -49,7 +49,10 @@ typedef struct http_wait {
   size_t n, asked;
   int skipped[ENG_MAX_DESCRIPTORS];
   int64_t now;
-  eng_result r;
+  union {
+    eng_result r;    /* W_CHECK, W_THROTTLE */
+    eng_reset reset; /* W_RESET */
+  } u;
 } http_wait;
 
 static void hook_dispose(void *p) {
@@ -57,9 +60,9 @@ static void hook_dispose(void *p) {
   if (*hook) (*hook)->req = NULL;
 }
 
-static http_wait *wait_new(h2o_req_t *req, server *srv, int kind,
-                           int64_t now) {
-  if (!worker_of(req->conn->ctx)->may_wait) return NULL;
+/* A wait for req (NULL: out of memory). */
+static http_wait *wait_alloc(h2o_req_t *req, server *srv, int kind,
+                             int64_t now) {
   http_wait *wt = malloc(sizeof *wt);
   if (!wt) return NULL;
   wt->req = req;
@@ -70,6 +73,14 @@ static http_wait *wait_new(h2o_req_t *req, server *srv, int kind,
   wt->n = wt->asked = 0;
   wt->now = now;
   return wt;
+}
+
+/* A decision's wait, when this worker's decisions may wait (else NULL:
+   the answer comes at once, into the caller's result). */
+static http_wait *wait_new(h2o_req_t *req, server *srv, int kind,
+                           int64_t now) {
+  if (!worker_of(req->conn->ctx)->may_wait) return NULL;
+  return wait_alloc(req, srv, kind, now);
 }
 
 /* The call went pending: hook the request's end. */
@@ -113,7 +124,7 @@ static int answer_check(h2o_req_t *req, server *srv, const eng_request *er,
   eng_result stack_res, *res = &stack_res;
   http_wait *wt = r.n ? wait_new(req, srv, W_CHECK, now) : NULL;
   if (wt) {
-    res = &wt->r;
+    res = &wt->u.r;
     wt->peek = peek;
     wt->n = r.n;
     wt->asked = asked;
@@ -124,7 +135,8 @@ static int answer_check(h2o_req_t *req, server *srv, const eng_request *er,
                  sizeof *skipped);
   }
   eng_query q = {.kind = ENG_QUERY_RULES, .req = &r, .now = now};
-  int rc = r.n ? engine_decide(w->et, &q, res, wt ? wait_done : NULL, wt) : 0;
+  int rc =
+      r.n ? engine_decide(w->et, &q, res, wt ? wait_done : NULL, wt) : 0;
   if (rc == ENG_PENDING) return wait_pending(wt);
   if (!r.n) { /* every descriptor was skipped: nothing applies */
     if (!config_domain(engine_config(srv->eng), r.domain, r.domain_len)) {
@@ -181,7 +193,7 @@ static int get_throttle(h2o_req_t *req, server *srv, int peek) {
   int64_t now = clock_wall_ns();
   eng_result stack_res, *res = &stack_res;
   http_wait *wt = wait_new(req, srv, W_THROTTLE, now);
-  if (wt) res = &wt->r;
+  if (wt) res = &wt->u.r;
   eng_query q = {.kind = ENG_QUERY_POLICY,
                  .key = key->value,
                  .key_len = key->value_len,
@@ -197,26 +209,14 @@ static int get_throttle(h2o_req_t *req, server *srv, int peek) {
   return sent;
 }
 
-/* A reset waiting for Redis (fleet mode, either): dropped with its request
-   if the client goes away first (the hook, as http_wait's). */
-typedef struct reset_wait {
-  h2o_req_t *req; /* NULL once the request is gone */
-  struct reset_wait **hook;
-  eng_reset r;
-} reset_wait;
-
-static void reset_hook_dispose(void *p) {
-  reset_wait **hook = p;
-  if (*hook) (*hook)->req = NULL;
-}
-
+/* A reset's answer, when it waited for Redis (fleet mode, either). */
 static void reset_done(void *ud, int rc, eng_reset *r) {
-  reset_wait *rw = ud;
-  if (rw->req) {
-    *rw->hook = NULL;
-    http_render_reset(rw->req, rc, r);
+  http_wait *wt = ud;
+  if (wt->req) {
+    *wt->hook = NULL;
+    http_render_reset(wt->req, rc, r);
   }
-  free(rw);
+  free(wt);
 }
 
 /* ?key=K[&policy=SPEC]: an ad-hoc key under that policy, or under every
@@ -249,31 +249,23 @@ static int admin_reset(h2o_req_t *req, server *srv) {
       return http_send_error(req, 400, "key= or domain= (with descriptor "
                                   "entries) is required");
   }
-  reset_wait *rw = malloc(sizeof *rw);
-  if (!rw) {
+  http_wait *wt = wait_alloc(req, srv, W_RESET, 0);
+  if (!wt) {
     json_decref(root);
     return http_send_error(req, 503, "out of memory");
   }
-  rw->req = req;
-  rw->hook = NULL;
   eng_query q = {.kind = key ? ENG_QUERY_POLICY : ENG_QUERY_RULES,
                  .req = &er,
                  .key = key ? key->value : NULL,
                  .key_len = key ? key->value_len : 0,
                  .spec = pol ? pol->value : NULL,
                  .spec_len = pol ? pol->value_len : 0};
-  int rc = engine_reset(w->et, &q, &rw->r, reset_done, rw);
-  if (rc == ENG_PENDING) {
-    /* (the engine copied what it needs from er: the body can go) */
-    json_decref(root);
-    rw->hook = h2o_mem_alloc_shared(&req->pool, sizeof *rw->hook,
-                                    reset_hook_dispose);
-    *rw->hook = rw;
-    return 0;
-  }
-  int sent = http_render_reset(req, rc, &rw->r);
+  int rc = engine_reset(w->et, &q, &wt->u.reset, reset_done, wt);
+  /* (the engine copied what it needs from er: the body can go) */
   json_decref(root);
-  free(rw);
+  if (rc == ENG_PENDING) return wait_pending(wt);
+  int sent = http_render_reset(req, rc, &wt->u.reset);
+  free(wt);
   return sent;
 }
 
