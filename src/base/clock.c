@@ -19,7 +19,8 @@ static int64_t read_clock(clockid_t id) {
 
 int64_t clock_wall_ns(void) {
   const clock_source *s = atomic_load_explicit(&source, memory_order_acquire);
-  int64_t now = s && s->wall_ns ? s->wall_ns(s->ud) : read_clock(CLOCK_REALTIME);
+  int64_t now =
+      s && s->wall_ns ? s->wall_ns(s->ud) : read_clock(CLOCK_REALTIME);
   return now + atomic_load_explicit(&skew_ns, memory_order_relaxed);
 }
 

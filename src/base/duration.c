@@ -6,10 +6,8 @@
 #include <string.h>
 
 const duration_unit duration_units[DURATION_NUNITS] = {
-    {"ms", INT64_C(1000000)},
-    {"s", INT64_C(1000000000)},
-    {"m", INT64_C(60000000000)},
-    {"h", INT64_C(3600000000000)},
+    {"ms", INT64_C(1000000)},       {"s", INT64_C(1000000000)},
+    {"m", INT64_C(60000000000)},    {"h", INT64_C(3600000000000)},
     {"d", INT64_C(86400000000000)},
 };
 

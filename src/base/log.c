@@ -19,8 +19,7 @@ static void to_stderr(const char *level, const char *msg) {
   gmtime_r(&ts.tv_sec, &tm);
   char when[32];
   strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-  fprintf(stderr, "%s.%03ldZ %s: %s\n", when, ts.tv_nsec / 1000000, level,
-          msg);
+  fprintf(stderr, "%s.%03ldZ %s: %s\n", when, ts.tv_nsec / 1000000, level, msg);
 }
 
 void log_msg(const char *level, const char *fmt, ...) {

@@ -8,14 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fmt.h"
-
 void strbuf_init_with(strbuf *b, char *mem, size_t cap) {
   *b = (strbuf){mem, 0, cap, 0, 1};
   if (cap) mem[0] = '\0';
 }
 
-int strbuf_reserve(strbuf *b, size_t more) {
+int strbuf_grow(strbuf *b, size_t more) {
   if (b->len + more + 1 <= b->cap) return 0; /* + 1: the NUL */
   size_t cap = b->cap > 64 ? b->cap : 64;
   while (cap < b->len + more + 1) {
@@ -37,13 +35,6 @@ int strbuf_reserve(strbuf *b, size_t more) {
   return 0;
 }
 
-void strbuf_add(strbuf *b, const void *s, size_t n) {
-  if (strbuf_reserve(b, n)) return;
-  if (n) memcpy(b->p + b->len, s, n);
-  b->len += n;
-  b->p[b->len] = '\0';
-}
-
 void strbuf_addf(strbuf *b, const char *fmt, ...) {
   char tmp[256];
   va_list ap;
@@ -60,11 +51,6 @@ void strbuf_addf(strbuf *b, const char *fmt, ...) {
   vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
   va_end(ap);
   b->len += (size_t)n;
-}
-
-void strbuf_add_i64(strbuf *b, int64_t v) {
-  char tmp[FMT_INT_MAX];
-  strbuf_add(b, tmp, fmt_i64(tmp, v));
 }
 
 char *strbuf_take(strbuf *b) {

@@ -14,6 +14,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+#include "fmt.h"
 
 typedef struct strbuf {
   char *p;      /* the bytes (NULL until the first append) */
@@ -24,17 +27,36 @@ typedef struct strbuf {
 } strbuf;
 
 /* An empty buffer on the heap: strbuf b = STRBUF_INIT; */
-#define STRBUF_INIT {NULL, 0, 0, 0, 0}
+#define STRBUF_INIT                                                            \
+  { NULL, 0, 0, 0, 0 }
 
 /* An empty buffer that starts in mem[0..cap) (the caller's, not freed). */
 void strbuf_init_with(strbuf *b, char *mem, size_t cap);
 
-/* Room for `more` bytes after len: 0, or -1 with oom set. */
-int strbuf_reserve(strbuf *b, size_t more);
+/* Grows b to hold `more` bytes after len: 0, or -1 with oom set. */
+int strbuf_grow(strbuf *b, size_t more);
 
-void strbuf_add(strbuf *b, const void *s, size_t n);
-void strbuf_addf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void strbuf_add_i64(strbuf *b, int64_t v);
+/* Room for `more` bytes after len: 0, or -1 with oom set. Inline, as the
+   appends below: a reply is built of many small ones, and most fit. */
+static inline int strbuf_reserve(strbuf *b, size_t more) {
+  return b->len + more < b->cap ? 0 : strbuf_grow(b, more); /* (+ the NUL) */
+}
+
+static inline void strbuf_add(strbuf *b, const void *s, size_t n) {
+  if (strbuf_reserve(b, n)) return;
+  if (n) memcpy(b->p + b->len, s, n);
+  b->len += n;
+  b->p[b->len] = '\0';
+}
+
+void strbuf_addf(strbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static inline void strbuf_add_i64(strbuf *b, int64_t v) {
+  if (strbuf_reserve(b, FMT_INT_MAX)) return;
+  b->len += fmt_i64(b->p + b->len, v);
+  b->p[b->len] = '\0';
+}
 
 /* A string literal, its length counted by the compiler. */
 #define STRBUF_LIT(b, lit) strbuf_add((b), (lit), sizeof(lit) - 1)

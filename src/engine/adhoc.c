@@ -19,7 +19,8 @@ size_t adhoc_count(engine *e) {
 const adhoc_entry *adhoc_find(engine *e, const char *canon, size_t len) {
   size_t n = adhoc_count(e);
   for (size_t i = 0; i < n; i++)
-    if (strlen(e->adhoc[i].canon) == len && !memcmp(e->adhoc[i].canon, canon, len))
+    if (strlen(e->adhoc[i].canon) == len &&
+        !memcmp(e->adhoc[i].canon, canon, len))
       return &e->adhoc[i];
   return NULL;
 }
@@ -71,8 +72,8 @@ static const adhoc_entry *refuse(eng_result *out, int *rc, int code,
 
 /* Policy p, checked by the backend, as an entry: NULL (refused) when the
    backend cannot decide it or there is no room for it. */
-static const adhoc_entry *adhoc_checked(engine *e, const sl_policy *p,
-                                        int *rc, eng_result *out) {
+static const adhoc_entry *adhoc_checked(engine *e, const sl_policy *p, int *rc,
+                                        eng_result *out) {
   eng_backend *b = e->backend;
   char why[160] = "";
   char canon[64];

@@ -34,11 +34,11 @@ typedef struct eng_name {
 
 /* One check of a decision. */
 typedef struct eng_check {
-  sl_check c;         /* this daemon's limiter, the key, the cost, shadow */
+  sl_check c; /* this daemon's limiter, the key, the cost, shadow */
   eng_name name;
-  sl_limiter *local;  /* on_store_error: local's limiter, else NULL */
-  int on_error;       /* what it does when the store fails (a
-                         cfg_store_error, never DEFAULT) */
+  sl_limiter *local; /* on_store_error: local's limiter, else NULL */
+  int on_error;      /* what it does when the store fails (a
+                        cfg_store_error, never DEFAULT) */
 } eng_check;
 
 /* One request's checks, decided all-or-nothing. */
@@ -93,8 +93,8 @@ typedef struct eng_backend_ops {
   /* Forgets f's states, filling out (dropped, keys, failed, err): the
      returns of engine_reset (0, ENG_PENDING, ENG_ESTORE, ENG_EREMOTE,
      SL_ENOMEM); done as decide's. */
-  int (*reset)(eng_backend *b, void *bt, const eng_forgets *f,
-               eng_reset *out, eng_reset_fn done, void *ud);
+  int (*reset)(eng_backend *b, void *bt, const eng_forgets *f, eng_reset *out,
+               eng_reset_fn done, void *ud);
   /* lim is about to be freed (a reload): the backend drops what it keeps
      of it. Under the limiter lock. NULL: nothing kept. */
   void (*forget)(eng_backend *b, const sl_limiter *lim);

@@ -85,19 +85,17 @@ void request_tag(const cfg_domain *dom, const eng_request *req,
     }
 }
 
-int request_valid(const gen *g, const eng_request *req,
-                  const cfg_domain **dom, char *msg, size_t msg_len) {
+int request_valid(const gen *g, const eng_request *req, const cfg_domain **dom,
+                  char *msg, size_t msg_len) {
   *dom = config_domain(g->cfg, req->domain, req->domain_len);
   if (!*dom) {
     snprintf(msg, msg_len, "unknown domain '%.*s'",
-             (int)(req->domain_len < 200 ? req->domain_len : 200),
-             req->domain);
+             (int)(req->domain_len < 200 ? req->domain_len : 200), req->domain);
     return ENG_EDOMAIN;
   }
   int bad = req->n == 0 || req->n > ENG_MAX_DESCRIPTORS;
   for (size_t i = 0; !bad && i < req->n; i++)
-    bad = req->descriptors[i].n == 0 ||
-          req->descriptors[i].n > ENG_MAX_ENTRIES;
+    bad = req->descriptors[i].n == 0 || req->descriptors[i].n > ENG_MAX_ENTRIES;
   if (bad) {
     snprintf(msg, msg_len,
              "descriptors: 1 to %d, each 1 to %d entries of at most %d "
@@ -185,8 +183,7 @@ static void finish(engine_thread *t, const finish_ctx *f, eng_result *out,
   for (size_t c = 0; c < f->nc; c++) out->st[f->check_of[c]].d = dec[c];
   out->allowed = all && !f->blocked;
   count_rules(t, out, f->sid);
-  metric_add(&t->m, e->mid[out->allowed ? M_CHECK_ALLOWED : M_CHECK_DENIED],
-             1);
+  metric_add(&t->m, e->mid[out->allowed ? M_CHECK_ALLOWED : M_CHECK_DENIED], 1);
   rank(out, f->ndesc);
 }
 
@@ -201,8 +198,8 @@ static void decided(void *ud, const sl_decision *dec, int all) {
 }
 
 /* The message of a failed decision (rc an SL_E* code). */
-static void decision_msg(const eng_query *q, const eng_check *checks,
-                         size_t nc, int rc, char *msg, size_t len) {
+static void decision_msg(const eng_query *q, const eng_check *checks, size_t nc,
+                         int rc, char *msg, size_t len) {
   if (rc != SL_ECOST) {
     snprintf(msg, len, "%s", eng_error_of(rc)->message);
     return;
@@ -276,8 +273,8 @@ static uint32_t detailed_series(engine_thread *t, const cfg_limit *l,
                                 uint32_t base, const cfg_entry *last) {
   if (!l->detailed_metric || last->value_len >= sizeof t->detail_cache[0].value)
     return base;
-  uint64_t h = fnv1a((uint64_t)(uintptr_t)l * 0x9e3779b97f4a7c15u,
-                     last->value, last->value_len);
+  uint64_t h = fnv1a((uint64_t)(uintptr_t)l * 0x9e3779b97f4a7c15u, last->value,
+                     last->value_len);
   size_t slot = (size_t)(h >> 32) % DETAIL_CACHE;
   if (t->detail_cache[slot].limit == l &&
       t->detail_cache[slot].len == last->value_len &&
@@ -289,9 +286,8 @@ static uint32_t detailed_series(engine_thread *t, const cfg_limit *l,
   const char *dot = strchr(l->rule, '.');
   snprintf(dom, sizeof dom, "%.*s",
            (int)(dot ? (size_t)(dot - l->rule) : strlen(l->rule)), l->rule);
-  uint32_t s = base < MAX_SERIES
-                   ? metrics_series(t->e->metrics, dom, rule, base)
-                   : base;
+  uint32_t s =
+      base < MAX_SERIES ? metrics_series(t->e->metrics, dom, rule, base) : base;
   if (s >= MAX_SERIES) s = base;
   /* Cached whatever it is (a roll-up too): the lock is not taken again. */
   t->detail_cache[slot].limit = l;
@@ -323,7 +319,8 @@ static int matched_limits(const cfg_domain *dom, const eng_request *req,
   for (size_t a = 0; a < nl; a++)
     for (size_t r = 0; r < all[a]->nreplaces; r++)
       for (size_t b = 0; b < nl; b++)
-        if (b != a && all[b]->name && !strcmp(all[b]->name, all[a]->replaces[r]))
+        if (b != a && all[b]->name &&
+            !strcmp(all[b]->name, all[a]->replaces[r]))
           dropped[b] = 1;
   int n = 0;
   for (size_t i = 0; i < nl; i++)
@@ -338,8 +335,8 @@ static int matched_limits(const cfg_domain *dom, const eng_request *req,
    nothing: unlimited, or blocked — requests_per_unit: 0, every request
    over the limit for good: no retry_after, reset at the end of the rule's
    window). */
-static void status_of(eng_status *s, const cfg_limit *l, int desc,
-                      int64_t cost, int64_t now) {
+static void status_of(eng_status *s, const cfg_limit *l, int desc, int64_t cost,
+                      int64_t now) {
   memset(s, 0, sizeof *s);
   s->limit = l;
   s->policy_str = l->policy_str;
@@ -358,8 +355,8 @@ static void status_of(eng_status *s, const cfg_limit *l, int desc,
   }
 }
 
-static int decide_rules(engine_thread *t, const eng_query *q,
-                        eng_result *out, eng_done_fn done, void *ud) {
+static int decide_rules(engine_thread *t, const eng_query *q, eng_result *out,
+                        eng_done_fn done, void *ud) {
   engine *e = t->e;
   gen *g = t->g;
   const eng_request *req = q->req;
@@ -378,7 +375,9 @@ static int decide_rules(engine_thread *t, const eng_query *q,
   size_t key_len[ENG_MAX_DESCRIPTORS];
   int have_key[ENG_MAX_DESCRIPTORS] = {0};
   eng_check checks[ENG_MAX_STATUSES];
-  finish_ctx f = {.ndesc = req->n};
+  finish_ctx f; /* (filled as far as it is read: no 800-byte memset) */
+  f.adhoc = f.blocked = 0;
+  f.ndesc = req->n;
   size_t nc = 0;
   for (int i = 0; i < nl; i++) {
     const cfg_limit *l = lims[i];
@@ -386,8 +385,8 @@ static int decide_rules(engine_thread *t, const eng_query *q,
     const eng_descriptor *d = &req->descriptors[k];
     int64_t cost = d->hits >= 0 ? d->hits : req->hits;
     status_of(&out->st[out->n], l, k, cost, q->now);
-    f.sid[out->n] = detailed_series(t, l, g->series[l->index],
-                                    &d->entries[d->n - 1]);
+    f.sid[out->n] =
+        detailed_series(t, l, g->series[l->index], &d->entries[d->n - 1]);
     if (l->blocked && !l->shadow && cost > 0) f.blocked = 1;
     if (!l->unlimited && !l->blocked) {
       if (!have_key[k]) {
@@ -398,11 +397,11 @@ static int decide_rules(engine_thread *t, const eng_query *q,
         }
         have_key[k] = 1;
       }
-      checks[nc] = (eng_check){
-          {g->lims[l->index], keys[k], key_len[k], cost, l->shadow},
-          {'r', l->rule, l->policy_str},
-          g->local[l->index],
-          limit_mode(e, l)};
+      checks[nc] =
+          (eng_check){{g->lims[l->index], keys[k], key_len[k], cost, l->shadow},
+                      {'r', l->rule, l->policy_str},
+                      g->local[l->index],
+                      limit_mode(e, l)};
       f.check_of[nc++] = out->n;
     }
     out->n++;
@@ -418,8 +417,8 @@ static int decide_rules(engine_thread *t, const eng_query *q,
 
 /* ---- an ad-hoc policy ---- */
 
-static int decide_policy(engine_thread *t, const eng_query *q,
-                         eng_result *out, eng_done_fn done, void *ud) {
+static int decide_policy(engine_thread *t, const eng_query *q, eng_result *out,
+                         eng_done_fn done, void *ud) {
   int rc;
   const adhoc_entry *a = adhoc_of(t, q, &rc, out);
   if (!a) return rc;
@@ -437,7 +436,10 @@ static int decide_policy(engine_thread *t, const eng_query *q,
                      {'a', a->canon, NULL},
                      a->local,
                      limit_mode(t->e, NULL)};
-  finish_ctx f = {.adhoc = 1, .ndesc = 1};
+  finish_ctx f; /* (an ad-hoc policy reads no check_of or sid) */
+  f.adhoc = 1;
+  f.blocked = 0;
+  f.ndesc = 1;
   return run(t, q, &check, 1, "", 0, &f, out, done, ud);
 }
 

@@ -177,9 +177,8 @@ static const metric_def engine_metric_defs[M_COUNT] = {
                           "Decisions per config rule: allowed, denied, or "
                           "shadow_denied (a shadow-mode rule that would "
                           "have denied)."},
-    [M_RULE_NEAR_LIMIT] = {"sluice_rule_near_limit_total", NULL,
-                           METRIC_COUNTER, METRIC_SERIES_NEAR,
-                           METRIC_GROUP_DECISIONS,
+    [M_RULE_NEAR_LIMIT] = {"sluice_rule_near_limit_total", NULL, METRIC_COUNTER,
+                           METRIC_SERIES_NEAR, METRIC_GROUP_DECISIONS,
                            "Allowed decisions that left less than 20% of "
                            "the rule's quota."},
     [M_CHECK_ALLOWED] = {"sluice_decisions_total",
@@ -191,9 +190,8 @@ static const metric_def engine_metric_defs[M_COUNT] = {
                         "kind=\"check\",result=\"denied\"", METRIC_COUNTER,
                         METRIC_THREADS, METRIC_GROUP_DECISIONS, NULL},
     [M_ADHOC_ALLOWED] = {"sluice_decisions_total",
-                         "kind=\"throttle\",result=\"allowed\"",
-                         METRIC_COUNTER, METRIC_THREADS,
-                         METRIC_GROUP_DECISIONS, NULL},
+                         "kind=\"throttle\",result=\"allowed\"", METRIC_COUNTER,
+                         METRIC_THREADS, METRIC_GROUP_DECISIONS, NULL},
     [M_ADHOC_DENIED] = {"sluice_decisions_total",
                         "kind=\"throttle\",result=\"denied\"", METRIC_COUNTER,
                         METRIC_THREADS, METRIC_GROUP_DECISIONS, NULL},
@@ -224,14 +222,13 @@ static const metric_def engine_metric_defs[M_COUNT] = {
                     "was reached."},
     [M_STORE_KEYS] = {"sluice_store_keys", NULL, METRIC_GAUGE, METRIC_GLOBAL,
                       METRIC_GROUP_DAEMON, "Keys held by the store."},
-    [M_STORE_BYTES] = {"sluice_store_bytes", NULL, METRIC_GAUGE,
-                       METRIC_GLOBAL, METRIC_GROUP_DAEMON,
-                       "Bytes held by the store."},
+    [M_STORE_BYTES] = {"sluice_store_bytes", NULL, METRIC_GAUGE, METRIC_GLOBAL,
+                       METRIC_GROUP_DAEMON, "Bytes held by the store."},
     [M_STORE_MAX_BYTES] = {"sluice_store_max_bytes", NULL, METRIC_GAUGE,
                            METRIC_GLOBAL, METRIC_GROUP_DAEMON,
                            "The store's memory cap."},
-    [M_STORE_EXPIRED] = {"sluice_store_expirations_total", NULL,
-                         METRIC_COUNTER, METRIC_GLOBAL, METRIC_GROUP_DAEMON,
+    [M_STORE_EXPIRED] = {"sluice_store_expirations_total", NULL, METRIC_COUNTER,
+                         METRIC_GLOBAL, METRIC_GROUP_DAEMON,
                          "Keys dropped because they were back to fresh."},
     [M_STORE_EVICTED] = {"sluice_store_evictions_total", NULL, METRIC_COUNTER,
                          METRIC_GLOBAL, METRIC_GROUP_DAEMON,
@@ -266,8 +263,8 @@ static int register_metrics(engine *e) {
 
 engine *engine_new(const engine_opts *opts, sl_config *cfg, char *err,
                    size_t err_len) {
-  eng_backend *backend = opts && opts->backend ? opts->backend
-                                               : memory_backend();
+  eng_backend *backend =
+      opts && opts->backend ? opts->backend : memory_backend();
   engine *e = calloc(1, sizeof *e);
   if (!e) {
     snprintf(err, err_len, "out of memory");
@@ -451,7 +448,8 @@ void engine_thread_offline(engine_thread *t) {
 }
 
 void engine_thread_flush(engine_thread *t) {
-  if (t->e->backend->ops->flush) t->e->backend->ops->flush(t->e->backend, t->bt);
+  if (t->e->backend->ops->flush)
+    t->e->backend->ops->flush(t->e->backend, t->bt);
 }
 
 /* ---- what backends use ---- */
@@ -509,10 +507,12 @@ char *engine_metrics(engine *e, size_t *len) {
   const struct {
     int m;
     uint64_t v;
-  } store[] = {{M_STORE_KEYS, st.keys},         {M_STORE_BYTES, st.bytes},
+  } store[] = {{M_STORE_KEYS, st.keys},
+               {M_STORE_BYTES, st.bytes},
                {M_STORE_MAX_BYTES, st.max_memory},
                {M_STORE_EXPIRED, st.expirations},
-               {M_STORE_EVICTED, st.evictions}, {M_LIMITERS, st.limiters}};
+               {M_STORE_EVICTED, st.evictions},
+               {M_LIMITERS, st.limiters}};
   for (size_t i = 0; i < sizeof store / sizeof store[0]; i++)
     metrics_global_set(e->metrics, e->mid[store[i].m], store[i].v);
   /* The threads' values, summed under the thread list's lock. */

@@ -33,7 +33,7 @@
 #define ENG_MAX_ENTRIES 16     /* per descriptor */
 #define ENG_MAX_STATUSES 64    /* limits matched by one request */
 #define ENG_MAX_THREADS 256
-#define ENG_MAX_ADHOC 1024     /* distinct ad-hoc policies */
+#define ENG_MAX_ADHOC 1024 /* distinct ad-hoc policies */
 
 typedef struct engine engine;
 typedef struct engine_thread engine_thread;
@@ -140,7 +140,7 @@ typedef struct eng_result {
   int worst;                              /* most restrictive st[], or -1 */
   int by_descriptor[ENG_MAX_DESCRIPTORS]; /* most restrictive per
                                              descriptor, or -1 (no limit) */
-  char err[160]; /* a refused policy (SL_EPOLICY, ENG_EADHOC): why */
+  char err[160];         /* a refused policy (SL_EPOLICY, ENG_EADHOC): why */
   char msg[ENG_MSG_MAX]; /* on failure: what went wrong, for the client */
 } eng_result;
 
@@ -167,16 +167,16 @@ int engine_decide(engine_thread *t, const eng_query *q, eng_result *out,
 
 /* What a reset did. */
 typedef struct eng_reset {
-  int dropped;   /* (limit, key) states dropped: in memory mode the store's;
-                    in fleet mode those that had a Redis key (DEL said 1) or
-                    state on this daemon (a local or on_store_error: local
-                    limiter, or approximate mode's charges not yet pushed) */
-  int keys;      /* fleet mode: Redis keys it deleted (DELs sent or not) */
-  int failed;    /* ... of which Redis did not confirm the deletion (an
-                    error, a timeout, or down: not sent) */
+  int dropped;     /* (limit, key) states dropped: in memory mode the store's;
+                      in fleet mode those that had a Redis key (DEL said 1) or
+                      state on this daemon (a local or on_store_error: local
+                      limiter, or approximate mode's charges not yet pushed) */
+  int keys;        /* fleet mode: Redis keys it deleted (DELs sent or not) */
+  int failed;      /* ... of which Redis did not confirm the deletion (an
+                      error, a timeout, or down: not sent) */
   int unpublished; /* approximate mode: the PUBLISH that tells the other
                       daemons was not confirmed */
-  char err[160]; /* why (the first failure), or a policy's error */
+  char err[160];   /* why (the first failure), or a policy's error */
   char msg[ENG_MSG_MAX]; /* on failure: what went wrong, for the client */
 } eng_reset;
 

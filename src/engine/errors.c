@@ -17,7 +17,7 @@ static const eng_error table[] = {
     SL_ERRNO_MAP(LIB_ROW)
 #undef LIB_ROW
 #define ENG_ROW(name, code, status, msg) {code, #name, status, msg},
-    ENG_ERRNO_MAP(ENG_ROW)
+        ENG_ERRNO_MAP(ENG_ROW)
 #undef ENG_ROW
 };
 

@@ -16,11 +16,11 @@
 #include "sluice.h"
 
 /* The engine's codes: XX(NAME, code, HTTP status, message). */
-#define ENG_ERRNO_MAP(XX)                                                  \
-  XX(EDOMAIN, -100, 404, "unknown domain")                                 \
-  XX(EDESCRIPTOR, -101, 400, "empty, too many or too long descriptors")    \
-  XX(EADHOC, -102, 400, "too many distinct ad-hoc policies")               \
-  XX(EREMOTE, -103, 503, "this worker has no Redis client")                \
+#define ENG_ERRNO_MAP(XX)                                                      \
+  XX(EDOMAIN, -100, 404, "unknown domain")                                     \
+  XX(EDESCRIPTOR, -101, 400, "empty, too many or too long descriptors")        \
+  XX(EADHOC, -102, 400, "too many distinct ad-hoc policies")                   \
+  XX(EREMOTE, -103, 503, "this worker has no Redis client")                    \
   XX(ESTORE, -104, 503, "the store (Redis) failed")
 
 enum {

@@ -27,7 +27,7 @@ typedef struct gen {
                          limiters (NULL where a limit has none) */
   uint32_t *series;   /* per cfg->limits[i] */
   uint64_t version;
-  _Atomic int pins;   /* decisions waiting for the backend */
+  _Atomic int pins; /* decisions waiting for the backend */
 } gen;
 
 /* A limiter of the map that outlives generations, by (rule, policy). */
@@ -124,8 +124,7 @@ struct engine {
    daemon's (l NULL: an ad-hoc policy's). */
 int limit_mode(const engine *e, const cfg_limit *l);
 /* on_store_error: local's policy for p under limit l (NULL: ad-hoc). */
-sl_policy local_policy(const engine *e, const cfg_limit *l,
-                       const sl_policy *p);
+sl_policy local_policy(const engine *e, const cfg_limit *l, const sl_policy *p);
 /* Whether the backend's store can fail (on_store_error applies). */
 int engine_fallible(const engine *e);
 
@@ -152,7 +151,7 @@ void request_tag(const cfg_domain *dom, const eng_request *req,
 /* Checks the request's shape (a domain it names, 1..ENG_MAX_DESCRIPTORS
    descriptors of 1..ENG_MAX_ENTRIES entries); 0 or an ENG_E* code with
    msg written. */
-int request_valid(const gen *g, const eng_request *req,
-                  const cfg_domain **dom, char *msg, size_t msg_len);
+int request_valid(const gen *g, const eng_request *req, const cfg_domain **dom,
+                  char *msg, size_t msg_len);
 
 #endif /* SLUICE_ENGINE_INTERNAL_H */

@@ -12,7 +12,7 @@
 #include "../base/hash.h"
 
 static const int64_t hist_bounds[HIST_BUCKETS] = {
-    1000,   2500,   5000,    10000,   25000,   50000,
+    1000,   2500,   5000,   10000,   25000,   50000,
     100000, 250000, 500000, 1000000, 10000000};
 
 typedef struct series {
@@ -214,8 +214,8 @@ static void render_histogram(FILE *f, const char *name, int id,
             (double)hist_bounds[k] / 1e9, (unsigned long long)cum);
   }
   cum += b[HIST_BUCKETS];
-  fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9f\n%s_count %llu\n",
-          name, (unsigned long long)cum, name, (double)sum_ns / 1e9, name,
+  fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9f\n%s_count %llu\n", name,
+          (unsigned long long)cum, name, (double)sum_ns / 1e9, name,
           (unsigned long long)count);
 }
 
@@ -236,7 +236,8 @@ static void render_series(FILE *f, metrics *m, const metric_def *d,
         fprintf(f, "\",result=\"%s\"} %llu\n", results[k],
                 (unsigned long long)ser[s * S_N + k]);
       else
-        fprintf(f, "\"} %llu\n", (unsigned long long)ser[s * S_N + S_NEAR_LIMIT]);
+        fprintf(f, "\"} %llu\n",
+                (unsigned long long)ser[s * S_N + S_NEAR_LIMIT]);
     }
   }
   pthread_mutex_unlock(&m->series_lock);
@@ -258,8 +259,8 @@ static uint64_t value_of(metrics *m, size_t i, metric_slots *const *threads,
 }
 
 /* The series' counters summed over the threads (calloc'd), or NULL. */
-static uint64_t *sum_series(metrics *m, metric_slots *const *threads,
-                            size_t n, size_t *ns) {
+static uint64_t *sum_series(metrics *m, metric_slots *const *threads, size_t n,
+                            size_t *ns) {
   *ns = atomic_load_explicit(&m->nseries, memory_order_acquire);
   uint64_t *ser = calloc(*ns ? *ns * S_N : 1, sizeof *ser);
   for (size_t t = 0; ser && t < n; t++)
@@ -288,13 +289,12 @@ char *metrics_render(metrics *m, metric_slots *const *threads, size_t n,
       const metric_def *d = &m->defs[i];
       if (d->group != group) continue;
       if (!family || strcmp(family, d->name))
-        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", d->name, d->help,
-                d->name, type_name(d->kind));
+        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", d->name, d->help, d->name,
+                type_name(d->kind));
       family = d->name;
       if (d->kind == METRIC_HISTOGRAM) {
         render_histogram(f, d->name, m->id[i], threads, n);
-      } else if (d->scope == METRIC_SERIES ||
-                 d->scope == METRIC_SERIES_NEAR) {
+      } else if (d->scope == METRIC_SERIES || d->scope == METRIC_SERIES_NEAR) {
         render_series(f, m, d, ser, ns);
       } else {
         uint64_t v = value_of(m, i, threads, n);

@@ -21,9 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define METRICS_MAX 64    /* counters and gauges, all registrants */
+#define METRICS_MAX 64 /* counters and gauges, all registrants */
 #define HISTOGRAMS_MAX 4
-#define MAX_SERIES 65536  /* per-rule series */
+#define MAX_SERIES 65536 /* per-rule series */
 #define SERIES_CHUNK 256
 #define SERIES_NONE UINT32_MAX /* a series_of base: none (a rule's own) */
 
@@ -75,7 +75,7 @@ typedef struct metric_def {
   metric_kind kind;
   metric_scope scope;
   int group;
-  const char *help;   /* the family's (its first metric's is used) */
+  const char *help; /* the family's (its first metric's is used) */
 } metric_def;
 
 typedef struct metrics metrics;

@@ -105,11 +105,11 @@ struct approx {
   pthread_mutex_t threads_lock;
   approx_thread *threads[ENG_MAX_THREADS];
   unsigned char delta_key[crypto_shorthash_KEYBYTES]; /* delta_hash's */
-  char instance[17];     /* this daemon, in its resets' PUBLISH */
-  char channel[64];      /* the resets' channel */
-  delta_table *round;    /* the sync thread's, taken to apply */
+  char instance[17];          /* this daemon, in its resets' PUBLISH */
+  char channel[64];           /* the resets' channel */
+  delta_table *round;         /* the sync thread's, taken to apply */
   pthread_mutex_t carry_lock; /* the carry, and resets */
-  delta_table *carry;    /* charges to push again next round */
+  delta_table *carry;         /* charges to push again next round */
   int m_stats[APPROX_COUNT], m_subscribed;
 };
 
@@ -247,8 +247,7 @@ static void note_charge(approx_thread *at, const eng_check *c, uint64_t h) {
       d->key_len = (uint32_t)key_len;
       memcpy(d->key, key, key_len);
       d->rkey = (char *)d->key + key_len;
-      d->rkey_len = (uint32_t)redis_key(d->rkey, "", 0, &c->name, key,
-                                        key_len);
+      d->rkey_len = (uint32_t)redis_key(d->rkey, "", 0, &c->name, key, key_len);
       if (delta_link(at->dt, d)) d = NULL;
     }
   }
@@ -601,7 +600,10 @@ static int approx_attach(eng_backend *b, engine *e, char *err, size_t len) {
        "here (this daemon's state for their keys dropped)."},
   };
   static const metric_def subscribed = {
-      "sluice_sync_resets_subscribed", NULL, METRIC_GAUGE, METRIC_GLOBAL,
+      "sluice_sync_resets_subscribed",
+      NULL,
+      METRIC_GAUGE,
+      METRIC_GLOBAL,
       METRIC_GROUP_BACKEND,
       "Approximate mode: 1 while the sync thread is subscribed to the "
       "resets other daemons publish (0: it would miss them)."};
@@ -682,9 +684,9 @@ eng_backend *fleet_approx_new(const fleet_opts *o) {
   pthread_mutex_init(&a->threads_lock, NULL);
   pthread_mutex_init(&a->carry_lock, NULL);
   randombytes_buf(a->delta_key, sizeof a->delta_key);
-  snprintf(
-      a->instance, sizeof a->instance, "%016llx",
-      (unsigned long long)randombytes_random() << 32 | randombytes_random());
+  snprintf(a->instance, sizeof a->instance, "%016llx",
+           (unsigned long long)randombytes_random() << 32 |
+               randombytes_random());
   /* (channels are not per database: a fleet's are told apart by its db) */
   snprintf(a->channel, sizeof a->channel, "sl:reset:%d", o->db);
   return &a->base;

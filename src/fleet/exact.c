@@ -54,8 +54,8 @@ typedef struct job_check {
   sl_limiter *local; /* on_store_error: local's limiter, else NULL */
   const void *lkey;  /* its key (the descriptor's) */
   size_t lkey_len;
-  int mode;          /* on_store_error */
-  unsigned group;    /* calls of one slot */
+  int mode;       /* on_store_error */
+  unsigned group; /* calls of one slot */
 } job_check;
 
 typedef struct job_group {
@@ -114,8 +114,7 @@ static void fallback_fixed(const job_check *c, int deny, int64_t retry_ns,
 static void job_fallback(job *j, int64_t now) {
   exact_thread *xt = j->xt;
   int64_t retry =
-      (int64_t)(xt->x->o.breaker_ms > 0 ? xt->x->o.breaker_ms : 1000) *
-      1000000;
+      (int64_t)(xt->x->o.breaker_ms > 0 ? xt->x->o.breaker_ms : 1000) * 1000000;
   int deny = 0;
   for (size_t c = 0; c < j->nc; c++)
     if (j->c[c].mode == CFG_STORE_ERROR_DENY && !j->c[c].rc.shadow &&
@@ -287,8 +286,8 @@ static void batch_reply(void *ud, const redisReply *r, const char *err) {
 static void batch_send(exact_thread *xt, job_group **q, size_t n) {
   rs_request reqs[RS_BATCH_MAX];
   for (size_t i = 0; i < n; i++)
-    reqs[i] = (rs_request){&q[i]->call, q[i]->words, q[i]->keys_len,
-                           q[i]->words_len};
+    reqs[i] =
+        (rs_request){&q[i]->call, q[i]->words, q[i]->keys_len, q[i]->words_len};
   char *cmd = NULL;
   size_t len = 0;
   batch *b = malloc(sizeof *b + n * sizeof *b->g);
@@ -377,8 +376,8 @@ static job *job_new(exact_thread *xt, const eng_decision *q) {
     job_check *jc = &j->c[c];
     jc->rc.policy = sl_limiter_policy(ck->c.limiter);
     jc->rc.key = p;
-    jc->rc.key_len = redis_key(p, q->tag, q->tag_len, &ck->name, ck->c.key,
-                               ck->c.key_len);
+    jc->rc.key_len =
+        redis_key(p, q->tag, q->tag_len, &ck->name, ck->c.key, ck->c.key_len);
     p += jc->rc.key_len;
     jc->rc.cost = ck->c.cost;
     jc->rc.shadow = ck->c.shadow;

@@ -50,7 +50,6 @@ eng_backend *fleet_approx_new(const fleet_opts *o);
 
 /* The Redis transport of worker thread t (an engine_thread of an engine
    on either backend): its decisions' (exact mode) and resets' calls. */
-void fleet_thread_set_transport(engine_thread *t, fleet_send_fn send,
-                                void *io);
+void fleet_thread_set_transport(engine_thread *t, fleet_send_fn send, void *io);
 
 #endif /* SLUICE_FLEET_H */

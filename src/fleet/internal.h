@@ -31,8 +31,7 @@ typedef struct unlink_opts {
   const char *instance; /* publish: this daemon, 16 hex digits */
 } unlink_opts;
 
-int fleet_unlink(const fleet_io *io, const unlink_opts *o,
-                 const eng_forgets *f, const int *had, eng_reset *out,
-                 eng_reset_fn done, void *ud);
+int fleet_unlink(const fleet_io *io, const unlink_opts *o, const eng_forgets *f,
+                 const int *had, eng_reset *out, eng_reset_fn done, void *ud);
 
 #endif /* SLUICE_FLEET_INTERNAL_H */

@@ -12,8 +12,8 @@ size_t key_id_len(const eng_name *n) {
   return strlen(n->id_a) + (n->id_b ? 1 + strlen(n->id_b) : 0);
 }
 
-size_t redis_key(char *dst, const char *tag, size_t tag_len,
-                 const eng_name *n, const void *key, size_t key_len) {
+size_t redis_key(char *dst, const char *tag, size_t tag_len, const eng_name *n,
+                 const void *key, size_t key_len) {
   size_t la = strlen(n->id_a), lb = n->id_b ? strlen(n->id_b) : 0;
   size_t len = 4;
   memcpy(dst, "sl:{", 4);

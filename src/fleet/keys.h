@@ -24,7 +24,7 @@
 
 /* The most bytes redis_key writes for a tag, a name and a key of these
    lengths. */
-#define REDIS_KEY_MAX(tag_len, id_len, key_len) \
+#define REDIS_KEY_MAX(tag_len, id_len, key_len)                                \
   (4 + (tag_len) + 2 + 20 + 1 + (id_len) + 1 + (key_len))
 
 /* The length of n's ID. */
@@ -32,8 +32,8 @@ size_t key_id_len(const eng_name *n);
 
 /* Writes the state key of (tag, n, key) at dst (REDIS_KEY_MAX bytes);
    returns its length. */
-size_t redis_key(char *dst, const char *tag, size_t tag_len,
-                 const eng_name *n, const void *key, size_t key_len);
+size_t redis_key(char *dst, const char *tag, size_t tag_len, const eng_name *n,
+                 const void *key, size_t key_len);
 
 /* A state key read back: its kind, ID and KEY (pointing into it). */
 typedef struct redis_key_parts {
@@ -48,7 +48,7 @@ typedef struct redis_key_parts {
 int redis_key_parse(const char *k, size_t len, redis_key_parts *out);
 
 /* A command of argc arguments as RESP, formatted by hiredis: malloc'd,
-   *len bytes, or NULL (out of memory). */
+ *len bytes, or NULL (out of memory). */
 char *resp_command(int argc, const char **argv, const size_t *lens,
                    size_t *len);
 

@@ -72,7 +72,7 @@ static void on_reply(void *ud, const redisReply *r, const char *err) {
   unlink_item *it = ud;
   unlink_job *j = it->j;
   if (it->publish) { /* its answer: how many daemons (of that node) heard */
-    const char *why = !r                            ? err
+    const char *why = !r                             ? err
                       : r->type == REDIS_REPLY_ERROR ? r->str
                                                      : "unexpected reply";
     if (!r || r->type != REDIS_REPLY_INTEGER) unpublished(j, why);
@@ -106,11 +106,11 @@ static int format(unlink_job *j, const unlink_opts *o, const eng_forgets *f,
     char *rkey =
         malloc(REDIS_KEY_MAX(f->tag_len, key_id_len(&x->name), x->key_len));
     if (!rkey) goto oom;
-    size_t rlen = redis_key(rkey, f->tag, f->tag_len, &x->name, x->key,
-                            x->key_len);
+    size_t rlen =
+        redis_key(rkey, f->tag, f->tag_len, &x->name, x->key, x->key_len);
     unlink_item *it = &j->it[j->n];
-    *it = (unlink_item){j, NULL, 0, o->cluster ? (int)rc_key_slot(rkey, rlen) : -1,
-                        had[i], 0};
+    *it = (unlink_item){
+        j, NULL, 0, o->cluster ? (int)rc_key_slot(rkey, rlen) : -1, had[i], 0};
     it->cmd = resp_command(2, (const char *[]){"UNLINK", rkey},
                            (const size_t[]){6, rlen}, &it->len);
     char *grown = o->channel ? realloc(names, names_len + 21 + rlen) : NULL;
@@ -130,8 +130,8 @@ static int format(unlink_job *j, const unlink_opts *o, const eng_forgets *f,
   }
   if (o->channel) {
     char head[32];
-    size_t hl = (size_t)snprintf(head, sizeof head, "sluice-reset %s\n",
-                                 o->instance);
+    size_t hl =
+        (size_t)snprintf(head, sizeof head, "sluice-reset %s\n", o->instance);
     char *msg = malloc(hl + names_len);
     if (!msg) goto oom;
     memcpy(msg, head, hl);
@@ -154,9 +154,8 @@ oom:
   return -1;
 }
 
-int fleet_unlink(const fleet_io *io, const unlink_opts *o,
-                 const eng_forgets *f, const int *had, eng_reset *out,
-                 eng_reset_fn done, void *ud) {
+int fleet_unlink(const fleet_io *io, const unlink_opts *o, const eng_forgets *f,
+                 const int *had, eng_reset *out, eng_reset_fn done, void *ud) {
   out->keys = (int)f->n;
   if (f->n == 0) return 0;
   unlink_job *j = calloc(1, sizeof *j);

@@ -346,9 +346,9 @@ static void slot_done(void *ud, int rc, eng_result *r) {
 }
 
 /*
- * Runs CALL (an engine_*_async call deciding into `r`, with slot_done and
- * `slot`) and leaves its rc in `rc`: in fleet mode with an answer to wait
- * for, the command's slot joins the queue and the handler returns.
+ * Runs CALL (an engine_decide deciding into `r`, with slot_done and `slot`)
+ * and leaves its rc in `rc`: in fleet mode with an answer to wait for, the
+ * command's slot joins the queue and the handler returns.
  */
 #define RESP_DECIDE(kind_, never_, CALL)                     \
   eng_result stack_r, *r = &stack_r;                         \
@@ -420,7 +420,8 @@ static void cmd_cl_throttle(resp_conn *c, const resp_cmd *cmd) {
                  .policy = &p,
                  .cost = never ? 0 : qty,
                  .now = now};
-  RESP_DECIDE(K_CL, never, engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
+  RESP_DECIDE(K_CL, never,
+              engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
     engine_error(c, r->msg);
     return;
@@ -475,8 +476,10 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
     d.entries[i] = (cfg_entry){cmd->argv[2 + 2 * i], cmd->len[2 + 2 * i],
                                cmd->argv[3 + 2 * i], cmd->len[3 + 2 * i]};
   eng_request req = {cmd->argv[1], cmd->len[1], &d, 1, hits};
-  eng_query q = {.kind = ENG_QUERY_RULES, .req = &req, .now = clock_wall_ns()};
-  RESP_DECIDE(K_SL_CHECK, 0, engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
+  eng_query q = {
+      .kind = ENG_QUERY_RULES, .req = &req, .now = clock_wall_ns()};
+  RESP_DECIDE(K_SL_CHECK, 0,
+              engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
     engine_error(c, r->msg);
     return;
@@ -651,33 +654,37 @@ static void cmd_client(resp_conn *c, const resp_cmd *cmd) {
  */
 typedef struct resp_command {
   const char *name;
+  size_t name_len; /* (NAME() fills both: no strlen per row per command) */
   int min_argc, max_argc;
   int before_auth;
   void (*run)(resp_conn *c, const resp_cmd *cmd);
   const char *arity_err;
 } resp_command;
 
+/* A row's name and its length. */
+#define NAME(s) s, sizeof(s) - 1
+
 static const resp_command commands[] = {
-    {"CL.THROTTLE", 5, 6, 0, cmd_cl_throttle,
+    {NAME("CL.THROTTLE"), 5, 6, 0, cmd_cl_throttle,
      "ERR Usage: cl.throttle <key> <max_burst> <count per period> <period> "
      "[<quantity>]"},
-    {"SL.THROTTLE", 3, 4, 0, cmd_sl_throttle,
+    {NAME("SL.THROTTLE"), 3, 4, 0, cmd_sl_throttle,
      "ERR wrong number of arguments for 'sl.throttle' command (SL.THROTTLE "
      "key policy [cost])"},
-    {"SL.CHECK", 4, -1, 0, cmd_sl_check, SL_CHECK_ARITY},
-    {"SL.RESET", 2, 3, 0, cmd_sl_reset,
+    {NAME("SL.CHECK"), 4, -1, 0, cmd_sl_check, SL_CHECK_ARITY},
+    {NAME("SL.RESET"), 2, 3, 0, cmd_sl_reset,
      "ERR wrong number of arguments for 'sl.reset' command (SL.RESET key "
      "[policy])"},
-    {"AUTH", 2, 3, 1, cmd_auth, NULL},
-    {"QUIT", 1, -1, 1, cmd_quit, NULL},
-    {"PING", 1, 2, 0, cmd_ping, NULL},
-    {"ECHO", 2, 2, 0, cmd_echo, NULL},
-    {"INFO", 1, -1, 0, cmd_info, NULL},
-    {"DBSIZE", 1, -1, 0, cmd_dbsize, NULL},
-    {"SELECT", 1, -1, 0, cmd_ok, NULL},
-    {"COMMAND", 1, -1, 0, cmd_empty, NULL},
-    {"CONFIG", 1, -1, 0, cmd_config, NULL},
-    {"CLIENT", 1, -1, 0, cmd_client, NULL},
+    {NAME("AUTH"), 2, 3, 1, cmd_auth, NULL},
+    {NAME("QUIT"), 1, -1, 1, cmd_quit, NULL},
+    {NAME("PING"), 1, 2, 0, cmd_ping, NULL},
+    {NAME("ECHO"), 2, 2, 0, cmd_echo, NULL},
+    {NAME("INFO"), 1, -1, 0, cmd_info, NULL},
+    {NAME("DBSIZE"), 1, -1, 0, cmd_dbsize, NULL},
+    {NAME("SELECT"), 1, -1, 0, cmd_ok, NULL},
+    {NAME("COMMAND"), 1, -1, 0, cmd_empty, NULL},
+    {NAME("CONFIG"), 1, -1, 0, cmd_config, NULL},
+    {NAME("CLIENT"), 1, -1, 0, cmd_client, NULL},
 };
 
 /* Runs one command: the table's row for it, its arity, AUTH. */
@@ -686,7 +693,9 @@ static void dispatch(resp_conn *c, const resp_cmd *cmd) {
   engine_count(c->w->et, EC_RESP_COMMANDS, 1);
   const resp_command *rc = NULL;
   for (size_t i = 0; i < sizeof commands / sizeof commands[0] && !rc; i++)
-    if (is(cmd, 0, commands[i].name)) rc = &commands[i];
+    if (cmd->len[0] == commands[i].name_len &&
+        !strncasecmp(cmd->argv[0], commands[i].name, commands[i].name_len))
+      rc = &commands[i];
   if ((!rc || !rc->before_auth) && c->w->srv->o.password && !c->authed) {
     out_err(c, "NOAUTH Authentication required.");
     return;

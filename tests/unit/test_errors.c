@@ -6,20 +6,20 @@
  */
 #include "helpers.h"
 
-#include "engine/errors.h"
-#include "rules/config.h"
 #include "engine/engine.h"
+#include "engine/errors.h"
 #include "engine_fixture.h"
+#include "rules/config.h"
 
 static void every_library_code_has_its_own_message(void **state) {
   (void)state;
-#define LIB_CODE(NAME, CODE, MSG)                                \
-  {                                                              \
-    const eng_error *e = eng_error_of(CODE);                     \
-    assert_int_equal(e->code, CODE);                             \
-    assert_string_equal(e->name, #NAME);                         \
-    assert_string_equal(e->message, MSG);                        \
-    assert_true(e->http_status == 400 || e->http_status == 503); \
+#define LIB_CODE(NAME, CODE, MSG)                                              \
+  {                                                                            \
+    const eng_error *e = eng_error_of(CODE);                                   \
+    assert_int_equal(e->code, CODE);                                           \
+    assert_string_equal(e->name, #NAME);                                       \
+    assert_string_equal(e->message, MSG);                                      \
+    assert_true(e->http_status == 400 || e->http_status == 503);               \
   }
   SL_ERRNO_MAP(LIB_CODE)
 #undef LIB_CODE
@@ -49,11 +49,10 @@ static void an_unknown_code_is_an_internal_error(void **state) {
    naming what the client sent. */
 static void a_failed_decision_says_why(void **state) {
   (void)state;
-  fixture f = fixture_with(NULL,
-                           "domain: d\n"
-                           "descriptors:\n"
-                           "  - key: k\n"
-                           "    rate_limit: {policy: \"gcra:5/s\"}\n");
+  fixture f = fixture_with(NULL, "domain: d\n"
+                                 "descriptors:\n"
+                                 "  - key: k\n"
+                                 "    rate_limit: {policy: \"gcra:5/s\"}\n");
   eng_result r;
   eng_descriptor d = {.entries = {{"k", 1, "v", 1}}, .n = 1, .hits = -1};
   eng_request req = {"nosuch", 6, &d, 1, 1};
@@ -74,9 +73,9 @@ static void a_failed_decision_says_why(void **state) {
   assert_string_equal(r.msg, "cost 2 can never be allowed by this rate");
   char big[SL_KEY_MAX + 1];
   memset(big, 'x', sizeof big);
-  assert_int_equal(do_throttle(f.t, big, sizeof big, "gcra:1/h", 8, 1, T0, &r,
-                               NULL, 0),
-                   SL_EKEY);
+  assert_int_equal(
+      do_throttle(f.t, big, sizeof big, "gcra:1/h", 8, 1, T0, &r, NULL, 0),
+      SL_EKEY);
   assert_string_equal(r.msg, sl_strerror(SL_EKEY));
   fixture_free(&f);
 }
