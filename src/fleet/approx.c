@@ -311,29 +311,19 @@ static int forget_charges(approx *a, const sl_limiter *lim, const void *key,
 
 /* ---- resets ---- */
 
+/* A reset item's unpushed charges, dropped (fleet_reset's `also`). */
+static int forget_item(void *ctx, const eng_forget *x) {
+  return x->lim ? forget_charges(ctx, x->lim, x->key, x->key_len) : 0;
+}
+
 static int approx_reset(eng_backend *b, void *bt, const eng_forgets *f,
                         eng_reset *out, eng_reset_fn done, void *ud) {
   approx *a = (approx *)b;
   approx_thread *at = bt;
-  if (!at->io.send || !done) {
-    snprintf(out->msg, sizeof out->msg,
-             "this worker has no Redis client: nothing was reset");
-    return ENG_EREMOTE;
-  }
-  int *had = calloc(f->n ? f->n : 1, sizeof *had);
-  if (!had) return SL_ENOMEM;
-  for (size_t i = 0; i < f->n; i++) {
-    const eng_forget *x = &f->items[i];
-    eng_forgets one = {x, 1, "", 0};
-    had[i] = engine_forget_local(&one);
-    if (x->lim) had[i] |= forget_charges(a, x->lim, x->key, x->key_len);
-  }
   /* The sync's keys carry no tag: neither do their resets. */
   eng_forgets untagged = {f->items, f->n, "", 0};
   unlink_opts o = {a->o.cluster, a->channel, a->instance};
-  int rc = fleet_unlink(&at->io, &o, &untagged, had, out, done, ud);
-  free(had);
-  return rc;
+  return fleet_reset(&at->io, &o, &untagged, forget_item, a, out, done, ud);
 }
 
 void approx_reset_channel(const approx *a, char *dst, size_t len) {

@@ -448,21 +448,8 @@ static int exact_reset(eng_backend *b, void *bt, const eng_forgets *f,
                        eng_reset *out, eng_reset_fn done, void *ud) {
   exact *x = (exact *)b;
   exact_thread *xt = bt;
-  if (!xt->io.send || !done) {
-    snprintf(out->msg, sizeof out->msg,
-             "this worker has no Redis client: nothing was reset");
-    return ENG_EREMOTE;
-  }
-  int *had = calloc(f->n ? f->n : 1, sizeof *had);
-  if (!had) return SL_ENOMEM;
-  for (size_t i = 0; i < f->n; i++) {
-    eng_forgets one = {&f->items[i], 1, f->tag, f->tag_len};
-    had[i] = engine_forget_local(&one);
-  }
   unlink_opts o = {x->o.cluster, NULL, NULL};
-  int rc = fleet_unlink(&xt->io, &o, f, had, out, done, ud);
-  free(had);
-  return rc;
+  return fleet_reset(&xt->io, &o, f, NULL, NULL, out, done, ud);
 }
 
 /* ---- the backend ---- */

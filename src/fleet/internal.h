@@ -34,4 +34,16 @@ typedef struct unlink_opts {
 int fleet_unlink(const fleet_io *io, const unlink_opts *o, const eng_forgets *f,
                  const int *had, eng_reset *out, eng_reset_fn done, void *ud);
 
+/*
+ * A fleet backend's reset (eng_backend_ops.reset): ENG_EREMOTE, touching
+ * nothing, when the worker has no Redis client or the caller cannot wait;
+ * else each item's state on this daemon is dropped at once (its limiters';
+ * and what `also` drops, when not NULL: approximate mode's unpushed
+ * charges, 1 when there were any), then fleet_unlink.
+ */
+typedef int (*fleet_forget_fn)(void *ctx, const eng_forget *x);
+int fleet_reset(const fleet_io *io, const unlink_opts *o, const eng_forgets *f,
+                fleet_forget_fn also, void *ctx, eng_reset *out,
+                eng_reset_fn done, void *ud);
+
 #endif /* SLUICE_FLEET_INTERNAL_H */

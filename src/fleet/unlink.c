@@ -184,3 +184,23 @@ int fleet_unlink(const fleet_io *io, const unlink_opts *o, const eng_forgets *f,
   job_free(j);
   return rc;
 }
+
+int fleet_reset(const fleet_io *io, const unlink_opts *o, const eng_forgets *f,
+                fleet_forget_fn also, void *ctx, eng_reset *out,
+                eng_reset_fn done, void *ud) {
+  if (!io->send || !done) {
+    snprintf(out->msg, sizeof out->msg,
+             "this worker has no Redis client: nothing was reset");
+    return ENG_EREMOTE;
+  }
+  int *had = calloc(f->n ? f->n : 1, sizeof *had);
+  if (!had) return SL_ENOMEM;
+  for (size_t i = 0; i < f->n; i++) {
+    eng_forgets one = {&f->items[i], 1, f->tag, f->tag_len};
+    had[i] = engine_forget_local(&one);
+    if (also) had[i] |= also(ctx, &f->items[i]);
+  }
+  int rc = fleet_unlink(io, o, f, had, out, done, ud);
+  free(had);
+  return rc;
+}
