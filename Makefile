@@ -297,8 +297,7 @@ FUZZ_CLI = src/cli/replay.c src/cli/sim.c src/cli/sim_parse.c \
   src/cli/sim_run.c src/cli/sim_print.c src/cli/lab.c src/cli/svg.c \
   src/cli/examples.c
 # The daemon's parts that need no h2o: YAML rules, engine, RESP parser.
-FUZZ_SRV = $(RULES_SRC) $(ENGINE_SRC) src/server/resp_parse.c \
-  $(CORE_FLEET:%=src/fleet/%.c)
+FUZZ_SRV = $(RULES_SRC) $(ENGINE_SRC) $(FLEET_SRC) src/server/resp_parse.c
 build/fuzz/%_fuzz: fuzz/%_fuzz.c $(LIB_SRC) $(FUZZ_CLI) $(FUZZ_SRV)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc -o $@ $< $(LIB_SRC) $(FUZZ_CLI) \

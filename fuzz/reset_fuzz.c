@@ -95,8 +95,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   /* And the engine still decides. */
   eng_result out;
-  char err[128];
-  if (do_throttle(t, "a", 1, "gcra:5/s", 8, 0, NOW, &out, err, sizeof err))
-    abort();
+  eng_query peek = {.kind = ENG_QUERY_POLICY, .key = "a", .key_len = 1,
+                    .spec = "gcra:5/s", .spec_len = 8, .cost = 0, .now = NOW};
+  if (engine_decide(t, &peek, &out, NULL, NULL)) abort();
   return 0;
 }
