@@ -9,13 +9,32 @@
 #include <string.h>
 
 void strbuf_init_with(strbuf *b, char *mem, size_t cap) {
-  *b = (strbuf){mem, 0, cap, 0, 1};
+  *b = (strbuf)STRBUF_INIT;
+  b->p = mem;
+  b->cap = cap;
+  b->borrowed = 1;
   if (cap) mem[0] = '\0';
+}
+
+void strbuf_init_alloc(strbuf *b, strbuf_alloc_fn fn, void *ud, size_t first) {
+  *b = (strbuf)STRBUF_INIT;
+  b->alloc = fn;
+  b->alloc_ud = ud;
+  b->first = first;
+}
+
+/* p (old bytes, NULL: none) resized to n through b's allocator. */
+static void *resize(const strbuf *b, void *p, size_t old, size_t n) {
+  if (b->alloc) return b->alloc(b->alloc_ud, p, old, n);
+  if (n) return realloc(p, n);
+  free(p);
+  return NULL;
 }
 
 int strbuf_grow(strbuf *b, size_t more) {
   if (b->len + more + 1 <= b->cap) return 0; /* + 1: the NUL */
-  size_t cap = b->cap > 64 ? b->cap : 64;
+  size_t min = b->first ? b->first : 64;
+  size_t cap = b->cap > min ? b->cap : min;
   while (cap < b->len + more + 1) {
     if (cap > SIZE_MAX / 2) {
       b->oom = 1;
@@ -23,7 +42,8 @@ int strbuf_grow(strbuf *b, size_t more) {
     }
     cap *= 2;
   }
-  char *grown = b->borrowed ? malloc(cap) : realloc(b->p, cap);
+  char *grown = b->borrowed ? resize(b, NULL, 0, cap)
+                            : resize(b, b->p, b->p ? b->cap : 0, cap);
   if (!grown) {
     b->oom = 1;
     return -1;
@@ -53,9 +73,10 @@ void strbuf_addf(strbuf *b, const char *fmt, ...) {
   b->len += (size_t)n;
 }
 
-char *strbuf_take(strbuf *b) {
+char *strbuf_take(strbuf *b, size_t *cap) {
   char *p = b->borrowed ? NULL : b->p;
-  if (!b->borrowed) *b = (strbuf)STRBUF_INIT;
+  if (cap) *cap = p ? b->cap : 0;
+  if (!b->borrowed) strbuf_init_alloc(b, b->alloc, b->alloc_ud, b->first);
   return p;
 }
 
@@ -66,6 +87,6 @@ void strbuf_free(strbuf *b) {
     if (b->cap) b->p[0] = '\0';
     return;
   }
-  free(b->p);
-  *b = (strbuf)STRBUF_INIT;
+  if (b->p) resize(b, b->p, b->cap, 0);
+  strbuf_init_alloc(b, b->alloc, b->alloc_ud, b->first);
 }

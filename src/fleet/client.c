@@ -23,6 +23,7 @@
 
 #include "../base/clock.h"
 #include "../base/log.h"
+#include "../base/strbuf.h"
 #include "client_internal.h"
 #include "script.h"
 
@@ -81,8 +82,7 @@ typedef struct node {
   redisReader *reader;
   pending *head, *tail;        /* sent (or being sent), in order */
   pending *qhead, *qtail;      /* queued, not yet in a write */
-  char *wbuf;                  /* bytes of the queued commands */
-  size_t wlen, wcap;
+  strbuf w;                    /* bytes of the queued commands */
   char *inflight;              /* the buffer the loop is writing */
   size_t inflight_cap;
   int64_t queued_at;           /* when the first queued command came */
@@ -207,7 +207,7 @@ static void node_fail(node *n, const char *why) {
   }
   release(c, n->inflight, n->inflight_cap);
   n->inflight = NULL;
-  n->wlen = 0;
+  n->w.len = 0;
   n->state = RC_NODE_DOWN;
   rt_node_failed(&c->rt, n->idx, clock_mono_ns());
   pending *lists[2] = {n->head, n->qhead};
@@ -223,22 +223,11 @@ static void node_fail(node *n, const char *why) {
   relearn_map(c, n->idx);
 }
 
-/* Room for `more` bytes in n's write buffer: 0, or -1 (out of memory). */
-static int wbuf_reserve(node *n, size_t more) {
-  if (n->wlen + more <= n->wcap) return 0;
-  size_t cap = n->wcap ? n->wcap : 4096;
-  while (cap < n->wlen + more) cap *= 2;
-  char *b = mem_with(&n->c->alloc, n->wbuf, n->wcap, cap);
-  if (!b) return -1;
-  n->wbuf = b;
-  n->wcap = cap;
-  return 0;
-}
-
+/* Appends cmd to n's write buffer: 0, or -1 (out of memory: nothing
+   appended). */
 static int wbuf_add(node *n, const char *cmd, size_t len) {
-  if (wbuf_reserve(n, len)) return -1;
-  memcpy(n->wbuf + n->wlen, cmd, len);
-  n->wlen += len;
+  if (strbuf_reserve(&n->w, len)) return -1;
+  strbuf_add(&n->w, cmd, len);
   return 0;
 }
 
@@ -301,7 +290,7 @@ static pending *enqueue_internal(node *n, int argc, const char **argv,
 static int enqueue_asking(node *n, pending *p) {
   static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
   size_t alen = sizeof asking - 1;
-  pending *a = wbuf_reserve(n, alen + p->len)
+  pending *a = strbuf_reserve(&n->w, alen + p->len)
                    ? NULL
                    : command(n->c, asking, alen, p->rt.deadline, 1);
   if (!a) return -1;
@@ -481,23 +470,20 @@ static void on_write(void *ud, const char *err) {
     node_fail(n, "write failed");
     return;
   }
-  if (n->wlen && !n->c->cfg.batch_us) node_write(n);
+  if (n->w.len && !n->c->cfg.batch_us) node_write(n);
 }
 
 /* Moves the queued commands into the sent FIFO and writes their bytes. */
 static void node_write(node *n) {
-  if (n->state != RC_NODE_UP || !n->wlen || n->inflight) return;
+  if (n->state != RC_NODE_UP || !n->w.len || n->inflight) return;
   if (n->tail)
     n->tail->next = n->qhead;
   else
     n->head = n->qhead;
   n->tail = n->qtail;
   n->qhead = n->qtail = NULL;
-  n->inflight = n->wbuf;
-  n->inflight_cap = n->wcap;
-  size_t len = n->wlen;
-  n->wbuf = NULL;
-  n->wlen = n->wcap = 0;
+  size_t len = n->w.len;
+  n->inflight = strbuf_take(&n->w, &n->inflight_cap);
   n->queued_at = 0;
   n->c->loop.write(n->sock, n->inflight, len, on_write);
 }
@@ -690,13 +676,12 @@ static int node_connect(node *n) {
   /* Commands queued before the connect must follow the handshake. */
   pending *queued = n->qhead;
   n->qhead = n->qtail = NULL;
-  char *old = n->wbuf;
-  size_t oldlen = n->wlen, oldcap = n->wcap;
-  n->wbuf = NULL;
-  n->wlen = n->wcap = 0;
+  strbuf old = n->w;
+  size_t oldcap;
+  char *oldbytes = strbuf_take(&n->w, &oldcap);
   int rc = handshake(n, clock_mono_ns() + (int64_t)c->cfg.timeout_ms * 1000000);
-  if (rc || (oldlen && wbuf_add(n, old, oldlen))) rc = -1;
-  release(c, old, oldcap);
+  if (rc || (old.len && wbuf_add(n, oldbytes, old.len))) rc = -1;
+  release(c, oldbytes, oldcap);
   if (n->qtail)
     n->qtail->next = queued;
   else
@@ -767,7 +752,7 @@ static void flush_nodes(rc_client *c, int64_t now) {
   int64_t next = 0;
   for (int i = 0; i < rt_nodes(&c->rt); i++) {
     node *n = &c->nodes[i];
-    if (!n->wlen) continue;
+    if (!n->w.len) continue;
     if (n->state == RC_NODE_DOWN) {
       if (node_connect(n)) node_fail(n, "cannot connect");
       continue;
@@ -818,6 +803,9 @@ rc_client *rc_client_new(const rc_loop *loop, const rc_config *cfg,
   for (int i = 0; i < RC_MAX_NODES; i++) {
     c->nodes[i].c = c;
     c->nodes[i].idx = i;
+    /* (a pipeline's worth at once: a write takes the buffer away, and the
+       next starts from empty) */
+    strbuf_init_alloc(&c->nodes[i].w, alloc->fn, alloc->ud, 4096);
   }
   if (t->nnodes == 0 ||
       !(c->timer = c->loop.timer_new(c->loop.loop, on_timer, c))) {
@@ -839,7 +827,7 @@ void rc_client_free(rc_client *c) {
     finish(c, p, NULL, "shutting down");
   }
   for (int i = 0; i < RC_MAX_NODES; i++)
-    release(c, c->nodes[i].wbuf, c->nodes[i].wcap);
+    strbuf_free(&c->nodes[i].w);
   if (c->timer) c->loop.timer_free(c->timer);
   release(c, c, sizeof *c);
 }
@@ -887,7 +875,7 @@ rc_sock *rc_client_node_sock(const rc_client *c, int n) {
 int rc_client_node_queued(const rc_client *c, int n, size_t *bytes) {
   int k = 0;
   for (const pending *p = c->nodes[n].qhead; p; p = p->next) k++;
-  *bytes = c->nodes[n].wlen;
+  *bytes = c->nodes[n].w.len;
   return k;
 }
 

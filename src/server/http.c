@@ -287,7 +287,11 @@ static int route_throttle(h2o_req_t *req, server *srv) {
 static int route_metrics(h2o_req_t *req, server *srv) {
   size_t len = 0;
   char *text = engine_metrics(srv->eng, &len);
-  strbuf b = {text, len, len + 1, text == NULL, 0};
+  strbuf b = STRBUF_INIT; /* (the text's owner from now on) */
+  b.p = text;
+  b.len = len;
+  b.cap = len + 1;
+  b.oom = text == NULL;
   return http_send_body(req, 200, "text/plain; version=0.0.4; charset=utf-8",
                         &b);
 }
