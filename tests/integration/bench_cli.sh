@@ -11,17 +11,9 @@ lib_init bench_cli
 # run NAME WANT_STATUS PATTERN ARGS... — sluice bench ARGS: its status
 # must be WANT_STATUS and its output (stdout and stderr) match PATTERN.
 run() {
-  _name=$1 _want=$2 _pat=$3
+  _n=$1 _w=$2 _p=$3
   shift 3
-  timeout 60 "$SLUICE" bench "$@" >"$tmp/out" 2>&1
-  _got=$?
-  if [ "$_got" -ne "$_want" ]; then
-    fail "$_name: exit status $_got, want $_want: $(head -c 300 "$tmp/out")"
-  elif ! grep -q -- "$_pat" "$tmp/out"; then
-    fail "$_name: no '$_pat' in: $(head -c 300 "$tmp/out")"
-  else
-    pass
-  fi
+  expect_cmd "$_n" "$_w" "$_p" timeout 60 "$SLUICE" bench "$@"
 }
 
 run "one configuration: its line" 0 \

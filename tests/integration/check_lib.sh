@@ -31,6 +31,22 @@ fail() {
 
 lib_cleanup() { rm -rf "$tmp"; }
 
+# expect_cmd NAME WANT_STATUS PATTERN CMD... — runs CMD; its exit status
+# must be WANT_STATUS and its output (stdout and stderr) match PATTERN.
+expect_cmd() {
+  _name=$1 _want=$2 _pat=$3
+  shift 3
+  "$@" >"$tmp/out" 2>&1
+  _got=$?
+  if [ "$_got" -ne "$_want" ]; then
+    fail "$_name: exit status $_got, want $_want: $(head -c 400 "$tmp/out")"
+  elif ! grep -q -- "$_pat" "$tmp/out"; then
+    fail "$_name: no '$_pat' in: $(head -c 400 "$tmp/out")"
+  else
+    pass
+  fi
+}
+
 # lib_init NAME — checks $SLUICE and $lib_tools, makes $tmp, installs traps.
 lib_init() {
   lib_name=$1

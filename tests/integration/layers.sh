@@ -12,22 +12,6 @@
 lib_init layers
 root=$(cd "$(dirname "$0")/../.." && pwd)
 
-# check NAME WANT_STATUS PATTERN CMD... — runs CMD; its status must be
-# WANT_STATUS and its output (stdout and stderr) must match PATTERN.
-check() {
-  _name=$1 _want=$2 _pat=$3
-  shift 3
-  "$@" >"$tmp/out" 2>&1
-  _got=$?
-  if [ "$_got" -ne "$_want" ]; then
-    fail "$_name: exit status $_got, want $_want; output: $(head -c 400 "$tmp/out")"
-  elif ! grep -q -- "$_pat" "$tmp/out"; then
-    fail "$_name: no '$_pat' in: $(head -c 400 "$tmp/out")"
-  else
-    pass
-  fi
-}
-
 # plant NAME — a fresh copy of the tree's sources in $tmp/NAME.
 plant() {
   rm -rf "$tmp/$1"
@@ -35,33 +19,33 @@ plant() {
   cp -R "$root/src" "$root/include" "$tmp/$1/"
 }
 
-check "the tree: every include points down" 0 "every include points down" \
+expect_cmd "the tree: every include points down" 0 "every include points down" \
   python3 "$root/scripts/layers.py" "$root"
 
 plant up
 printf '#include "../engine/engine.h"\n' >>"$tmp/up/src/base/clock.c"
-check "an upward include (base -> engine) fails" 1 \
+expect_cmd "an upward include (base -> engine) fails" 1 \
   "src/base/clock.c:[0-9]*: includes src/engine/engine.h: base may not include engine" \
   python3 "$root/scripts/layers.py" "$tmp/up"
 
 plant fleet
 printf '#include "../server/server.h"\n' >>"$tmp/fleet/src/fleet/slot.h"
-check "fleet including the server fails" 1 \
+expect_cmd "fleet including the server fails" 1 \
   "src/fleet/slot.h:[0-9]*: includes src/server/server.h: fleet may not include server" \
   python3 "$root/scripts/layers.py" "$tmp/fleet"
 
 plant side
 mkdir -p "$tmp/side/src/engine2"
-check "a folder that is no layer fails" 1 "not in any layer" \
+expect_cmd "a folder that is no layer fails" 1 "not in any layer" \
   sh -c "printf '/* x */\n' >'$tmp/side/src/engine2/x.c' &&
          python3 '$root/scripts/layers.py' '$tmp/side'"
 
 plant dotc
 printf '#include "limiter.c"\n' >>"$tmp/dotc/src/policy.c"
-check "including a .c file fails" 1 "src/policy.c:[0-9]*: includes a .c file" \
+expect_cmd "including a .c file fails" 1 "src/policy.c:[0-9]*: includes a .c file" \
   python3 "$root/scripts/layers.py" "$tmp/dotc"
 
-check "the tree: no file or function too long" 0 "within bounds" \
+expect_cmd "the tree: no file or function too long" 0 "within bounds" \
   python3 "$root/scripts/sizes.py" "$root"
 
 plant long
@@ -71,7 +55,7 @@ plant long
   while [ $i -lt 160 ]; do echo "  x++;"; i=$((i + 1)); done
   printf '  return x;\n}\n'
 } >>"$tmp/long/src/base/fmt.c"
-check "a function over 150 lines fails" 1 \
+expect_cmd "a function over 150 lines fails" 1 \
   "src/base/fmt.c:[0-9]*: function too_long is [0-9]* lines" \
   python3 "$root/scripts/sizes.py" "$tmp/long"
 
