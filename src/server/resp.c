@@ -83,19 +83,6 @@ static void out_raw(resp_conn *c, const char *s, size_t n) {
   if (c->out.oom) c->closing = 1; /* out of memory: drop the connection */
 }
 
-static void out_fmt(resp_conn *c, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void out_fmt(resp_conn *c, const char *fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  if (n < 0) return;
-  if ((size_t)n >= sizeof buf) n = sizeof buf - 1;
-  out_raw(c, buf, (size_t)n);
-}
-
 /* An error reply; newlines in the message would break the protocol. */
 static void out_err(resp_conn *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -105,9 +92,12 @@ static void out_err(resp_conn *c, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  for (char *p = buf; *p; p++)
-    if (*p == '\r' || *p == '\n') *p = ' ';
-  out_fmt(c, "-%s\r\n", buf);
+  size_t n = 0;
+  for (; buf[n]; n++)
+    if (buf[n] == '\r' || buf[n] == '\n') buf[n] = ' ';
+  out_raw(c, "-", 1);
+  out_raw(c, buf, n);
+  out_raw(c, "\r\n", 2);
   engine_count(c->w->et, EC_RESP_ERRORS, 1);
 }
 
@@ -258,7 +248,8 @@ static void reply_sl_throttle(resp_conn *c, const eng_result *r) {
 static void reply_sl_check(resp_conn *c, const eng_result *r) {
   int k = r->by_descriptor[0]; /* the most restrictive, or an unlimited */
   if (k < 0 || r->st[k].unlimited) {
-    out_fmt(c, "*6\r\n:1\r\n:-1\r\n:-1\r\n:0\r\n:0\r\n");
+    static const char head[] = "*6\r\n:1\r\n:-1\r\n:-1\r\n:0\r\n:0\r\n";
+    out_raw(c, head, sizeof head - 1);
     if (k < 0)
       out_bulk(c, "", 0); /* no rule matched */
     else
