@@ -120,7 +120,6 @@ struct eng_backend {
 /* The thread's metric values (metrics.h), and the engine's registry. */
 metric_slots *engine_thread_metrics(engine_thread *t);
 metrics *engine_metrics_registry(engine *e);
-engine *engine_thread_engine(engine_thread *t);
 /* The engine's backend (engine_opts.backend, or the memory one). */
 eng_backend *engine_backend(engine *e);
 /* The backend's state for thread t (thread_new's). */

@@ -456,7 +456,6 @@ void engine_thread_flush(engine_thread *t) {
 
 metric_slots *engine_thread_metrics(engine_thread *t) { return &t->m; }
 metrics *engine_metrics_registry(engine *e) { return e->metrics; }
-engine *engine_thread_engine(engine_thread *t) { return t->e; }
 eng_backend *engine_backend(engine *e) { return e->backend; }
 void *engine_thread_backend(engine_thread *t) { return t->bt; }
 
