@@ -284,6 +284,16 @@ bench-fleet: deps-bench-server
 	@$(MAKE) --no-print-directory all
 	@SLUICE=$(BUILD)/sluice bench/fleet/run.sh
 
+# Every attack of docs/hardening.md at once against one daemon on
+# loopback, bounded (SOAK_SECONDS, default 60; under five minutes in all):
+# prints RSS, the store against its cap, a probe's p99, the hot keys' extra
+# admissions and what was refused, and fails when a promise is broken.
+.PHONY: soak
+SOAK_SECONDS ?= 60
+soak: deps
+	@$(MAKE) --no-print-directory all
+	@python3 scripts/soak.py --sluice $(BUILD)/sluice --seconds $(SOAK_SECONDS)
+
 # libFuzzer harnesses (clang), each run for FUZZ_SECONDS from the committed
 # seeds in fuzz/corpus/NAME; new inputs go to build/fuzz/corpus-NAME, a failing
 # input to build/fuzz/NAME-crash-* (and make fails).
