@@ -31,15 +31,17 @@ typedef struct split_call split_call;
 
 /*
  * A command, from its rc_send (or its internal making) to its reply.
- * Two clocks: `rt.deadline` is when the request must be answered
- * (rc_send's time + the timeout, kept through every resend); `reply_by`
- * is when the node it was last queued on must have answered it (that
- * queuing + the timeout), or be taken for stalled and failed. For a
- * command on its first node they are the same. A resent one (`alone`:
- * MOVED, ASK, NOSCRIPT, TRYAGAIN, a split batch's part) keeps its own
- * deadline, which can come first: then the request alone is answered
- * (failed) at it, and the command stays in the node's FIFO, `answered`,
- * until its reply comes and is dropped (a pipeline cannot skip a reply).
+ * Two clocks: `rt.deadline` is when the request must be answered (its
+ * arrival, rc_send_since's since_ns, + the timeout, kept through every
+ * resend); `reply_by` is when the node it was last queued on must have
+ * answered it (that queuing + the timeout), or be taken for stalled and
+ * failed. The deadline comes first (the request waited for the end of
+ * its loop pass, a batch window, a resend): then the request alone is
+ * answered (failed) at it, and the command stays in the node's FIFO,
+ * `answered`, until its reply comes and is dropped (a pipeline cannot
+ * skip a reply); the node fails only at reply_by. A resent command
+ * (MOVED, ASK, NOSCRIPT, TRYAGAIN, a split batch's part, a connection
+ * lost) does not fail its new node before reply_by either.
  */
 typedef struct pending {
   struct pending *next;
@@ -47,7 +49,7 @@ typedef struct pending {
   size_t len;
   rt_call rt;   /* its routing: slot, redirects, ASKING, deadline */
   int internal; /* handshake / ASKING / SCRIPT LOAD: no callback */
-  int alone;    /* resent: times out on its own (above) */
+  int again;    /* sent again after its connection was lost (once) */
   int answered; /* its callback (or split) was told: the reply is dropped */
   /* A SCRIPT LOAD after NOSCRIPT: the command queued behind it that waits
      for the script (it cannot be answered before the load is). */
@@ -79,6 +81,7 @@ typedef struct node {
   int resolved;
   rc_sock *sock;
   int state;                   /* RC_NODE_* */
+  int worked;                  /* this connection has had a reply */
   redisReader *reader;
   pending *head, *tail;        /* sent (or being sent), in order */
   pending *qhead, *qtail;      /* queued, not yet in a write */
@@ -87,6 +90,7 @@ typedef struct node {
   size_t inflight_cap;
   int64_t queued_at;           /* when the first queued command came */
   int64_t quiet_until;         /* no warning of a refused load before */
+  int64_t lost_quiet_until;    /* no word of a lost connection before */
 } node;
 
 struct rc_client {
@@ -132,6 +136,21 @@ static void timer_arm(rc_client *c, int64_t at) {
   c->timer_at = at;
   int64_t d = at - clock_mono_ns();
   c->loop.timer_arm(c->timer, d < 1000 ? 1000 : d);
+}
+
+/*
+ * When a request is given up on: its deadline less the answer's slack,
+ * RC_ANSWER_SLACK_NS or a tenth of the timeout, whichever is less. The
+ * timeout bounds the whole decision, from the request's arrival to its
+ * answer leaving: giving up takes a wake-up of the loop (a timerfd's:
+ * tens of microseconds on an idle machine, longer when the timer expires
+ * in the middle of a busy pass), the fallback's decision and the answer's
+ * write. Redis has the timeout less the slack to answer.
+ */
+static int64_t give_up_at(const rc_client *c, const pending *p) {
+  int64_t slack = (int64_t)c->cfg.timeout_ms * 100000;
+  if (slack > RC_ANSWER_SLACK_NS) slack = RC_ANSWER_SLACK_NS;
+  return p->rt.deadline - slack;
 }
 
 /* ---- commands ---- */
@@ -191,11 +210,9 @@ static void split_done(split_call *s) {
   rc_split_free(sp);
 }
 
-/* Fails every command of n (sent and queued) and closes its connection;
-   the router's breaker keeps it down for breaker_ms. In a cluster, n may
-   be a master that died: the map is read again from another node
-   (relearn_map). */
-static void node_fail(node *n, const char *why) {
+/* Closes n's connection (none after): its socket, reader and the buffer
+   being written; its commands are the caller's to deal with. */
+static void node_close(node *n) {
   rc_client *c = n->c;
   if (n->sock) {
     c->loop.close(n->sock);
@@ -207,8 +224,18 @@ static void node_fail(node *n, const char *why) {
   }
   release(c, n->inflight, n->inflight_cap);
   n->inflight = NULL;
-  n->w.len = 0;
   n->state = RC_NODE_DOWN;
+  n->worked = 0;
+}
+
+/* Fails every command of n (sent and queued) and closes its connection;
+   the router's breaker keeps it down for breaker_ms. In a cluster, n may
+   be a master that died: the map is read again from another node
+   (relearn_map). */
+static void node_fail(node *n, const char *why) {
+  rc_client *c = n->c;
+  node_close(n);
+  n->w.len = 0;
   rt_node_failed(&c->rt, n->idx, clock_mono_ns());
   pending *lists[2] = {n->head, n->qhead};
   n->head = n->tail = n->qhead = n->qtail = NULL;
@@ -244,7 +271,8 @@ static int enqueue(node *n, pending *p) {
   n->qtail = p;
   if (!n->queued_at) n->queued_at = now;
   p->reply_by = now + (int64_t)n->c->cfg.timeout_ms * 1000000;
-  timer_arm(n->c, p->rt.deadline < p->reply_by ? p->rt.deadline : p->reply_by);
+  int64_t at = give_up_at(n->c, p);
+  timer_arm(n->c, at < p->reply_by ? at : p->reply_by);
   return 0;
 }
 
@@ -307,7 +335,6 @@ static int enqueue_asking(node *n, pending *p) {
    p was answered and freed. */
 static int send_to(rc_client *c, int to, pending *p) {
   node *n = &c->nodes[to];
-  p->alone = 1;
   if (rt_node_down(&c->rt, to, clock_mono_ns())) {
     finish(c, p, NULL, "node down");
     return -1;
@@ -375,10 +402,10 @@ static void relearn_map(rc_client *c, int failed) {
  * on the source is served there, one whose keys are gone follows its ASK.
  * Trying the batch again would get TRYAGAIN until the migration ends.
  * Returns -1 when p is not such a batch (or out of memory): p is left as
- * it was.
+ * it was. split_send sends the parts of split sp (taken; NULL: -1) in
+ * p's stead, each marked `again` when asked (node_lost's dry parts).
  */
-static int split_batch(rc_client *c, pending *p) {
-  rc_split *sp = rc_batch_split(p->cmd, p->len);
+static int split_send(rc_client *c, pending *p, rc_split *sp, int again) {
   if (!sp) return -1;
   split_call *s = zalloc(c, sizeof *s + sp->n * sizeof *s->reply);
   pending **parts = zalloc(c, sp->n * sizeof *parts);
@@ -406,11 +433,16 @@ static int split_batch(rc_client *c, pending *p) {
     q->rt.deadline = p->rt.deadline;
     q->split = s;
     q->part = i;
+    q->again = again;
     send_to(c, rt_slot_node(&c->rt, q->rt.slot), q);
   }
   release(c, parts, sp->n * sizeof *parts);
   if (--s->left == 0) split_done(s);
   return 0;
+}
+
+static int split_batch(rc_client *c, pending *p) {
+  return split_send(c, p, rc_batch_split(p->cmd, p->len), 0);
 }
 
 /* TRYAGAIN for one request (router.h's rt_retry): p goes on the client's
@@ -459,6 +491,7 @@ static void retry_due(rc_client *c, int64_t now) {
 /* ---- a node's replies ---- */
 
 static void node_write(node *n);
+static void conn_lost(node *n, const char *why);
 
 /* n's write is done: its buffer goes back, and what was queued meanwhile
    is written at once (no batch window) or at the window's end. */
@@ -467,7 +500,7 @@ static void on_write(void *ud, const char *err) {
   release(n->c, n->inflight, n->inflight_cap);
   n->inflight = NULL;
   if (err) {
-    node_fail(n, "write failed");
+    conn_lost(n, "write failed");
     return;
   }
   if (n->w.len && !n->c->cfg.batch_us) node_write(n);
@@ -551,6 +584,7 @@ static void on_reply(node *n, redisReply *r) {
   }
   n->head = p->next;
   if (!n->head) n->tail = NULL;
+  n->worked = 1;
   if (p->answered) { /* timed out alone: nobody waits for this reply */
     finish(c, p, r, NULL);
     return;
@@ -586,7 +620,7 @@ static void on_read(void *ud, const char *err, const char *bytes,
                     size_t len) {
   node *n = ud;
   if (err) {
-    node_fail(n, "connection lost");
+    conn_lost(n, "connection lost");
     return;
   }
   if (redisReaderFeed(n->reader, bytes, len) != REDIS_OK) {
@@ -696,12 +730,73 @@ static int node_connect(node *n) {
   return 0;
 }
 
+/*
+ * n's connection had worked (it had answered) and Redis closed it: an
+ * idle timeout (`timeout` in redis.conf), CLIENT KILL, a restart, a
+ * proxy. That is no failure of the node: the breaker stays shut, and
+ * each call on the connection is sent again, once, on a new one (made at
+ * once when there is something to send, else by the next call), where
+ * a failure is a failure. The calls not written yet go as they are. A
+ * call written and not answered may have run (Redis kills a client after
+ * running its command and before its reply when a CLIENT KILL comes in
+ * the same pass of its loop, and a crash can fall anywhere): a decision
+ * that charges goes again as checks that charge nothing (rc_batch_dry),
+ * so that it is decided on Redis's state and charged at most once; a
+ * call that charges nothing (a dry check, CLUSTER SLOTS, a reset's
+ * UNLINK or PUBLISH, which are safe to repeat) goes again as it is. A
+ * call lost a second time fails. Says so (info) at most once per breaker
+ * interval when calls were in flight; an idle connection closed is
+ * routine (Redis's `timeout`) and goes unsaid.
+ */
+static void node_lost(node *n, const char *why) {
+  rc_client *c = n->c;
+  pending *sent = n->head;
+  n->head = n->tail = NULL;
+  node_close(n);
+  rt_node_closed(&c->rt, n->idx);
+  int again = 0;
+  for (pending *p = sent, *next; p; p = next) {
+    next = p->next;
+    if (p->internal || p->answered || p->again) {
+      finish(c, p, NULL, why); /* (the new connection has its handshake) */
+      continue;
+    }
+    p->again = 1;
+    again++;
+    rc_split *sp = rc_batch_dry(p->cmd, p->len);
+    if (!sp)
+      send_to(c, n->idx, p);
+    else if (split_send(c, p, sp, 1))
+      finish(c, p, NULL, "out of memory");
+  }
+  int64_t now = clock_mono_ns();
+  if (again && now >= n->lost_quiet_until) {
+    log_msg("info", "redis %s:%d: %s with %d call%s in flight; sent again "
+            "on a new connection", addr_of(n)->host, addr_of(n)->port, why,
+            again, again == 1 ? "" : "s");
+    n->lost_quiet_until = now + (int64_t)c->cfg.breaker_ms * 1000000;
+  }
+  if (n->w.len && n->state == RC_NODE_DOWN && node_connect(n))
+    node_fail(n, "cannot connect");
+}
+
+/* n's connection is gone (read or write): lost (node_lost) when it had
+   worked, else a failure of the node (a fresh connection that never
+   answered: the breaker opens). */
+static void conn_lost(node *n, const char *why) {
+  if (n->worked && !n->c->freeing)
+    node_lost(n, why);
+  else
+    node_fail(n, why);
+}
+
 /* ---- deadlines and flushes ---- */
 
 /* The earlier of two instants, 0 being none. */
 static int64_t earlier(int64_t a, int64_t b) {
   return !a || (b && b < a) ? b : a;
 }
+
 
 /*
  * Node n's commands at `now` (sent and queued): a command its node has
@@ -720,11 +815,11 @@ static int64_t node_deadlines(node *n, int64_t now) {
       for (pending *p = lists[l]; p && !late; p = p->next) {
         if (p->reply_by <= now) return -1;
         next = earlier(next, p->reply_by);
-        if (!p->alone || p->answered) continue;
-        if (p->rt.deadline <= now)
+        if (p->internal || p->answered) continue;
+        if (give_up_at(n->c, p) <= now)
           late = p;
         else
-          next = earlier(next, p->rt.deadline);
+          next = earlier(next, give_up_at(n->c, p));
       }
     if (!late) return next;
     /* (its callback may queue more: the lists are walked again) */
@@ -834,6 +929,11 @@ void rc_client_free(rc_client *c) {
 
 int rc_send(rc_client *c, int slot, char *cmd, size_t len, rc_reply_fn cb,
             void *ud) {
+  return rc_send_since(c, slot, cmd, len, 0, cb, ud);
+}
+
+int rc_send_since(rc_client *c, int slot, char *cmd, size_t len,
+                  int64_t since_ns, rc_reply_fn cb, void *ud) {
   int64_t now = clock_mono_ns();
   rt_adopt(&c->rt, now); /* (one atomic load when there is nothing new) */
   int nd = rt_slot_node(&c->rt, slot);
@@ -852,7 +952,8 @@ int rc_send(rc_client *c, int slot, char *cmd, size_t len, rc_reply_fn cb,
   p->rt.slot = slot;
   p->cb = cb;
   p->ud = ud;
-  p->rt.deadline = now + (int64_t)c->cfg.timeout_ms * 1000000;
+  if (!since_ns || since_ns > now) since_ns = now;
+  p->rt.deadline = since_ns + (int64_t)c->cfg.timeout_ms * 1000000;
   if (enqueue(&c->nodes[nd], p)) {
     drop(c, p);
     return -1;

@@ -49,6 +49,11 @@
 
 typedef struct rc_client rc_client;
 
+/* A request waiting for Redis is answered (failed) this long before its
+   deadline at most (a tenth of the timeout when that is less): the time
+   its answer takes to leave (client.c's give_up_at). */
+#define RC_ANSWER_SLACK_NS INT64_C(1000000)
+
 /* Called once per command: r is the reply (freed after the call), or NULL
    with err saying why the command failed (timeout, connection, down). */
 typedef void (*rc_reply_fn)(void *ud, const redisReply *r, const char *err);
@@ -77,6 +82,13 @@ void rc_client_free(rc_client *c);
  */
 int rc_send(rc_client *c, int slot, char *cmd, size_t len, rc_reply_fn cb,
             void *ud);
+
+/* rc_send for a request that arrived at since_ns (monotonic; 0 or later
+   than now: now): its deadline is since_ns + the timeout, so that the
+   time it waited before the call (the rest of its loop pass, a batch)
+   counts. */
+int rc_send_since(rc_client *c, int slot, char *cmd, size_t len,
+                  int64_t since_ns, rc_reply_fn cb, void *ud);
 
 /* Writes what is queued (called after each loop iteration). */
 void rc_flush(rc_client *c);

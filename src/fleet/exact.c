@@ -203,8 +203,8 @@ static int job_send(job *j, int phase) {
   j->sent = clock_mono_ns();
   for (size_t g = 0; g < j->ngroups; g++) {
     count(xt, xt->x->m_calls);
-    if (xt->io.send(xt->io.io, j->groups[g].slot, cmds[g], lens[g], job_reply,
-                    &j->groups[g]) == 0) {
+    if (xt->io.send(xt->io.io, j->groups[g].slot, cmds[g], lens[g], j->t0,
+                    job_reply, &j->groups[g]) == 0) {
       j->waiting++;
     } else {
       j->failed = 1;
@@ -292,18 +292,20 @@ static void batch_send(exact_thread *xt, job_group **q, size_t n) {
   size_t len = 0;
   batch *b = malloc(sizeof *b + n * sizeof *b->g);
   int rc = b ? rs_format_batch(reqs, n, RS_DECIDE, -1, &cmd, &len) : SL_ENOMEM;
-  int64_t now = clock_mono_ns();
+  int64_t now = clock_mono_ns(), since = now;
   for (size_t i = 0; i < n; i++) {
     free(q[i]->words);
     q[i]->words = NULL;
     q[i]->j->sent = now;
+    if (q[i]->j->t0 < since) since = q[i]->j->t0; /* its first arrival */
   }
   count(xt, xt->x->m_calls);
   if (rc == 0) {
     b->xt = xt;
     b->n = n;
     memcpy(b->g, q, n * sizeof *q);
-    if (xt->io.send(xt->io.io, q[0]->slot, cmd, len, batch_reply, b) == 0)
+    if (xt->io.send(xt->io.io, q[0]->slot, cmd, len, since, batch_reply, b) ==
+        0)
       return;
     count(xt, xt->x->m_refused);
   } else {

@@ -27,12 +27,13 @@
  * A worker's Redis transport. send queues cmd (malloc'd; owned by the
  * callee from then on) for the Redis node serving `slot` (-1: any) and
  * returns 0, after which cb runs exactly once, later, on this thread (r =
- * the reply, or NULL with err); or returns -1 at once when the store is
- * known to be down (cb never runs).
+ * the reply, or NULL with err), at the latest the Redis timeout after
+ * since_ns (the monotonic instant the request arrived; 0: now); or
+ * returns -1 at once when the store is known to be down (cb never runs).
  */
 typedef void (*fleet_reply_fn)(void *ud, const redisReply *r, const char *err);
 typedef int (*fleet_send_fn)(void *io, int slot, char *cmd, size_t len,
-                             fleet_reply_fn cb, void *ud);
+                             int64_t since_ns, fleet_reply_fn cb, void *ud);
 
 typedef struct fleet_opts {
   int cluster;    /* Redis Cluster: a request's keys are grouped by slot */

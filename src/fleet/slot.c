@@ -175,11 +175,14 @@ void rc_split_free(rc_split *s) {
 
 /*
  * decide.lua's CALL: EVALSHA sha nk KEYS[1..nk] now mode VALUES[3 nk],
- * mode = 'g' or 'f' and a byte per request (its number of keys, the keys
- * consecutive, three values per key). Part i: EVALSHA sha k_i its keys now
- * mode[0] k_i its values.
+ * mode = '0' (one request of every key), or 'g' or 'f' and a byte per
+ * request (its number of keys, the keys consecutive, three values per
+ * key). Part i: EVALSHA sha k_i its keys now mode' k_i its values, mode'
+ * being mode[0] k_i, or '1' (dry: decided, not charged) when dry. Without
+ * dry: a 'g' or 'f' batch of two or more requests only; with it: any 'g'
+ * or '0' call (a '1' is dry already, an 'f' must charge).
  */
-rc_split *rc_batch_split(const char *cmd, size_t len) {
+static rc_split *split_as(const char *cmd, size_t len, int dry) {
   const char **argv, **a = NULL;
   size_t *lens, *al = NULL, argc;
   if (!cmd || resp_args(cmd, len, &argv, &lens, &argc)) return NULL;
@@ -194,8 +197,15 @@ rc_split *rc_batch_split(const char *cmd, size_t len) {
   }
   if (nk == 0 || argc != 5 + 4 * nk) goto out;
   const char *mode = argv[4 + nk];
-  size_t n = lens[4 + nk] - 1, sum = 0;
-  if (lens[4 + nk] < 3 || (mode[0] != 'g' && mode[0] != 'f')) goto out;
+  /* One request ('0'): read as a 'g' batch of one. */
+  char one[2] = {'g', (char)(uint8_t)(nk < 256 ? nk : 0)};
+  int single = dry && lens[4 + nk] == 1 && mode[0] == '0';
+  if (single) mode = one;
+  size_t n = single ? 1 : lens[4 + nk] - 1, sum = 0;
+  if (!single &&
+      (lens[4 + nk] < (dry ? 2u : 3u) ||
+       (mode[0] != 'g' && (dry || mode[0] != 'f'))))
+    goto out;
   for (size_t i = 0; i < n; i++) {
     if ((uint8_t)mode[1 + i] == 0) goto out;
     sum += (uint8_t)mode[1 + i];
@@ -208,14 +218,14 @@ rc_split *rc_batch_split(const char *cmd, size_t len) {
   s->n = n;
   for (size_t i = 0, o = 0; i < n; i++) {
     size_t k = (uint8_t)mode[1 + i], c = 0;
-    char num[8], m[2] = {mode[0], (char)k};
+    char num[8], m[2] = {dry ? '1' : mode[0], (char)k};
     a[c] = argv[0], al[c++] = lens[0];
     a[c] = argv[1], al[c++] = lens[1];
     a[c] = num, al[c++] = (size_t)snprintf(num, sizeof num, "%zu", k);
     for (size_t x = 0; x < k; x++)
       a[c] = argv[3 + o + x], al[c++] = lens[3 + o + x];
     a[c] = argv[3 + nk], al[c++] = lens[3 + nk];
-    a[c] = m, al[c++] = 2;
+    a[c] = m, al[c++] = dry ? 1 : 2;
     for (size_t x = 0; x < 3 * k; x++)
       a[c] = argv[5 + nk + 3 * o + x], al[c++] = lens[5 + nk + 3 * o + x];
     int pl = redisFormatCommandArgv(&s->part[i].cmd, (int)c, a, al);
@@ -234,6 +244,14 @@ out:
   free(argv);
   free(lens);
   return s;
+}
+
+rc_split *rc_batch_split(const char *cmd, size_t len) {
+  return split_as(cmd, len, 0);
+}
+
+rc_split *rc_batch_dry(const char *cmd, size_t len) {
+  return split_as(cmd, len, 1);
 }
 
 /* A part's reply as decide.lua gives one request: now, allowed, six per

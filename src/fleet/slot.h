@@ -87,6 +87,16 @@ typedef struct rc_split {
 /* The split, or NULL: cmd is no batch of two or more requests (a single
    request's keys cannot be separated), or out of memory. */
 rc_split *rc_batch_split(const char *cmd, size_t len);
+/*
+ * A call that may have run and got no reply (its connection lost after it
+ * was written), as calls that charge nothing: each request of a decide.lua
+ * call that charges ("0", or a "g" batch of any size) as a call of its own
+ * in dry mode ("1": decided, not charged; its reply has the same shape, so
+ * rc_batch_join joins them). NULL: cmd charges nothing already (a dry
+ * call, another command) or must charge (approximate mode's "f"), or out
+ * of memory.
+ */
+rc_split *rc_batch_dry(const char *cmd, size_t len);
 /* Frees the split and the parts' commands still in it. NULL is a no-op. */
 void rc_split_free(rc_split *s);
 

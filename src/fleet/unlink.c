@@ -171,7 +171,7 @@ int fleet_unlink(const fleet_io *io, const unlink_opts *o, const eng_forgets *f,
     unlink_item *it = &j->it[i];
     char *cmd = it->cmd;
     it->cmd = NULL; /* the transport's from now on */
-    if (io->send(io->io, it->slot, cmd, it->len, on_reply, it) == 0)
+    if (io->send(io->io, it->slot, cmd, it->len, 0, on_reply, it) == 0)
       j->waiting++;
     else if (it->publish)
       unpublished(j, "down");

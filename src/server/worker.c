@@ -42,8 +42,8 @@ struct worker_pool {
 
 /* The engine's remote, on this worker's Redis client. */
 static int remote_send(void *io, int slot, char *cmd, size_t len,
-                       fleet_reply_fn cb, void *ud) {
-  return rc_send(io, slot, cmd, len, cb, ud);
+                       int64_t since_ns, fleet_reply_fn cb, void *ud) {
+  return rc_send_since(io, slot, cmd, len, since_ns, cb, ud);
 }
 
 /* An open HTTP connection: its socket and fd, so that a stop can close

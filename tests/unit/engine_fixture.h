@@ -196,7 +196,8 @@ typedef struct fake_redis {
 } fake_redis;
 
 static inline int send_fake(void *io, int slot, char *cmd, size_t len,
-                            fleet_reply_fn cb, void *ud) {
+                            int64_t since_ns, fleet_reply_fn cb, void *ud) {
+  (void)since_ns;
   fake_redis *f = io;
   if (f->down) {
     free(cmd);

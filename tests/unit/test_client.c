@@ -511,10 +511,15 @@ static void a_moved_reads_the_whole_map_again(void **state) {
 #define SLOTS_ON(port) \
   "*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:" port "\r\n" NODE_ID
 
-/* Node nd dies: its connection breaks (what it was asked fails). */
+/* Node nd dies: its connection breaks, and the new connection its calls
+   are sent again on is refused (what it was asked fails). */
 static void dies(rc_client *c, int nd) {
   fake_sock *f = sock_of(c, nd);
   f->on_read(f->ud, "connection reset by peer", NULL, 0);
+  if (node_state(c, nd) == RC_NODE_CONNECTING) {
+    f = sock_of(c, nd);
+    f->on_connect(f->ud, "connection refused");
+  }
   assert_int_equal(node_state(c, nd), RC_NODE_DOWN);
 }
 
@@ -545,9 +550,17 @@ static void a_dead_master_is_relearned_from_another_node(void **state) {
                                        on_store_error) */
   for (int x = 0; x < 16384; x++) assert_int_equal(slot_of(c, x), 2);
   served_by(c, 10, "b", 2);
-  /* node 1 (no slot) fails two seconds later: no CLUSTER SLOTS */
+  /* node 1 (no slot) fails two seconds later: no CLUSTER SLOTS (a call
+     in flight on it, so that its connection's end is a failure: an idle
+     one closed is no failure) */
   fake_ns += SEC(2);
+  outcome e = {0};
+  set_slot(c, 30, 1);
+  send_get(c, 30, "e", &e);
+  set_slot(c, 30, 2);
+  rc_flush(c);
   dies(c, 1);
+  assert_int_equal(e.type, -1);
   rc_flush(c);
   assert_int_equal(sent(c, 2, SLOTS_SENT), 0);
   assert_int_equal(downs, 2);
@@ -727,10 +740,162 @@ static void a_shared_map_never_routes_to_a_node_this_client_has_down(
   rc_shared_map_free(m);
 }
 
+/* ---- connections Redis closes, deadlines from the arrival ---- */
+
+/* Redis's end of node nd's connection: closed (EOF, or a reset). */
+static void closed_by_redis(rc_client *c, int nd) {
+  fake_sock *f = sock_of(c, nd);
+  f->on_read(f->ud, "socket closed by peer", NULL, 0);
+}
+
+/* A decide.lua call of its own words: "g" mode, one key per request
+   (keys k0, k1, ...), or mode "0" (one request) when n is 0. */
+static char *script_call(int n, size_t *len) {
+  const char *argv[3 + 1 + 2 + 3 * 4];
+  size_t lens[sizeof argv / sizeof *argv];
+  char keys[4][4], mode[6] = "g", nk[4];
+  int k = n ? n : 1, c = 0;
+  argv[c++] = "EVALSHA";
+  argv[c++] = "0123456789012345678901234567890123456789";
+  snprintf(nk, sizeof nk, "%d", k);
+  argv[c++] = nk;
+  for (int i = 0; i < k; i++) {
+    snprintf(keys[i], sizeof keys[i], "k%d", i);
+    argv[c++] = keys[i];
+    mode[1 + i] = 1;
+  }
+  argv[c++] = "";
+  argv[c++] = n ? mode : "0";
+  for (int i = 0; i < 3 * k; i++) argv[c++] = "v";
+  for (int i = 0; i < c; i++) lens[i] = strlen(argv[i]);
+  if (n) lens[5 + k - 1] = 1 + (size_t)n; /* (the mode's bytes) */
+  char *cmd;
+  int l = redisFormatCommandArgv(&cmd, c, argv, lens);
+  assert_true(l > 0);
+  *len = (size_t)l;
+  return cmd;
+}
+
+/* One request's reply (one key): now, allowed, six figures. */
+#define DECIDED "*8\r\n$3\r\n123\r\n:1\r\n:1\r\n:10\r\n:9\r\n:0\r\n:0\r\n:0\r\n"
+/* A dry call's mode ("1") and its first value. */
+#define DRY "$1\r\n1\r\n$1\r\nv\r\n"
+
+/* Redis closing an idle connection (its `timeout`, CLIENT KILL) is no
+   failure: no breaker, no warning, and the next call goes on a new
+   connection and gets Redis's answer. */
+static void an_idle_connection_closed_by_redis_is_no_failure(void **state) {
+  (void)state;
+  rc_client *c = client_of(1, 100);
+  served_by(c, -1, "a", 0);
+  fake_sock *old = sock_of(c, 0);
+  closed_by_redis(c, 0);
+  assert_true(old->closed);
+  assert_int_equal(node_state(c, 0), RC_NODE_DOWN);
+  assert_false(rt_node_down(rc_client_router(c), 0, fake_ns));
+  assert_null(rc_client_node_sock(c, 0)); /* (no connection before a call) */
+  served_by(c, -1, "b", 0);
+  assert_int_equal(downs, 0);
+  rc_client_free(c);
+}
+
+/* A call written to a connection that Redis then closes, before its
+   reply, may have run: a decision that charges goes again on a new
+   connection as dry calls, a request each (decided, charged at most
+   once), whose replies are joined into the batch's; a dry call goes
+   again as it is. No breaker. */
+static void a_call_in_flight_when_redis_closes_is_checked_again(void **state) {
+  (void)state;
+  rc_client *c = client_of(1, 100);
+  served_by(c, -1, "a", 0);
+  outcome b = {0}, one = {0};
+  size_t len;
+  char *cmd = script_call(2, &len);
+  assert_int_equal(rc_send(c, -1, cmd, len, record, &b), 0);
+  cmd = script_call(0, &len);
+  assert_int_equal(rc_send(c, -1, cmd, len, record, &one), 0);
+  rc_flush(c);
+  assert_int_equal(sent(c, 0, "EVALSHA\r\n"), 2);
+  closed_by_redis(c, 0);
+  assert_int_equal(b.calls + one.calls, 0);
+  connect_node(c, 0); /* the new connection: at once */
+  assert_int_equal(sent(c, 0, "EVALSHA\r\n"), 3);
+  assert_int_equal(sent(c, 0, DRY), 3);
+  feed(c, 0, DECIDED DECIDED DECIDED);
+  assert_int_equal(b.calls, 1);
+  assert_int_equal(b.type, REDIS_REPLY_ARRAY);
+  assert_int_equal(one.calls, 1);
+  assert_int_equal(one.type, REDIS_REPLY_ARRAY);
+  assert_int_equal(downs, 0);
+  rc_client_free(c);
+}
+
+/* A call goes again once: lost with its second connection too (which
+   had answered its handshake), it fails, still without the breaker; a
+   new connection that dies before any reply is a failure of the node. */
+static void a_call_lost_twice_fails_and_a_fresh_connection_opens_the_breaker(
+    void **state) {
+  (void)state;
+  rc_client *c = client_of(1, 100);
+  served_by(c, -1, "a", 0);
+  outcome b = {0};
+  send_get(c, -1, "b", &b);
+  rc_flush(c);
+  closed_by_redis(c, 0);
+  connect_node(c, 0);
+  assert_int_equal(sent(c, 0, "$1\r\nb\r\n"), 1);
+  closed_by_redis(c, 0);
+  assert_int_equal(b.calls, 1);
+  assert_int_equal(b.type, -1);
+  assert_int_equal(downs, 0);
+  outcome d = {0};
+  send_get(c, -1, "d", &d);
+  rc_flush(c);
+  fake_sock *f = sock_of(c, 0);
+  f->on_connect(f->ud, NULL);
+  closed_by_redis(c, 0); /* before its handshake's reply */
+  assert_int_equal(d.type, -1);
+  assert_int_equal(downs, 1);
+  assert_true(rt_node_down(rc_client_router(c), 0, fake_ns));
+  rc_client_free(c);
+}
+
+/* The timeout counts from the request's arrival (rc_send_since), and the
+   request is answered the answer's slack before it (1 ms here): the time
+   it waited for its loop pass's end counts. The node fails only when it
+   leaves a command unanswered for the timeout from its queuing. */
+static void a_request_is_answered_within_the_timeout_of_its_arrival(
+    void **state) {
+  (void)state;
+  rc_client *c = client_of(1, 100);
+  served_by(c, -1, "a", 0);
+  int64_t arrived = fake_ns;
+  fake_ns += MS(30); /* a long pass */
+  outcome b = {0};
+  size_t len;
+  char *cmd = cmd_of("b", &len);
+  assert_int_equal(rc_send_since(c, -1, cmd, len, arrived, record, &b), 0);
+  rc_flush(c);
+  assert_int_equal(rc_client_timer_at(c), arrived + MS(99));
+  tick(c, arrived + MS(99));
+  assert_int_equal(b.calls, 1);
+  assert_int_equal(b.type, -1);
+  assert_string_equal(b.err, "timeout");
+  assert_int_equal(downs, 0);
+  tick(c, arrived + MS(130));
+  assert_int_equal(downs, 1);
+  rc_client_free(c);
+}
+
 int main(void) {
   fake_clock_install();
   log_set_sink(log_sink, NULL);
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(an_idle_connection_closed_by_redis_is_no_failure),
+      cmocka_unit_test(a_call_in_flight_when_redis_closes_is_checked_again),
+      cmocka_unit_test(
+          a_call_lost_twice_fails_and_a_fresh_connection_opens_the_breaker),
+      cmocka_unit_test(a_request_is_answered_within_the_timeout_of_its_arrival),
       cmocka_unit_test(a_retried_request_past_its_deadline_fails_alone),
       cmocka_unit_test(a_silent_node_still_fails_after_a_retry),
       cmocka_unit_test(tryagain_near_the_deadline_is_not_retried),

@@ -1532,7 +1532,8 @@ static const char fleet_rules[] =
 
 /* A remote that is down: every send refused at once (breaker open). */
 static int send_down(void *io, int slot, char *cmd, size_t len,
-                     fleet_reply_fn cb, void *ud) {
+                     int64_t since_ns, fleet_reply_fn cb, void *ud) {
+  (void)since_ns;
   (void)slot, (void)len, (void)cb, (void)ud;
   (*(int *)io)++;
   free(cmd);
@@ -1546,7 +1547,8 @@ typedef struct pending_call {
   int n;
 } pending_call;
 static int send_later(void *io, int slot, char *cmd, size_t len,
-                      fleet_reply_fn cb, void *ud) {
+                      int64_t since_ns, fleet_reply_fn cb, void *ud) {
+  (void)since_ns;
   (void)slot, (void)len;
   pending_call *p = io;
   assert_non_null(strstr(cmd, "EVALSHA"));

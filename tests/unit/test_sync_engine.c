@@ -353,7 +353,8 @@ typedef struct capture {
 } capture;
 
 static int send_capture(void *io, int slot, char *cmd, size_t len,
-                        fleet_reply_fn cb, void *ud) {
+                        int64_t since_ns, fleet_reply_fn cb, void *ud) {
+  (void)since_ns;
   (void)slot;
   capture *c = io;
   free(c->cmd);
