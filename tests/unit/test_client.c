@@ -753,7 +753,7 @@ static void closed_by_redis(rc_client *c, int nd) {
 static char *script_call(int n, size_t *len) {
   const char *argv[3 + 1 + 2 + 3 * 4];
   size_t lens[sizeof argv / sizeof *argv];
-  char keys[4][4], mode[6] = "g", nk[4];
+  char keys[4][16], mode[6] = "g", nk[16];
   int k = n ? n : 1, c = 0;
   argv[c++] = "EVALSHA";
   argv[c++] = "0123456789012345678901234567890123456789";
