@@ -98,6 +98,12 @@ int limiter_force_to(sl_limiter *lim, const void *key, size_t key_len,
   return store_force_to(lim->store, &r, target, now_ns, level);
 }
 
+void limiter_ident(const sl_limiter *lim, const algo_policy **p,
+                   uint16_t *id) {
+  *p = &lim->p;
+  *id = lim->id;
+}
+
 #define BATCH_AHEAD 16
 
 int sl_limiter_take_batch(sl_limiter *lim, const sl_request *reqs, size_t n,

@@ -7,6 +7,7 @@
 #define SLUICE_LIMITER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sluice.h"
 
@@ -20,5 +21,11 @@ void limiter_prefetch(const sl_limiter *lim, const void *key, size_t key_len);
    fleet's): *level gets the signed remaining after it. One lookup. */
 int limiter_force_to(sl_limiter *lim, const void *key, size_t key_len,
                      int64_t target, int64_t now_ns, int64_t *level);
+
+/* lim's compiled policy and its id in its store (the daemon's state file
+   and its count of keys per limiter name limiters by these). */
+struct algo_policy;
+void limiter_ident(const sl_limiter *lim, const struct algo_policy **p,
+                   uint16_t *id);
 
 #endif /* SLUICE_LIMITER_H */

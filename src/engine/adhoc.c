@@ -1,64 +1,184 @@
 /*
  * adhoc.c — the ad-hoc policies clients name (SL.THROTTLE, CL.THROTTLE,
- * /v1/throttle): each distinct policy gets one limiter on first use, kept
- * until the engine goes (at most ENG_MAX_ADHOC of them: a bound on what a
- * client can make the daemon hold). Each worker thread caches the policies
- * it has seen, by the text as written and by value, so the hot path parses
- * and formats nothing.
+ * /v1/throttle): each distinct policy gets one limiter on first use. At
+ * most ENG_MAX_ADHOC are in use at once: a bound on what a client can make
+ * the daemon hold. Each worker thread caches the policies it has seen, by
+ * the text as written and by value, so the hot path parses and formats
+ * nothing.
+ *
+ * Reclaiming. A policy whose limiter owns no key in the store holds
+ * nothing a client would miss, so the main thread (adhoc_reclaim, from
+ * engine_maintain) retires such policies when the cap has refused one, or
+ * half of it is in use: a retired entry is no longer found, so its next use
+ * makes a new one. It is freed, and its slot reused, only once no worker
+ * can still hold it: workers read entries without a lock and keep pointers
+ * in their caches, so a retirement bumps the adhoc epoch, each worker
+ * publishes the epoch it holds at its quiesce point (and empties its caches
+ * when it changed), and the entry goes once every online worker has moved
+ * past it and no decision waiting for the backend pins it. A decision that
+ * was already running when its policy was retired (one event-loop pass at
+ * most) charges the old limiter, whose keys go with it: one pass's charges
+ * of a policy that had no key left.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "../base/clock.h"
 #include "../base/hash.h"
+#include "../limiter.h"
+#include "../store/walk.h"
 #include "internal.h"
+
+#define RECLAIM_EVERY_NS INT64_C(1000000000)
+#define FREES_PER_CALL 64 /* each frees its keys: a walk over the store */
 
 size_t adhoc_count(engine *e) {
   return atomic_load_explicit(&e->nadhoc, memory_order_acquire);
 }
 
-const adhoc_entry *adhoc_find(engine *e, const char *canon, size_t len) {
+int adhoc_live(const adhoc_entry *a) {
+  return atomic_load_explicit(&a->state, memory_order_acquire) == ADHOC_LIVE;
+}
+
+adhoc_entry *adhoc_find(engine *e, const char *canon, size_t len) {
   size_t n = adhoc_count(e);
   for (size_t i = 0; i < n; i++)
-    if (strlen(e->adhoc[i].canon) == len &&
+    if (adhoc_live(&e->adhoc[i]) && strlen(e->adhoc[i].canon) == len &&
         !memcmp(e->adhoc[i].canon, canon, len))
       return &e->adhoc[i];
   return NULL;
 }
 
-/* The limiter of policy p (canonical `canon`), created on first use; NULL
-   when there are ENG_MAX_ADHOC already (or out of memory). */
-static const adhoc_entry *adhoc_get(engine *e, const sl_policy *p,
-                                    const char *canon) {
-  const adhoc_entry *found = adhoc_find(e, canon, strlen(canon));
+/* A free slot under adhoc_lock (a FREE one, else a new one), or NULL. */
+static adhoc_entry *free_slot(engine *e) {
+  size_t n = atomic_load_explicit(&e->nadhoc, memory_order_relaxed);
+  for (size_t i = 0; i < n; i++)
+    if (atomic_load_explicit(&e->adhoc[i].state, memory_order_relaxed) ==
+        ADHOC_FREE)
+      return &e->adhoc[i];
+  return n < ADHOC_SLOTS ? &e->adhoc[n] : NULL;
+}
+
+adhoc_entry *adhoc_get(engine *e, const sl_policy *p, const char *canon,
+                       int *rc) {
+  adhoc_entry *found = adhoc_find(e, canon, strlen(canon));
   if (found) return found;
   pthread_mutex_lock(&e->adhoc_lock);
-  size_t n = atomic_load_explicit(&e->nadhoc, memory_order_relaxed);
-  for (size_t i = 0; i < n && !found; i++)
-    if (!strcmp(e->adhoc[i].canon, canon)) found = &e->adhoc[i];
-  if (!found && n < ENG_MAX_ADHOC) {
-    adhoc_entry *a = &e->adhoc[n];
+  found = adhoc_find(e, canon, strlen(canon));
+  adhoc_entry *a = found ? NULL : free_slot(e);
+  *rc = ENG_EADHOC;
+  if (!found && (!a || atomic_load(&e->adhoc_live) >= ENG_MAX_ADHOC)) {
+    atomic_store(&e->adhoc_refused, 1); /* the main thread reclaims */
+    a = NULL;
+  }
+  if (a) {
     snprintf(a->canon, sizeof a->canon, "%s", canon);
     a->policy = *p;
     a->local = NULL;
-    int rc = sl_limiter_new(e->store, p, &a->lim);
-    if (rc == 0 && engine_fallible(e) &&
+    atomic_store_explicit(&a->pins, 0, memory_order_relaxed);
+    int r = sl_limiter_new(e->store, p, &a->lim);
+    if (r == 0 && engine_fallible(e) &&
         limit_mode(e, NULL) == CFG_STORE_ERROR_LOCAL) {
       sl_policy lp = local_policy(e, NULL, p);
-      if ((rc = sl_limiter_new(e->store, &lp, &a->local)))
+      if ((r = sl_limiter_new(e->store, &lp, &a->local)))
         sl_limiter_free(a->lim);
     }
-    if (rc == 0) {
-      atomic_store_explicit(&e->nadhoc, n + 1, memory_order_release);
+    if (r == 0) {
+      atomic_store_explicit(&a->state, ADHOC_LIVE, memory_order_release);
+      if (a == &e->adhoc[atomic_load(&e->nadhoc)])
+        atomic_store_explicit(&e->nadhoc, (size_t)(a - e->adhoc) + 1,
+                              memory_order_release);
+      atomic_fetch_add(&e->adhoc_live, 1);
       found = a;
+    } else {
+      *rc = r == SL_ENOMEM ? SL_ENOMEM : ENG_EADHOC;
     }
   }
   pthread_mutex_unlock(&e->adhoc_lock);
   return found;
 }
 
+/* ---- reclaiming (the main thread) ---- */
+
+/* Counts each limiter id's keys (one shard locked at a time). */
+static void count_key(void *ud, const store_entry *en) {
+  ((uint32_t *)ud)[en->id]++;
+}
+
+/* Whether lim (NULL: none) owns no key by the count. */
+static int keyless(const sl_limiter *lim, const uint32_t *count) {
+  if (!lim) return 1;
+  const algo_policy *p;
+  uint16_t id;
+  limiter_ident(lim, &p, &id);
+  return count[id] == 0;
+}
+
+/* Retires the live entries that own no key. */
+static void retire_keyless(engine *e) {
+  uint32_t *count = calloc(65536, sizeof *count);
+  if (!count) return;
+  for (unsigned n = 0; n < store_nshards(e->store); n++)
+    store_walk_shard(e->store, n, count_key, count);
+  pthread_mutex_lock(&e->adhoc_lock);
+  uint64_t epoch = atomic_load(&e->adhoc_epoch) + 1;
+  int retired = 0;
+  for (size_t i = 0; i < adhoc_count(e); i++) {
+    adhoc_entry *a = &e->adhoc[i];
+    if (!adhoc_live(a) || atomic_load(&a->pins) || !keyless(a->lim, count) ||
+        !keyless(a->local, count))
+      continue;
+    a->retired_at = epoch;
+    atomic_store(&a->state, ADHOC_RETIRED);
+    atomic_fetch_sub(&e->adhoc_live, 1);
+    retired = 1;
+  }
+  /* seq_cst, paired with engine_thread_quiesce: a worker that loads the
+     new epoch finds none of these any more. */
+  if (retired) atomic_store(&e->adhoc_epoch, epoch);
+  atomic_store(&e->adhoc_refused, 0);
+  pthread_mutex_unlock(&e->adhoc_lock);
+  free(count);
+}
+
+/* Frees the retired entries no worker can hold any more (a few a call). */
+static void free_retired(engine *e) {
+  int freed = 0;
+  for (size_t i = 0; i < adhoc_count(e) && freed < FREES_PER_CALL; i++) {
+    adhoc_entry *a = &e->adhoc[i];
+    if (atomic_load(&a->state) != ADHOC_RETIRED || atomic_load(&a->pins) ||
+        !threads_past_epoch(e, a->retired_at))
+      continue;
+    eng_backend *b = e->backend;
+    if (b->ops->forget) {
+      b->ops->forget(b, a->lim);
+      if (a->local) b->ops->forget(b, a->local);
+    }
+    sl_limiter_free(a->lim);
+    sl_limiter_free(a->local);
+    a->lim = a->local = NULL;
+    pthread_mutex_lock(&e->adhoc_lock);
+    atomic_store(&a->state, ADHOC_FREE);
+    pthread_mutex_unlock(&e->adhoc_lock);
+    freed++;
+  }
+}
+
+void adhoc_reclaim(engine *e) {
+  free_retired(e);
+  int64_t now = clock_mono_ns();
+  if ((atomic_load(&e->adhoc_refused) ||
+       atomic_load(&e->adhoc_live) * 2 > ENG_MAX_ADHOC) &&
+      now - e->adhoc_scanned_at >= RECLAIM_EVERY_NS) {
+    e->adhoc_scanned_at = now;
+    retire_keyless(e);
+  }
+}
+
 /* A policy refused (rc SL_EPOLICY or ENG_EADHOC): out->err says why,
    out->msg says so to the client. NULL, for the caller to return. */
-static const adhoc_entry *refuse(eng_result *out, int *rc, int code,
+static adhoc_entry *refuse(eng_result *out, int *rc, int code,
                                  const char *why) {
   *rc = code;
   snprintf(out->err, sizeof out->err, "%s", why);
@@ -72,15 +192,20 @@ static const adhoc_entry *refuse(eng_result *out, int *rc, int code,
 
 /* Policy p, checked by the backend, as an entry: NULL (refused) when the
    backend cannot decide it or there is no room for it. */
-static const adhoc_entry *adhoc_checked(engine *e, const sl_policy *p, int *rc,
-                                        eng_result *out) {
+static adhoc_entry *adhoc_checked(engine *e, const sl_policy *p, int *rc,
+                                  eng_result *out) {
   eng_backend *b = e->backend;
   char why[160] = "";
   char canon[64];
   if (sl_policy_format(p, canon, sizeof canon) < 0 ||
       (b->ops->policy_ok && b->ops->policy_ok(b, p, why, sizeof why)))
     return refuse(out, rc, SL_EPOLICY, why);
-  const adhoc_entry *a = adhoc_get(e, p, canon);
+  int code;
+  adhoc_entry *a = adhoc_get(e, p, canon, &code);
+  if (!a && code == SL_ENOMEM)
+    return refuse(out, rc, SL_ENOMEM,
+                  "the store is full (--max-memory): no room for a new "
+                  "ad-hoc policy");
   if (!a) {
     snprintf(why, sizeof why, "too many distinct ad-hoc policies (max %d)",
              ENG_MAX_ADHOC);
@@ -91,7 +216,7 @@ static const adhoc_entry *adhoc_checked(engine *e, const sl_policy *p, int *rc,
 
 /* The policy spelled spec, by the thread's cache of the text as written
    (no parsing on the hot path). */
-static const adhoc_entry *by_spec(engine_thread *t, const char *spec,
+static adhoc_entry *by_spec(engine_thread *t, const char *spec,
                                   size_t spec_len, int *rc, eng_result *out) {
   size_t slot = (size_t)(fnv1a(FNV1A_INIT, spec, spec_len) % ADHOC_CACHE);
   if (t->adhoc_cache[slot].a && t->adhoc_cache[slot].len == spec_len &&
@@ -105,7 +230,7 @@ static const adhoc_entry *by_spec(engine_thread *t, const char *spec,
   sl_policy p;
   if (sl_policy_parse(buf, &p, why, sizeof why))
     return refuse(out, rc, SL_EPOLICY, why);
-  const adhoc_entry *a = adhoc_checked(t->e, &p, rc, out);
+  adhoc_entry *a = adhoc_checked(t->e, &p, rc, out);
   if (a && spec_len < sizeof t->adhoc_cache[slot].spec) {
     memcpy(t->adhoc_cache[slot].spec, spec, spec_len);
     t->adhoc_cache[slot].len = spec_len;
@@ -116,13 +241,13 @@ static const adhoc_entry *by_spec(engine_thread *t, const char *spec,
 
 /* Policy p, by the thread's cache of the policy's fields (no formatting,
    no search on the hot path). */
-static const adhoc_entry *by_value(engine_thread *t, const sl_policy *p,
-                                   int *rc, eng_result *out) {
+static adhoc_entry *by_value(engine_thread *t, const sl_policy *p, int *rc,
+                             eng_result *out) {
   uint64_t h = ((uint64_t)p->algo * 0x9e3779b97f4a7c15u) ^
                ((uint64_t)p->limit << 32 | p->burst) ^
                (uint64_t)p->period_ns * 0xff51afd7ed558ccdu;
   size_t slot = (size_t)((h ^ h >> 29) % ADHOC_CACHE);
-  const adhoc_entry *a = t->policy_cache[slot];
+  adhoc_entry *a = t->policy_cache[slot];
   if (a && a->policy.algo == p->algo && a->policy.limit == p->limit &&
       a->policy.burst == p->burst && a->policy.period_ns == p->period_ns)
     return a;
@@ -131,8 +256,8 @@ static const adhoc_entry *by_value(engine_thread *t, const sl_policy *p,
   return a;
 }
 
-const adhoc_entry *adhoc_of(engine_thread *t, const eng_query *q, int *rc,
-                            eng_result *out) {
+adhoc_entry *adhoc_of(engine_thread *t, const eng_query *q, int *rc,
+                      eng_result *out) {
   return q->spec ? by_spec(t, q->spec, q->spec_len, rc, out)
                  : by_value(t, q->policy, rc, out);
 }

@@ -24,7 +24,8 @@
 
 /* What finishing a decision needs besides the backend's answer. */
 typedef struct finish_ctx {
-  int adhoc;   /* one ad-hoc policy (status 0) */
+  adhoc_entry *adhoc; /* one ad-hoc policy (status 0), pinned while
+                         the decision waits for the backend */
   int blocked; /* a rule of requests_per_unit 0 denies */
   size_t nc, ndesc;
   size_t check_of[ENG_MAX_STATUSES]; /* out->st index of check c */
@@ -194,6 +195,7 @@ static void decided(void *ud, const sl_decision *dec, int all) {
   /* Before unpinning: the caller reads out's rules, which live in p->g. */
   p->done(p->ud, 0, p->out);
   atomic_fetch_sub(&p->g->pins, 1);
+  if (p->f.adhoc) atomic_fetch_sub(&p->f.adhoc->pins, 1);
   free(p);
 }
 
@@ -250,9 +252,11 @@ static int run(engine_thread *t, const eng_query *q, const eng_check *checks,
     }
     *p = (pending){t, t->g, out, done, ud, t0, *f};
     atomic_fetch_add(&p->g->pins, 1);
+    if (f->adhoc) atomic_fetch_add(&f->adhoc->pins, 1);
     rc = b->ops->decide(b, t->bt, &dq, dec, &all, decided, p);
     if (rc == ENG_PENDING) return rc;
     atomic_fetch_sub(&p->g->pins, 1);
+    if (f->adhoc) atomic_fetch_sub(&f->adhoc->pins, 1);
     free(p);
   } else if (nc) {
     rc = b->ops->decide(b, t->bt, &dq, dec, &all, NULL, NULL);
@@ -376,7 +380,8 @@ static int decide_rules(engine_thread *t, const eng_query *q, eng_result *out,
   int have_key[ENG_MAX_DESCRIPTORS] = {0};
   eng_check checks[ENG_MAX_STATUSES];
   finish_ctx f; /* (filled as far as it is read: no 800-byte memset) */
-  f.adhoc = f.blocked = 0;
+  f.adhoc = NULL;
+  f.blocked = 0;
   f.ndesc = req->n;
   size_t nc = 0;
   for (int i = 0; i < nl; i++) {
@@ -420,7 +425,7 @@ static int decide_rules(engine_thread *t, const eng_query *q, eng_result *out,
 static int decide_policy(engine_thread *t, const eng_query *q, eng_result *out,
                          eng_done_fn done, void *ud) {
   int rc;
-  const adhoc_entry *a = adhoc_of(t, q, &rc, out);
+  adhoc_entry *a = adhoc_of(t, q, &rc, out);
   if (!a) return rc;
   out->n = 1;
   eng_status *s = &out->st[0];
@@ -437,7 +442,7 @@ static int decide_policy(engine_thread *t, const eng_query *q, eng_result *out,
                      a->local,
                      limit_mode(t->e, NULL)};
   finish_ctx f; /* (an ad-hoc policy reads no check_of or sid) */
-  f.adhoc = 1;
+  f.adhoc = a;
   f.blocked = 0;
   f.ndesc = 1;
   return run(t, q, &check, 1, "", 0, &f, out, done, ud);

@@ -29,6 +29,9 @@
 
 #include "memory.h"
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
 /* ---- generations ---- */
 
 static void gen_free(gen *g) {
@@ -236,6 +239,22 @@ static const metric_def engine_metric_defs[M_COUNT] = {
     [M_LIMITERS] = {"sluice_limiters", NULL, METRIC_GAUGE, METRIC_GLOBAL,
                     METRIC_GROUP_DAEMON,
                     "Limiters (rules and ad-hoc policies)."},
+    [M_ADHOC_LIVE] = {"sluice_adhoc_policies", NULL, METRIC_GAUGE,
+                      METRIC_GLOBAL, METRIC_GROUP_DAEMON,
+                      "Ad-hoc policies in use (at most " STR(ENG_MAX_ADHOC)
+                      "; those that own no key are freed)."},
+    [M_STATE_OK] = {"sluice_state_saves_total", "result=\"success\"",
+                    METRIC_COUNTER, METRIC_GLOBAL, METRIC_GROUP_DAEMON,
+                    "Saves of --state-file, by result."},
+    [M_STATE_FAILED] = {"sluice_state_saves_total", "result=\"failure\"",
+                        METRIC_COUNTER, METRIC_GLOBAL, METRIC_GROUP_DAEMON,
+                        NULL},
+    [M_STATE_KEYS] = {"sluice_state_saved_keys", NULL, METRIC_GAUGE,
+                      METRIC_GLOBAL, METRIC_GROUP_DAEMON,
+                      "Keys in the last --state-file save."},
+    [M_STATE_MS] = {"sluice_state_save_milliseconds", NULL, METRIC_GAUGE,
+                    METRIC_GLOBAL, METRIC_GROUP_DAEMON,
+                    "How long the last --state-file save took."},
     [M_RELOADS_OK] = {"sluice_config_reloads_total", "result=\"success\"",
                       METRIC_COUNTER, METRIC_GLOBAL, METRIC_GROUP_DAEMON,
                       "Config reloads, by result (a failed one keeps the old "
@@ -318,7 +337,7 @@ void engine_free(engine *e) {
   }
   free(e->lims);
   size_t na = atomic_load(&e->nadhoc);
-  for (size_t i = 0; i < na; i++) {
+  for (size_t i = 0; i < na; i++) { /* (a FREE slot's are NULL) */
     sl_limiter_free(e->adhoc[i].lim);
     sl_limiter_free(e->adhoc[i].local);
   }
@@ -343,6 +362,28 @@ static int threads_behind(engine *e, uint64_t version) {
   }
   pthread_mutex_unlock(&e->threads_lock);
   return behind;
+}
+
+int threads_past_epoch(engine *e, uint64_t epoch) {
+  int past = 1;
+  pthread_mutex_lock(&e->threads_lock);
+  for (unsigned i = 0; i < ENG_MAX_THREADS; i++) {
+    engine_thread *t = e->threads[i];
+    if (!t) continue;
+    uint64_t seen = atomic_load_explicit(&t->seen, memory_order_seq_cst);
+    if (seen == OFFLINE) continue; /* holds nothing until its quiesce */
+    if (seen == 0 ||
+        atomic_load_explicit(&t->aseen, memory_order_acquire) < epoch)
+      past = 0;
+  }
+  pthread_mutex_unlock(&e->threads_lock);
+  return past;
+}
+
+void engine_maintain(engine *e) {
+  pthread_mutex_lock(&e->reload_lock);
+  adhoc_reclaim(e);
+  pthread_mutex_unlock(&e->reload_lock);
 }
 
 int engine_reload(engine *e, sl_config *cfg) {
@@ -435,6 +476,16 @@ void engine_thread_quiesce(engine_thread *t) {
      published what we load. Only then say which version we hold. */
   atomic_store_explicit(&t->seen, 0, memory_order_seq_cst);
   gen *g = atomic_load_explicit(&t->e->cur, memory_order_seq_cst);
+  /* The same for the ad-hoc policies (adhoc.c): a new epoch retired some,
+     which the caches may hold. */
+  uint64_t epoch = atomic_load_explicit(&t->e->adhoc_epoch,
+                                        memory_order_seq_cst);
+  if (epoch != t->adhoc_epoch) {
+    memset(t->adhoc_cache, 0, sizeof t->adhoc_cache);
+    memset(t->policy_cache, 0, sizeof t->policy_cache);
+    t->adhoc_epoch = epoch;
+  }
+  atomic_store_explicit(&t->aseen, epoch, memory_order_release);
   atomic_store_explicit(&t->seen, g->version, memory_order_release);
   /* The detail cache is keyed by limit: a new gen's limits may sit where
      the old ones were. */
@@ -468,6 +519,7 @@ sl_limiter *engine_limiter_named(engine *e, char kind, const char *id,
                                  size_t id_len, char sep) {
   if (kind == 'a') {
     const adhoc_entry *a = adhoc_find(e, id, id_len);
+    /* (Under reload_lock: adhoc_reclaim frees none meanwhile.) */
     return a ? a->lim : NULL;
   }
   /* A map id is "RULE\x1fPOLICY": the name matches when RULE, sep and
@@ -511,7 +563,8 @@ char *engine_metrics(engine *e, size_t *len) {
                {M_STORE_MAX_BYTES, st.max_memory},
                {M_STORE_EXPIRED, st.expirations},
                {M_STORE_EVICTED, st.evictions},
-               {M_LIMITERS, st.limiters}};
+               {M_LIMITERS, st.limiters},
+               {M_ADHOC_LIVE, atomic_load(&e->adhoc_live)}};
   for (size_t i = 0; i < sizeof store / sizeof store[0]; i++)
     metrics_global_set(e->metrics, e->mid[store[i].m], store[i].v);
   /* The threads' values, summed under the thread list's lock. */

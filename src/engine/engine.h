@@ -33,7 +33,7 @@
 #define ENG_MAX_ENTRIES 16     /* per descriptor */
 #define ENG_MAX_STATUSES 64    /* limits matched by one request */
 #define ENG_MAX_THREADS 256
-#define ENG_MAX_ADHOC 1024 /* distinct ad-hoc policies */
+#define ENG_MAX_ADHOC 1024 /* distinct ad-hoc policies in use */
 
 typedef struct engine engine;
 typedef struct engine_thread engine_thread;
@@ -65,6 +65,44 @@ void engine_free(engine *e);
  * stays).
  */
 int engine_reload(engine *e, sl_config *cfg);
+/*
+ * The main thread's housekeeping, every 100 ms or so (any thread that is
+ * not a worker): frees the ad-hoc policies that own no key any more when
+ * their table fills (adhoc.c). Takes the reload lock.
+ */
+void engine_maintain(engine *e);
+
+/* ---- the state file (memory mode; state.c) ---- */
+
+typedef struct eng_state_stats {
+  uint64_t keys, bytes;     /* keys written / in the file, and its size */
+  uint64_t restored, fresh; /* load: keys restored; skipped as fresh */
+  uint64_t unmatched;       /* load: keys whose rule or policy is gone */
+  uint64_t failed;          /* load: keys the store had no room for */
+  int64_t ns;               /* save: how long it took */
+  int64_t longest_lock_ns;  /* save: the longest one shard was locked */
+} eng_state_stats;
+
+/*
+ * Saves every live key of the memory store to path, atomically (a
+ * temporary file beside it, fsync'd, renamed over it): the limiters by
+ * name (a rule's identity and policy; an ad-hoc policy). Decisions go on
+ * meanwhile (one shard is locked at a time, and only to copy it); reloads
+ * wait. 0, or -1 with err written (path is then as it was).
+ */
+int engine_state_save(engine *e, const char *path, int64_t now,
+                      eng_state_stats *st, char *err, size_t err_len);
+
+/*
+ * Loads what engine_state_save wrote into the store, before any decision:
+ * keys back to fresh at now, and those of rules or policies that are gone,
+ * are skipped. 0; 1 when there is no such file; or -1 with err saying
+ * what is wrong and where ("state file P: offset 1234: truncated: ..."),
+ * having restored nothing.
+ */
+int engine_state_load(engine *e, const char *path, int64_t now,
+                      eng_state_stats *st, char *err, size_t err_len);
+
 /* Counts a failed reload attempt (an invalid new config). */
 void engine_note_reload_failure(engine *e);
 

@@ -18,6 +18,9 @@
 #define DETAIL_CACHE 256
 #define KEY_MAX SL_KEY_MAX
 #define OFFLINE UINT64_MAX
+/* Slots for ad-hoc policies: the cap in use, and as many retired ones
+   waiting for the workers to move past them. */
+#define ADHOC_SLOTS (2 * ENG_MAX_ADHOC)
 
 /* One loaded config and the limiter of each of its limits. */
 typedef struct gen {
@@ -37,12 +40,17 @@ typedef struct lim_entry {
   int used; /* by the gen being built */
 } lim_entry;
 
-/* An ad-hoc policy's limiter (never freed before the engine). */
+/* An ad-hoc policy's limiter, in a slot of e->adhoc (adhoc.c says when a
+   slot is reused). */
+enum { ADHOC_FREE, ADHOC_LIVE, ADHOC_RETIRED };
 typedef struct adhoc_entry {
   char canon[64];
   sl_policy policy;
   sl_limiter *lim;
   sl_limiter *local; /* fallible backend, --on-store-error local */
+  _Atomic int state;   /* ADHOC_*: only LIVE entries are found */
+  uint64_t retired_at; /* the adhoc epoch that retired it */
+  _Atomic int pins;    /* decisions waiting for the backend */
 } adhoc_entry;
 
 /* The engine's own metrics, in the order they are registered and shown. */
@@ -69,6 +77,11 @@ enum {
   M_STORE_EXPIRED,
   M_STORE_EVICTED,
   M_LIMITERS,
+  M_ADHOC_LIVE,
+  M_STATE_OK,
+  M_STATE_FAILED,
+  M_STATE_KEYS,
+  M_STATE_MS,
   M_RELOADS_OK,
   M_RELOADS_FAILED,
   M_RELOAD_TIME,
@@ -84,9 +97,11 @@ struct engine_thread {
   struct {
     char spec[64];
     size_t len;
-    const adhoc_entry *a;
+    adhoc_entry *a;
   } adhoc_cache[ADHOC_CACHE]; /* by the policy as written (SL.THROTTLE) */
-  const adhoc_entry *policy_cache[ADHOC_CACHE]; /* by sl_policy (CL.THROTTLE) */
+  adhoc_entry *policy_cache[ADHOC_CACHE]; /* by sl_policy (CL.THROTTLE) */
+  uint64_t adhoc_epoch;  /* the epoch the two caches belong to */
+  _Atomic uint64_t aseen; /* published: the adhoc epoch it holds */
   struct {
     const cfg_limit *limit;
     char value[64];
@@ -110,8 +125,12 @@ struct engine {
   engine_thread *threads[ENG_MAX_THREADS];
 
   pthread_mutex_t adhoc_lock;
-  adhoc_entry adhoc[ENG_MAX_ADHOC];
-  _Atomic size_t nadhoc;
+  adhoc_entry adhoc[ADHOC_SLOTS];
+  _Atomic size_t nadhoc;         /* slots 0..nadhoc have been used */
+  _Atomic size_t adhoc_live;     /* LIVE entries (at most ENG_MAX_ADHOC) */
+  _Atomic uint64_t adhoc_epoch;  /* bumped by each retirement */
+  _Atomic int adhoc_refused;     /* the cap refused a policy: scan soon */
+  int64_t adhoc_scanned_at;      /* mono ns of the last key count */
 
   metrics *metrics;
   int mid[M_COUNT]; /* the ids of the engine's metrics */
@@ -132,12 +151,28 @@ int engine_fallible(const engine *e);
 
 /* The ad-hoc policy q names (spec or value), made on first use; NULL
    with the rc in *rc and out's err and msg written. */
-const adhoc_entry *adhoc_of(engine_thread *t, const eng_query *q, int *rc,
-                            eng_result *out);
-/* The ad-hoc policy whose canonical form is canon, or NULL (none made). */
-const adhoc_entry *adhoc_find(engine *e, const char *canon, size_t len);
-/* How many ad-hoc policies exist (entries 0..n of e->adhoc are valid). */
+adhoc_entry *adhoc_of(engine_thread *t, const eng_query *q, int *rc,
+                      eng_result *out);
+/* The live ad-hoc policy whose canonical form is canon, or NULL. */
+adhoc_entry *adhoc_find(engine *e, const char *canon, size_t len);
+/* Slots 0..n of e->adhoc have been used (only LIVE ones count: adhoc_live). */
 size_t adhoc_count(engine *e);
+/* Whether entry a may be used (a LIVE one). */
+int adhoc_live(const adhoc_entry *a);
+/* policy p (canonical canon) as a live entry, made when new; NULL when the
+   cap is reached or out of memory (*rc: ENG_EADHOC or SL_ENOMEM). */
+adhoc_entry *adhoc_get(engine *e, const sl_policy *p, const char *canon,
+                       int *rc);
+/* The main thread's part, under reload_lock: retires the live policies
+   that own no key (when the cap refused one, or half of it is in use;
+   at most once a second), and frees those retired that no worker can
+   hold any more. */
+void adhoc_reclaim(engine *e);
+
+/* ---- engine.c, for adhoc.c ---- */
+
+/* Whether every online thread has moved past adhoc epoch `epoch`. */
+int threads_past_epoch(engine *e, uint64_t epoch);
 
 /* ---- decide.c ---- */
 

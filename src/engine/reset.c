@@ -102,8 +102,9 @@ static int reset_policy(engine_thread *t, const eng_query *q, eng_reset *out,
   } else {
     size_t n = adhoc_count(e);
     for (size_t i = 0; i < n; i++)
-      add(&l, e->adhoc[i].lim, e->adhoc[i].local,
-          (eng_name){'a', e->adhoc[i].canon, NULL}, q->key, q->key_len);
+      if (adhoc_live(&e->adhoc[i]))
+        add(&l, e->adhoc[i].lim, e->adhoc[i].local,
+            (eng_name){'a', e->adhoc[i].canon, NULL}, q->key, q->key_len);
   }
   return run(t, &l, "", 0, out, done, ud);
 }

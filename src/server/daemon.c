@@ -35,11 +35,11 @@
 #include "daemon.h"
 #include "options.h"
 #include "reload.h"
+#include "statefile.h"
 #include "worker.h"
 
 #define EXPIRE_EVERY_MS 100
 #define EXPIRE_SLOTS 8192
-#define WATCH_EVERY_MS 1000
 
 /* Everything the daemon holds between its start and its stop. */
 typedef struct daemon_state {
@@ -174,6 +174,7 @@ static int daemon_start(daemon_state *d) {
   if (a->clock_skew_ms) clock_set_skew_ns(a->clock_skew_ms * 1000000);
   signal(SIGPIPE, SIG_IGN);
   if (start_engine(d)) return -1;
+  if (a->state_file) statefile_load(srv->eng, a->state_file);
   start_fleet(d);
 
   /* Every worker gets its own listening sockets (same ports). */
@@ -221,7 +222,8 @@ static void daemon_run(daemon_state *d) {
   server *srv = &d->srv;
   const char *path = srv->o.config_path;
   if (path) config_watch_set(&d->watch, path, engine_config(srv->eng));
-  int64_t last_watch = clock_wall_ns();
+  const serve_args *a = &d->args;
+  int64_t last_watch = clock_wall_ns(), last_state = last_watch;
   for (;;) {
     struct timespec tick = {0, EXPIRE_EVERY_MS * 1000000};
     int sig = sigtimedwait(&d->sigs, NULL, &tick);
@@ -239,9 +241,14 @@ static void daemon_run(daemon_state *d) {
     }
     int64_t now = clock_wall_ns();
     sl_store_expire(engine_store(srv->eng), now, EXPIRE_SLOTS);
-    if (path && now - last_watch >= WATCH_EVERY_MS * 1000000LL) {
+    engine_maintain(srv->eng);
+    if (a->state_file && now - last_state >= a->state_ms * 1000000LL) {
+      last_state = now;
+      statefile_save(srv->eng, a->state_file, 0);
+    }
+    if (path && a->watch && now - last_watch >= a->watch_ms * 1000000LL) {
       last_watch = now;
-      if (config_watch_changed(&d->watch)) {
+      if (config_watch_settled(&d->watch, now, a->settle_ms * 1000000LL)) {
         log_msg("info", "config changed on disk: reloading");
         config_reload(srv, &d->watch);
       }
@@ -261,6 +268,7 @@ static int daemon_stop(daemon_state *d, int ok) {
   if (!srv->eng) return 1; /* nothing started (the config did not load) */
   atomic_store(&srv->stopping, 1);
   if (d->workers) workers_join(d->workers);
+  if (ok && d->args.state_file) statefile_save(srv->eng, d->args.state_file, 1);
   rs_sync_stop(d->sync); /* pushes the last interval's charges */
   workers_free(d->workers);
   if (d->h2o_up) h2o_config_dispose(&d->h2o);

@@ -59,6 +59,8 @@ typedef struct serve_option {
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
+static const opt_word on_off[] = {{"on", 1}, {"off", 0}, {NULL, 0}};
+
 static const opt_word header_styles[] = {{"ietf", HDR_IETF},
                                          {"x", HDR_X},
                                          {"both", HDR_IETF | HDR_X},
@@ -124,6 +126,23 @@ static const serve_option options[] = {
      .help = "once listening, write {\"pid\": N, \"http\": \"ADDR:PORT\", "
              "\"resp\": \"ADDR:PORT\"} there (null for a listener that is "
              "off; written whole, by rename); removed at a clean stop"},
+    {.name = "watch", .arg = "on|off", .kind = OPT_ENUM, FIELD(watch),
+     .words = on_off, .def = "on",
+     .help = "reload the config when one of its files changed on disk"},
+    {.name = "watch-interval", .arg = "MS", .kind = OPT_MS, FIELD(watch_ms),
+     .min = 100, .max = 600000, .def = "1000",
+     .help = "how often the config's files are looked at"},
+    {.name = "watch-settle", .arg = "MS", .kind = OPT_MS, FIELD(settle_ms),
+     .min = 0, .max = 600000, .def = "2000",
+     .help = "reload only once the changed files have stayed as they are "
+             "this long (a file written in parts is not loaded half-way)"},
+    {.name = "state-file", .arg = "PATH", .kind = OPT_STRING,
+     FIELD(state_file),
+     .help = "memory mode: save every key's state there (atomically) every "
+             "--state-interval and at SIGTERM, and load it at start"},
+    {.name = "state-interval", .arg = "MS", .kind = OPT_MS, FIELD(state_ms),
+     .min = 100, .max = 86400000, .def = "10000",
+     .help = "how often --state-file is saved: what a kill -9 can lose"},
 
     {.name = "store", .arg = "URL", .kind = OPT_CUSTOM, .parse = parse_store,
      .section = "fleet mode (one limit across many daemons; docs/fleet.md)",
@@ -308,6 +327,11 @@ static int check_args(serve_args *a) {
   const char *rpw = getenv("SLUICE_REDIS_PASSWORD");
   if (a->fleet && !a->redis.password[0] && rpw)
     snprintf(a->redis.password, sizeof a->redis.password, "%s", rpw);
+  if (a->state_file && a->fleet) {
+    fprintf(stderr, "sluice serve: --state-file is for memory mode: in fleet "
+                    "mode Redis holds the state\n");
+    return 2;
+  }
   if (a->sync_ms && !a->fleet) {
     fprintf(stderr, "sluice serve: --sync needs --store redis://... or "
                     "redis-cluster://...\n");

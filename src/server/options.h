@@ -33,6 +33,12 @@ typedef struct serve_args {
   int batch_max;        /* requests decided by one script call */
   int64_t clock_skew_ms;
   const char *ready_file; /* --ready-file: where to say we listen; NULL */
+  /* The config watcher and the state file (docs/server.md). */
+  int watch;              /* --watch on: reload a config file that changed */
+  int watch_ms;           /* --watch-interval: how often to look */
+  int settle_ms;          /* --watch-settle: unchanged this long first */
+  const char *state_file; /* --state-file: memory mode's keys; NULL */
+  int state_ms;           /* --state-interval: how often to save it */
 } serve_args;
 
 /*

@@ -14,9 +14,11 @@ void config_watch_free(config_watch *wt) {
   for (size_t i = 0; i < wt->n; i++) free(wt->paths[i]);
   free(wt->paths);
   free(wt->st);
+  free(wt->seen);
   wt->paths = NULL;
-  wt->st = NULL;
+  wt->st = wt->seen = NULL;
   wt->n = 0;
+  wt->pending = 0;
 }
 
 void config_watch_set(config_watch *wt, const char *path, const sl_config *cfg) {
@@ -24,7 +26,8 @@ void config_watch_set(config_watch *wt, const char *path, const sl_config *cfg) 
   size_t n = 1 + (cfg ? cfg->nfiles : 0);
   wt->paths = calloc(n, sizeof *wt->paths);
   wt->st = calloc(n, sizeof *wt->st);
-  if (!wt->paths || !wt->st) return;
+  wt->seen = calloc(n, sizeof *wt->seen);
+  if (!wt->paths || !wt->st || !wt->seen) return;
   wt->paths[wt->n++] = strdup(path);
   for (size_t i = 0; cfg && i < cfg->nfiles; i++)
     wt->paths[wt->n++] = strdup(cfg->files[i]);
@@ -33,16 +36,31 @@ void config_watch_set(config_watch *wt, const char *path, const sl_config *cfg) 
       memset(&wt->st[i], 0, sizeof wt->st[i]);
 }
 
-int config_watch_changed(const config_watch *wt) {
-  for (size_t i = 0; i < wt->n; i++) {
+/* Whether two stat()s of a file differ in what a rewrite changes. */
+static int stat_differs(const struct stat *a, const struct stat *b) {
+  return a->st_ino != b->st_ino || a->st_size != b->st_size ||
+         a->st_mtim.tv_sec != b->st_mtim.tv_sec ||
+         a->st_mtim.tv_nsec != b->st_mtim.tv_nsec;
+}
+
+int config_watch_settled(config_watch *wt, int64_t now, int64_t settle_ns) {
+  int changed = 0, moving = !wt->pending;
+  for (size_t i = 0; wt->seen && i < wt->n; i++) {
     struct stat st;
     if (stat(wt->paths[i], &st)) memset(&st, 0, sizeof st);
-    if (st.st_ino != wt->st[i].st_ino || st.st_size != wt->st[i].st_size ||
-        st.st_mtim.tv_sec != wt->st[i].st_mtim.tv_sec ||
-        st.st_mtim.tv_nsec != wt->st[i].st_mtim.tv_nsec)
-      return 1;
+    changed |= stat_differs(&st, &wt->st[i]);
+    moving |= stat_differs(&st, &wt->seen[i]);
+    wt->seen[i] = st;
   }
-  return 0;
+  if (!changed) {
+    wt->pending = 0;
+    return 0;
+  }
+  if (moving) { /* (or first seen): the settle interval starts again */
+    wt->pending = 1;
+    wt->seen_at = now;
+  }
+  return now - wt->seen_at >= settle_ns;
 }
 
 void config_log(const char *what, const sl_config *c) {

@@ -14,7 +14,10 @@
 /* The files a config came from, as they were when last looked at. */
 typedef struct config_watch {
   char **paths;
-  struct stat *st;
+  struct stat *st;   /* as loaded */
+  struct stat *seen; /* as last looked at, while a change settles */
+  int64_t seen_at;   /* when seen last changed (ns) */
+  int pending;       /* a change is settling */
   size_t n;
 } config_watch;
 
@@ -41,8 +44,13 @@ void config_reload(server *srv, config_watch *wt);
    cfg (NULL: none) came from. */
 void config_watch_set(config_watch *wt, const char *path, const sl_config *cfg);
 
-/* Whether any watched file changed (or appeared, or went) since. */
-int config_watch_changed(const config_watch *wt);
+/*
+ * Whether to reload now: a watched file changed (or appeared, or went)
+ * since it was loaded, and has stayed as it is for settle_ns since (now:
+ * the caller's clock, in ns). A file being written in parts keeps
+ * changing, so it is not loaded before it is whole.
+ */
+int config_watch_settled(config_watch *wt, int64_t now, int64_t settle_ns);
 
 void config_watch_free(config_watch *wt);
 

@@ -42,6 +42,7 @@
  * is never decided on a state that was dropped too soon.
  */
 #include "mem.h"
+#include "walk.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -841,6 +842,22 @@ void store_unregister(sl_store *s, uint16_t id) {
   atomic_store_explicit(&chunk[id % REG_CHUNK], NULL, memory_order_release);
   s->nlimiters--;
   pthread_mutex_unlock(&s->reg_lock);
+}
+
+void store_walk_shard(sl_store *s, unsigned n, store_walk_fn fn, void *ud) {
+  shard *sh = &s->shards[n];
+  store_lock(s, n);
+  for (size_t i = 0; i < sh->cap; i++) {
+    uint32_t c = sh->ctrl[i], big = CTRL_LEN(c) == LEN_LONG;
+    const slot *sl = &sh->slots[i];
+    uint16_t len = 0;
+    if (c && big) memcpy(&len, sl->key.big.ptr, sizeof len);
+    if (c)
+      fn(ud, &(store_entry){CTRL_ID(c), reg_get(s, CTRL_ID(c)),
+                            big ? sl->key.big.ptr + 2 : sl->key.bytes,
+                            big ? len : CTRL_LEN(c), &sl->st});
+  }
+  store_unlock(s, n);
 }
 
 void *store_alloc(sl_store *s, size_t n) { return budget_alloc(s, n); }
