@@ -1005,6 +1005,38 @@ static void throttle_refuses_a_policy_past_1024_distinct_ones(void **state) {
   fixture_free(&f);
 }
 
+static void keyless_adhoc_policies_are_freed_for_new_ones(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  char spec[64], err[256];
+  eng_result r;
+  /* The cap, filled with policies whose keys are fresh a second later;
+     one more keeps its key for an hour. */
+  for (int n = 1; n < ENG_MAX_ADHOC; n++) {
+    snprintf(spec, sizeof spec, "fixed_window:%d/s", n);
+    assert_int_equal(do_throttle(f.t, "k", 1, spec, strlen(spec), 1, T0, &r,
+                                 err, sizeof err), 0);
+  }
+  assert_int_equal(do_throttle(f.t, "k", 1, "fixed_window:5/h", 16, 1, T0,
+                               &r, err, sizeof err), 0);
+  assert_int_equal(do_throttle(f.t, "k", 1, "gcra:1/h", 8, 1, T0, &r, err,
+                               sizeof err), ENG_EADHOC);
+  /* The keys go; the main thread retires the keyless policies, and frees
+     them once the worker has passed a quiesce point. */
+  sl_store_expire(engine_store(f.e), T0 + SEC(10), 1 << 20);
+  engine_maintain(f.e);
+  assert_int_equal(do_throttle(f.t, "k", 1, "gcra:1/h", 8, 1, T0, &r, err,
+                               sizeof err), 0);
+  engine_thread_quiesce(f.t);
+  for (int i = 0; i < ENG_MAX_ADHOC / 64 + 1; i++) engine_maintain(f.e);
+  assert_int_equal(limiters_of(f.e), 2 + 2);
+  /* The policy that kept its key kept its state. */
+  assert_int_equal(do_throttle(f.t, "k", 1, "fixed_window:5/h", 16, 1,
+                               T0 + SEC(10), &r, err, sizeof err), 0);
+  assert_int_equal(r.st[0].d.remaining, 3);
+  fixture_free(&f);
+}
+
 static void throttle_policy_shares_the_state_of_the_same_spec(void **state) {
   (void)state;
   fixture f = fixture_of(two_rules);
@@ -2163,6 +2195,7 @@ int main(void) {
       cmocka_unit_test(throttle_with_a_bad_policy_says_why),
       cmocka_unit_test(throttle_spec_is_a_counted_string),
       cmocka_unit_test(throttle_refuses_a_policy_past_1024_distinct_ones),
+      cmocka_unit_test(keyless_adhoc_policies_are_freed_for_new_ones),
       cmocka_unit_test(throttle_policy_shares_the_state_of_the_same_spec),
       cmocka_unit_test(throttle_reports_a_cost_above_the_burst),
       cmocka_unit_test(reset_key_forgets_the_key_under_every_ad_hoc_policy),
