@@ -2,7 +2,8 @@
  * resp_fuzz.c — libFuzzer harness for the RESP request parser
  * (src/server/resp_parse.c), which reads bytes from any client.
  *
- * The input's first 8 bytes seed the chunk sizes; the rest is the byte
+ * The input's first 8 bytes seed the chunk sizes and pick the limits
+ * (none, 1 MiB, a few hundred bytes, or before AUTH); the rest is the byte
  * stream of one connection. It is parsed twice: whole (command after
  * command from one buffer), and the way resp.c reads a socket (the stream
  * arrives in random chunks; the parser is called only once the unread
@@ -15,7 +16,8 @@
  *     cmd->unquoted, and no longer than the span), argc is within
  *     [0, RESP_MAX_ARGS], each length within the limits;
  *   - "incomplete" asks for more bytes than it has (need > len);
- *   - an error is one of the known messages.
+ *   - an error is one of the known messages; a limit's (-2) only when
+ *     the command would pass the limit's bytes or arguments.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -42,6 +44,8 @@ typedef struct outcome {
 
 static outcome whole, chunked;
 static resp_cmd cmd;
+static resp_limits limits; /* this input's */
+static const resp_limits *lim; /* &limits, or NULL: none */
 
 static void check_error(const char *err) {
   static const char *const known[] = {
@@ -51,8 +55,11 @@ static void check_error(const char *err) {
       "Protocol error: too many arguments in inline request",
       "Protocol error: bulk string not terminated by CRLF",
       "Protocol error: unbalanced quotes in request",
+      "Protocol error: unauthenticated multibulk length",
+      "Protocol error: unauthenticated bulk length",
   };
   if (!err) abort();
+  if (!strncmp(err, "Protocol error: too big command (over ", 38)) return;
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
     if (!strcmp(err, known[i])) return;
   if (!strncmp(err, "Protocol error: expected '$', got '", 35) &&
@@ -66,9 +73,10 @@ static void check_error(const char *err) {
 static ssize_t parse_one(const char *buf, size_t len, size_t at, outcome *o,
                          size_t *need) {
   const char *err = NULL;
-  ssize_t n = resp_parse(buf, len, &cmd, need, &err);
+  ssize_t n = resp_parse(buf, len, lim, &cmd, need, &err);
   if (n < 0) {
-    if (n != -1) abort();
+    if (n != -1 && n != -2) abort();
+    if (n == -2 && !lim) abort(); /* no limits: nothing to be over */
     check_error(err);
     o->failed = 1;
     snprintf(o->err, sizeof o->err, "%s", err);
@@ -81,6 +89,11 @@ static ssize_t parse_one(const char *buf, size_t len, size_t at, outcome *o,
   }
   if ((size_t)n > len) abort();
   if (cmd.argc < 0 || cmd.argc > RESP_MAX_ARGS) abort();
+  if (lim && (size_t)n > lim->max_bytes + 1) abort(); /* (inline: + "\n") */
+  if (lim && lim->unauthenticated &&
+      ((size_t)n > RESP_UNAUTH_MAX_BYTES + 1 ||
+       (cmd.argc > RESP_UNAUTH_MAX_ARGS && *buf == '*')))
+    abort();
   if (o->ncmds == MAX_CMDS || o->nargs + (size_t)cmd.argc > MAX_ARGS_TOTAL)
     return -2; /* enough: stop comparing here */
   o->argc[o->ncmds++] = (size_t)cmd.argc;
@@ -121,6 +134,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(&seed, data, 8);
   const char *s = (const char *)data + 8;
   size_t len = size - 8;
+  static const size_t max_bytes[4] = {0, 1 << 20, 300, 1 << 20};
+  unsigned mode = (unsigned)(seed >> 62);
+  limits = (resp_limits){max_bytes[mode], mode == 3};
+  lim = mode ? &limits : NULL;
 
   /* Whole: every command from one buffer (an exact-size copy). */
   memset(&whole, 0, sizeof whole);

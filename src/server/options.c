@@ -115,6 +115,24 @@ static const serve_option options[] = {
     {.name = "max-key", .arg = "BYTES", .kind = OPT_BYTES, FIELD(o.max_key),
      .min = 1, .max = SL_KEY_MAX, .def = STR(SL_KEY_MAX),
      .help = "longest key or descriptor value"},
+    {.name = "max-command-bytes", .arg = "BYTES", .kind = OPT_BYTES,
+     FIELD(o.max_command_bytes), .min = 4096, .max = 64 << 20, .def = "1M",
+     .help = "RESP: one command's bytes at most, refused at the header that "
+             "shows more (before AUTH: 4K and 10 arguments)"},
+    {.name = "max-input-buffer", .arg = "BYTES", .kind = OPT_BYTES,
+     FIELD(o.max_input_buffer), .min = 1 << 20, .max = INT64_MAX,
+     .def = "64M",
+     .help = "RESP: unparsed input held by all connections together; past "
+             "it, the largest holders are closed"},
+    {.name = "resp-auth-timeout", .arg = "MS", .kind = OPT_MS,
+     FIELD(o.resp_auth_timeout_ms), .min = 0, .max = 3600000, .def = "10000",
+     .help = "RESP with --password: a connection not authenticated this "
+             "long after it opened is closed; 0 = never"},
+    {.name = "resp-idle-timeout", .arg = "MS", .kind = OPT_MS,
+     FIELD(o.resp_idle_timeout_ms), .min = 0, .max = 86400000,
+     .def = "300000",
+     .help = "RESP: a connection that neither reads nor writes this long is "
+             "closed; 0 = never"},
     {.name = "trust-forwarded", .kind = OPT_FLAG, FIELD(o.trust_forwarded),
      .help = "take $remote_addr from X-Forwarded-For from any peer "
              "(default: loopback peers only)"},

@@ -37,8 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "resp_parse.h"
-#include "server.h"
+#include "resp_auth.h"
+#include "resp_conn.h"
+#include "resp_guard.h"
 
 #define OUT_PAUSE (1 << 20) /* stop reading past this much unsent output */
 #define SLOTS_PAUSE 1024    /* ... or this many commands waiting for Redis */
@@ -52,7 +53,7 @@ enum { K_CL, K_SL_THROTTLE, K_SL_CHECK, K_SL_RESET };
 /* A command's reply, when a command before it (or itself) waits. */
 typedef struct resp_slot {
   struct resp_slot *next;
-  struct resp_conn *c; /* NULL: the connection closed while it waited */
+  resp_conn *c;        /* NULL: the connection closed while it waited */
   int done;            /* reply in buf */
   int kind, never;
   char *buf;
@@ -61,32 +62,16 @@ typedef struct resp_slot {
      eng_reset) the engine fills */
 } resp_slot;
 
-typedef struct resp_conn {
-  h2o_linklist_t link;
-  worker *w;
-  h2o_socket_t *sock;
-  int authed;
-  int closing;  /* close once the replies are out */
-  int writing;  /* a write is in flight (h2o allows one) */
-  int reading;
-  size_t need;  /* don't parse again before this many input bytes */
-  strbuf out; /* replies not yet handed to the socket */
-  strbuf wbuf;/* the replies being written (h2o holds them until done) */
-  resp_slot *head, *tail; /* replies held back behind a waiting command */
-  size_t nslots;
-} resp_conn;
 
 /* ---- output ---- */
 
-static void out_raw(resp_conn *c, const char *s, size_t n) {
+void out_raw(resp_conn *c, const char *s, size_t n) {
   strbuf_add(&c->out, s, n);
   if (c->out.oom) c->closing = 1; /* out of memory: drop the connection */
 }
 
 /* An error reply; newlines in the message would break the protocol. */
-static void out_err(resp_conn *c, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void out_err(resp_conn *c, const char *fmt, ...) {
+void out_err(resp_conn *c, const char *fmt, ...) {
   char buf[400];
   va_list ap;
   va_start(ap, fmt);
@@ -111,7 +96,7 @@ static void out_line(resp_conn *c, char type, int64_t v) {
   out_raw(c, buf, n);
 }
 
-static void out_int(resp_conn *c, long long v) { out_line(c, ':', v); }
+void out_int(resp_conn *c, long long v) { out_line(c, ':', v); }
 
 /* An array of n integers, the throttle commands' reply. */
 static void out_ints(resp_conn *c, const int64_t *v, size_t n) {
@@ -130,7 +115,7 @@ static void out_ints(resp_conn *c, const int64_t *v, size_t n) {
   out_raw(c, buf, len);
 }
 
-static void out_bulk(resp_conn *c, const char *s, size_t n) {
+void out_bulk(resp_conn *c, const char *s, size_t n) {
   out_line(c, '$', (int64_t)n);
   out_raw(c, s, n);
   out_raw(c, "\r\n", 2);
@@ -141,8 +126,9 @@ static void out_bulk(resp_conn *c, const char *s, size_t n) {
 static void on_read(h2o_socket_t *sock, const char *err);
 static void flush(resp_conn *c);
 
-static void conn_close(resp_conn *c) {
+void resp_conn_close(resp_conn *c) {
   worker *w = c->w;
+  resp_guard_forget(c);
   /* A waiting command's slot is freed by its answer; the others now. */
   for (resp_slot *s = c->head, *next; s; s = next) {
     next = s->next;
@@ -167,9 +153,10 @@ static void on_written(h2o_socket_t *sock, const char *err) {
   resp_conn *c = sock->data;
   c->writing = 0;
   if (err) {
-    conn_close(c);
+    resp_conn_close(c);
     return;
   }
+  resp_guard_touch(c);
   if (!c->reading && !c->closing) {
     c->reading = 1;
     h2o_socket_read_start(sock, on_read);
@@ -181,7 +168,7 @@ static void on_written(h2o_socket_t *sock, const char *err) {
 static void flush(resp_conn *c) {
   if (c->writing) return;
   if (c->out.len == 0) {
-    if (c->closing && !c->head) conn_close(c);
+    if (c->closing && !c->head) resp_conn_close(c);
     return;
   }
   /* Swap buffers: `out` keeps accumulating while `wbuf` is written. */
@@ -546,31 +533,6 @@ static void cmd_info(resp_conn *c, const resp_cmd *cmd) {
   out_bulk(c, buf, (size_t)n);
 }
 
-/* Constant-time comparison of a password. */
-static int same_secret(const char *a, size_t alen, const char *b) {
-  size_t blen = strlen(b);
-  unsigned char diff = alen != blen;
-  for (size_t i = 0; i < alen; i++) diff |= (unsigned char)(a[i] ^ b[i % (blen ? blen : 1)]);
-  return diff == 0;
-}
-
-static void cmd_auth(resp_conn *c, const resp_cmd *cmd) {
-  const char *pw = c->w->srv->o.password;
-  if (!pw) {
-    out_err(c, "ERR AUTH <password> called without any password "
-               "configured for the default user. Are you sure your "
-               "configuration is correct?");
-  } else if ((cmd->argc == 3 && !is(cmd, 1, "default")) ||
-             !same_secret(cmd->argv[cmd->argc - 1], cmd->len[cmd->argc - 1],
-                          pw)) {
-    out_err(c, "WRONGPASS invalid username-password pair or user is "
-               "disabled.");
-  } else {
-    c->authed = 1;
-    out_raw(c, "+OK\r\n", 5);
-  }
-}
-
 static void cmd_quit(resp_conn *c, const resp_cmd *cmd) {
   (void)cmd;
   out_raw(c, "+OK\r\n", 5);
@@ -641,13 +603,17 @@ static void cmd_client(resp_conn *c, const resp_cmd *cmd) {
  * arguments (max -1: any number); a command outside it gets arity_err, or
  * when that is NULL, Redis's "wrong number of arguments for 'name'
  * command". Before AUTH (with --password), only the commands marked so run;
- * anything else gets NOAUTH, an unknown command included.
+ * anything else gets NOAUTH, an unknown command included. With
+ * --admin-token, an admin command runs only on a connection that gave it
+ * (AUTH admin <token>): SL.RESET, which drops state that every client
+ * shares (in fleet mode, every daemon's). The rest decide for, or read
+ * about, their own keys, or show what /metrics shows anyway.
  */
 typedef struct resp_command {
   const char *name;
   size_t name_len; /* (NAME() fills both: no strlen per row per command) */
   int min_argc, max_argc;
-  int before_auth;
+  int before_auth, admin;
   void (*run)(resp_conn *c, const resp_cmd *cmd);
   const char *arity_err;
 } resp_command;
@@ -656,26 +622,26 @@ typedef struct resp_command {
 #define NAME(s) s, sizeof(s) - 1
 
 static const resp_command commands[] = {
-    {NAME("CL.THROTTLE"), 5, 6, 0, cmd_cl_throttle,
+    {NAME("CL.THROTTLE"), 5, 6, 0, 0, cmd_cl_throttle,
      "ERR Usage: cl.throttle <key> <max_burst> <count per period> <period> "
      "[<quantity>]"},
-    {NAME("SL.THROTTLE"), 3, 4, 0, cmd_sl_throttle,
+    {NAME("SL.THROTTLE"), 3, 4, 0, 0, cmd_sl_throttle,
      "ERR wrong number of arguments for 'sl.throttle' command (SL.THROTTLE "
      "key policy [cost])"},
-    {NAME("SL.CHECK"), 4, -1, 0, cmd_sl_check, SL_CHECK_ARITY},
-    {NAME("SL.RESET"), 2, 3, 0, cmd_sl_reset,
+    {NAME("SL.CHECK"), 4, -1, 0, 0, cmd_sl_check, SL_CHECK_ARITY},
+    {NAME("SL.RESET"), 2, 3, 0, 1, cmd_sl_reset,
      "ERR wrong number of arguments for 'sl.reset' command (SL.RESET key "
      "[policy])"},
-    {NAME("AUTH"), 2, 3, 1, cmd_auth, NULL},
-    {NAME("QUIT"), 1, -1, 1, cmd_quit, NULL},
-    {NAME("PING"), 1, 2, 0, cmd_ping, NULL},
-    {NAME("ECHO"), 2, 2, 0, cmd_echo, NULL},
-    {NAME("INFO"), 1, -1, 0, cmd_info, NULL},
-    {NAME("DBSIZE"), 1, -1, 0, cmd_dbsize, NULL},
-    {NAME("SELECT"), 1, -1, 0, cmd_ok, NULL},
-    {NAME("COMMAND"), 1, -1, 0, cmd_empty, NULL},
-    {NAME("CONFIG"), 1, -1, 0, cmd_config, NULL},
-    {NAME("CLIENT"), 1, -1, 0, cmd_client, NULL},
+    {NAME("AUTH"), 2, 3, 1, 0, cmd_auth, NULL},
+    {NAME("QUIT"), 1, -1, 1, 0, cmd_quit, NULL},
+    {NAME("PING"), 1, 2, 0, 0, cmd_ping, NULL},
+    {NAME("ECHO"), 2, 2, 0, 0, cmd_echo, NULL},
+    {NAME("INFO"), 1, -1, 0, 0, cmd_info, NULL},
+    {NAME("DBSIZE"), 1, -1, 0, 0, cmd_dbsize, NULL},
+    {NAME("SELECT"), 1, -1, 0, 0, cmd_ok, NULL},
+    {NAME("COMMAND"), 1, -1, 0, 0, cmd_empty, NULL},
+    {NAME("CONFIG"), 1, -1, 0, 0, cmd_config, NULL},
+    {NAME("CLIENT"), 1, -1, 0, 0, cmd_client, NULL},
 };
 
 /* Runs one command: the table's row for it, its arity, AUTH. */
@@ -695,18 +661,22 @@ static void dispatch(resp_conn *c, const resp_cmd *cmd) {
     reply_unknown(c, cmd);
     return;
   }
+  char name[16]; /* lower case, as Redis names a command in its errors */
+  size_t n = 0;
+  for (; rc->name[n] && n + 1 < sizeof name; n++)
+    name[n] = (char)tolower((unsigned char)rc->name[n]);
+  name[n] = '\0';
+  if (rc->admin && c->w->srv->o.admin_token && !c->admin) {
+    out_err(c, "NOPERM User default has no permissions to run the '%s' "
+               "command (AUTH admin <token>: --admin-token)", name);
+    return;
+  }
   if (cmd->argc < rc->min_argc ||
       (rc->max_argc >= 0 && cmd->argc > rc->max_argc)) {
-    if (rc->arity_err) {
+    if (rc->arity_err)
       out_err(c, "%s", rc->arity_err);
-    } else {
-      char name[16];
-      size_t n = 0;
-      for (; rc->name[n] && n + 1 < sizeof name; n++)
-        name[n] = (char)tolower((unsigned char)rc->name[n]);
-      name[n] = '\0';
+    else
       out_err(c, "ERR wrong number of arguments for '%s' command", name);
-    }
     return;
   }
   rc->run(c, cmd);
@@ -717,13 +687,17 @@ static void dispatch(resp_conn *c, const resp_cmd *cmd) {
 static void on_read(h2o_socket_t *sock, const char *err) {
   resp_conn *c = sock->data;
   if (err) {
-    conn_close(c);
+    resp_conn_close(c);
     return;
   }
+  if (sock->input->size > 0) resp_guard_touch(c);
   while (!c->closing && sock->input->size > 0 && sock->input->size >= c->need) {
     const char *perr = NULL;
-    ssize_t n = resp_parse(sock->input->bytes, sock->input->size, c->w->cmd,
-                           &c->need, &perr);
+    /* (read per command: an AUTH changes the next one's limits) */
+    resp_limits lim = {c->w->srv->o.max_command_bytes,
+                       c->w->srv->o.password && !c->authed};
+    ssize_t n = resp_parse(sock->input->bytes, sock->input->size, &lim,
+                           c->w->cmd, &c->need, &perr);
     if (n == 0) break;
     /* Behind a waiting command, a reply waits in a slot of its own. */
     resp_slot *behind = c->tail;
@@ -731,6 +705,9 @@ static void on_read(h2o_socket_t *sock, const char *err) {
     if (n < 0) {
       out_err(c, "ERR %s", perr);
       c->closing = 1;
+      if (n == -2)
+        resp_count_close(c->w, lim.unauthenticated ? RESP_CLOSE_UNAUTH_TOO_BIG
+                                                   : RESP_CLOSE_TOO_BIG);
     } else {
       c->need = 0;
       dispatch(c, c->w->cmd);
@@ -762,6 +739,7 @@ static void on_read(h2o_socket_t *sock, const char *err) {
     c->reading = 1; /* what paused it is over */
     h2o_socket_read_start(sock, on_read);
   }
+  if (resp_guard_account(c)) return; /* closed: over the input budget */
   flush(c);
 }
 
@@ -777,6 +755,7 @@ void resp_accept(worker *w, h2o_socket_t *sock) {
   h2o_linklist_insert(&w->resp_list, &c->link);
   w->resp_conns++;
   engine_connections(w->et, 1, 1);
+  resp_guard_open(c);
   c->reading = 1;
   h2o_socket_read_start(sock, on_read);
 }
@@ -798,13 +777,21 @@ void resp_shutdown(worker *w) {
 int resp_worker_init(worker *w) {
   h2o_linklist_init_anchor(&w->resp_list);
   w->cmd = malloc(sizeof *w->cmd);
-  return w->cmd ? 0 : -1;
+  if (!w->cmd) return -1;
+  if (resp_guard_worker_init(w)) {
+    free(w->cmd);
+    w->cmd = NULL;
+    return -1;
+  }
+  return 0;
 }
 
 void resp_worker_dispose(worker *w) {
   if (!w->cmd) return; /* never initialised, or disposed already */
   while (!h2o_linklist_is_empty(&w->resp_list))
-    conn_close(H2O_STRUCT_FROM_MEMBER(resp_conn, link, w->resp_list.next));
+    resp_conn_close(
+        H2O_STRUCT_FROM_MEMBER(resp_conn, link, w->resp_list.next));
+  resp_guard_worker_dispose(w);
   free(w->cmd);
   w->cmd = NULL;
 }

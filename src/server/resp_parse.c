@@ -4,10 +4,15 @@
  * Why not hiredis's reader: it buffers a declared bulk ("$1000000000") until
  * it is complete before calling back, so an oversized length cannot be
  * refused at its header. Redis's own server refuses it there; so does this,
- * with Redis's messages.
+ * with Redis's messages. The caller's limits (resp_limits) are checked the
+ * same way: a command that will pass max_bytes is refused at the header of
+ * the bulk that takes it there, so what a connection buffers for one
+ * command is bounded by max_bytes, not by what the client declares.
  */
 #include "resp_parse.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 /* A decimal after the type byte, up to "\r\n". 1 parsed, 0 need more, -1
@@ -121,20 +126,24 @@ static int split_inline(const char *p, const char *end, resp_cmd *cmd) {
   }
 }
 
-static ssize_t parse_inline(const char *buf, size_t len, resp_cmd *cmd,
-                            size_t *need, const char **err) {
+/* An inline command: one line of at most `max` bytes (its newline
+   aside); `over` is what exceeding it returns (-1 for the fixed
+   RESP_MAX_INLINE, -2 for the caller's limit). */
+static ssize_t parse_inline(const char *buf, size_t len, size_t max,
+                            ssize_t over, resp_cmd *cmd, size_t *need,
+                            const char **err) {
   const char *nl = memchr(buf, '\n', len);
   if (!nl) {
-    if (len > RESP_MAX_INLINE) {
+    if (len > max) {
       *err = "Protocol error: too big inline request";
-      return -1;
+      return over;
     }
     *need = len + 1;
     return 0;
   }
-  if (nl - buf > RESP_MAX_INLINE) { /* however the bytes arrived */
+  if ((size_t)(nl - buf) > max) { /* however the bytes arrived */
     *err = "Protocol error: too big inline request";
-    return -1;
+    return over;
   }
   const char *end = nl > buf && nl[-1] == '\r' ? nl - 1 : nl;
   int rc = split_inline(buf, end, cmd);
@@ -149,11 +158,25 @@ static ssize_t parse_inline(const char *buf, size_t len, resp_cmd *cmd,
   return nl + 1 - buf;
 }
 
-ssize_t resp_parse(const char *buf, size_t len, resp_cmd *cmd, size_t *need,
-                   const char **err) {
+/* The message for a command over max bytes (once written, per thread). */
+static const char *too_big(size_t max) {
+  static _Thread_local char msg[80];
+  snprintf(msg, sizeof msg, "Protocol error: too big command (over %zu bytes)",
+           max);
+  return msg;
+}
+
+ssize_t resp_parse(const char *buf, size_t len, const resp_limits *limits,
+                   resp_cmd *cmd, size_t *need, const char **err) {
+  int unauth = limits && limits->unauthenticated;
+  size_t max = limits ? limits->max_bytes : SIZE_MAX;
+  if (unauth && max > RESP_UNAUTH_MAX_BYTES) max = RESP_UNAUTH_MAX_BYTES;
   *need = len + 1;
   if (len == 0) return 0;
-  if (buf[0] != '*') return parse_inline(buf, len, cmd, need, err);
+  if (buf[0] != '*')
+    return max < RESP_MAX_INLINE
+               ? parse_inline(buf, len, max, -2, cmd, need, err)
+               : parse_inline(buf, len, RESP_MAX_INLINE, -1, cmd, need, err);
   const char *lim = buf + len, *p;
   long long n;
   int r = read_int(buf + 1, lim, &n, &p);
@@ -162,6 +185,10 @@ ssize_t resp_parse(const char *buf, size_t len, resp_cmd *cmd, size_t *need,
     return -1;
   }
   if (r == 0) return 0;
+  if (unauth && n > RESP_UNAUTH_MAX_ARGS) { /* Redis's order and words */
+    *err = "Protocol error: unauthenticated multibulk length";
+    return -2;
+  }
   cmd->argc = 0;
   for (long long i = 0; i < n; i++) {
     if (p >= lim) {
@@ -183,6 +210,13 @@ ssize_t resp_parse(const char *buf, size_t len, resp_cmd *cmd, size_t *need,
       return -1;
     }
     if (r == 0) return 0;
+    /* The bytes the command spans once this bulk is in: refused here,
+       before they are read, when that is over the limit. */
+    if ((size_t)(p - buf) + (size_t)blen + 2 > max) {
+      *err = unauth ? "Protocol error: unauthenticated bulk length"
+                    : too_big(max);
+      return -2;
+    }
     if (lim - p < blen + 2) {
       *need = (size_t)(p - buf) + (size_t)blen + 2;
       return 0;

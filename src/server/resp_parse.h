@@ -21,6 +21,22 @@
 #define RESP_MAX_ARGS 1024          /* arguments per command */
 #define RESP_MAX_BULK (64 * 1024)   /* bytes per argument */
 #define RESP_MAX_INLINE (64 * 1024) /* bytes per inline command */
+/* Before AUTH (with --password), Redis's own limits on arguments, and a
+   bound of ours on a whole command: AUTH admin <token> fits with room. */
+#define RESP_UNAUTH_MAX_ARGS 10
+#define RESP_UNAUTH_MAX_BYTES 4096
+
+/*
+ * What one command may span, checked as soon as a header shows it: the
+ * multibulk count, and each bulk length against the bytes the command
+ * will then span (so a 64 MB command is refused at the header of the bulk
+ * that passes max_bytes, before its bytes are read). An inline line is
+ * bounded by max_bytes too (below RESP_MAX_INLINE).
+ */
+typedef struct resp_limits {
+  size_t max_bytes;    /* one command's bytes, framing included */
+  int unauthenticated; /* before AUTH: RESP_UNAUTH_*, Redis's messages */
+} resp_limits;
 
 typedef struct resp_cmd {
   int argc;
@@ -30,13 +46,16 @@ typedef struct resp_cmd {
 } resp_cmd;
 
 /*
- * Parses the command at the start of buf[0..len). Returns the bytes it
- * spans (> 0) with *cmd filled; 0 when it is incomplete (*need = the least
- * total length worth parsing again at); -1 on a protocol error (*err = the
- * message, e.g. "Protocol error: invalid multibulk length"), after which
- * the connection must be closed. An empty inline line gives argc 0.
+ * Parses the command at the start of buf[0..len) under lim (NULL: only
+ * the fixed RESP_MAX_* limits). Returns the bytes it spans (> 0) with
+ * *cmd filled; 0 when it is incomplete (*need = the least total length
+ * worth parsing again at); -1 on a protocol error (*err = the message,
+ * e.g. "Protocol error: invalid multibulk length"), -2 when the command
+ * is over lim ("Protocol error: unauthenticated bulk length", "Protocol
+ * error: too big command (over N bytes)"); after either the connection
+ * must be closed. An empty inline line gives argc 0.
  */
-ssize_t resp_parse(const char *buf, size_t len, resp_cmd *cmd, size_t *need,
-                   const char **err);
+ssize_t resp_parse(const char *buf, size_t len, const resp_limits *lim,
+                   resp_cmd *cmd, size_t *need, const char **err);
 
 #endif /* SLUICE_RESP_PARSE_H */

@@ -38,6 +38,10 @@ typedef struct srv_opts {
   size_t max_key;    /* longest key / value / descriptor, bytes */
   int trust_forwarded; /* take $remote_addr from X-Forwarded-For */
   int shutdown_grace_ms;
+  size_t max_command_bytes; /* RESP: one command, framing included */
+  size_t max_input_buffer;  /* RESP: unparsed input, all connections */
+  int resp_auth_timeout_ms; /* RESP: accept to AUTH (--password); 0 = none */
+  int resp_idle_timeout_ms; /* RESP: no read or write; 0 = none */
 } srv_opts;
 
 typedef struct server {
@@ -52,6 +56,8 @@ typedef struct server {
                                Redis script decides exactly */
   int exact;                /* exact fleet mode (no --sync): every decision
                                is made in Redis */
+  struct resp_shared *resp; /* RESP's process-wide budget and AUTH limiter
+                               (resp_guard.h) */
 } server;
 
 typedef struct worker {
@@ -68,6 +74,7 @@ typedef struct worker {
   h2o_linklist_t http_list; /* open HTTP connections (struct http_conn) */
   h2o_linklist_t resp_list; /* open RESP connections */
   struct resp_cmd *cmd;     /* scratch for the RESP parser */
+  struct resp_worker *resp; /* RESP's timers (resp_guard.c) */
   int may_wait;             /* decisions may wait for Redis (exact mode,
                                with a Redis client) */
   struct rc_client *rc;     /* fleet mode (either): this worker's

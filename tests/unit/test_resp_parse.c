@@ -17,7 +17,7 @@ static resp_cmd cmd; /* 16 KiB: not on the stack */
 static void parse_whole(const char *s) {
   size_t need = 0;
   const char *err = NULL;
-  ssize_t n = resp_parse(s, strlen(s), &cmd, &need, &err);
+  ssize_t n = resp_parse(s, strlen(s), NULL, &cmd, &need, &err);
   if (n < 0) fail_msg("'%s': %s", s, err);
   assert_int_equal(n, strlen(s));
 }
@@ -32,7 +32,7 @@ static void assert_arg(int i, const char *want) {
 static void assert_error(const char *buf, size_t len, const char *want) {
   size_t need = 0;
   const char *err = NULL;
-  ssize_t n = resp_parse(buf, len, &cmd, &need, &err);
+  ssize_t n = resp_parse(buf, len, NULL, &cmd, &need, &err);
   if (n != -1) fail_msg("'%.*s': %zd, expected an error", (int)len, buf, n);
   assert_non_null(err);
   assert_string_equal(err, want);
@@ -46,7 +46,7 @@ static void assert_error_str(const char *s, const char *want) {
 static size_t assert_incomplete(const char *buf, size_t len) {
   size_t need = 0;
   const char *err = NULL;
-  ssize_t n = resp_parse(buf, len, &cmd, &need, &err);
+  ssize_t n = resp_parse(buf, len, NULL, &cmd, &need, &err);
   if (n != 0)
     fail_msg("'%.*s' (%zu bytes): %zd (%s), expected incomplete", (int)len,
              buf, len, n, n < 0 ? err : "");
@@ -79,7 +79,7 @@ static void bulk_arguments_are_binary_safe(void **state) {
   const char s[] = "*2\r\n$4\r\nECHO\r\n$6\r\n\0\r\n*\xff$\r\n";
   size_t len = sizeof s - 1, need;
   const char *err;
-  assert_int_equal(resp_parse(s, len, &cmd, &need, &err), len);
+  assert_int_equal(resp_parse(s, len, NULL, &cmd, &need, &err), len);
   assert_int_equal(cmd.argc, 2);
   assert_int_equal(cmd.len[1], 6);
   assert_memory_equal(cmd.argv[1], "\0\r\n*\xff$", 6);
@@ -111,7 +111,7 @@ static void the_largest_bulk_and_count_are_accepted(void **state) {
   memcpy(buf + h + RESP_MAX_BULK, "\r\n", 2);
   size_t need;
   const char *err;
-  assert_int_equal(resp_parse(buf, len, &cmd, &need, &err), len);
+  assert_int_equal(resp_parse(buf, len, NULL, &cmd, &need, &err), len);
   assert_int_equal(cmd.len[0], RESP_MAX_BULK);
   free(buf);
   /* RESP_MAX_ARGS arguments. */
@@ -120,7 +120,7 @@ static void the_largest_bulk_and_count_are_accepted(void **state) {
   h = snprintf(buf, 16, "*%d\r\n", RESP_MAX_ARGS);
   len = (size_t)h + RESP_MAX_ARGS * 7;
   for (int i = 0; i < RESP_MAX_ARGS; i++) memcpy(buf + h + 7 * i, "$1\r\nx\r\n", 7);
-  assert_int_equal(resp_parse(buf, len, &cmd, &need, &err), len);
+  assert_int_equal(resp_parse(buf, len, NULL, &cmd, &need, &err), len);
   assert_int_equal(cmd.argc, RESP_MAX_ARGS);
   free(buf);
 }
@@ -170,7 +170,7 @@ static void an_inline_line_of_64k_is_still_awaited(void **state) {
   buf[RESP_MAX_INLINE] = '\n';
   size_t need;
   const char *err;
-  assert_int_equal(resp_parse(buf, RESP_MAX_INLINE + 1, &cmd, &need, &err),
+  assert_int_equal(resp_parse(buf, RESP_MAX_INLINE + 1, NULL, &cmd, &need, &err),
                    RESP_MAX_INLINE + 1);
   assert_int_equal(cmd.argc, 1);
   free(buf);
@@ -191,13 +191,13 @@ static void pipelined_commands_are_parsed_one_after_another(void **state) {
   size_t off = 0, len = strlen(s), need;
   const char *err;
   for (int i = 0; i < 5; i++) {
-    ssize_t n = resp_parse(s + off, len - off, &cmd, &need, &err);
+    ssize_t n = resp_parse(s + off, len - off, NULL, &cmd, &need, &err);
     assert_true(n > 0);
     assert_int_equal(cmd.argc, argcs[i]);
     if (first[i]) assert_arg(0, first[i]);
     off += (size_t)n;
   }
-  assert_int_equal(resp_parse(s + off, len - off, &cmd, &need, &err), 0);
+  assert_int_equal(resp_parse(s + off, len - off, NULL, &cmd, &need, &err), 0);
   assert_int_equal(need, 14); /* "*1\r\n$4\r\nPING\r\n" */
 }
 
@@ -222,7 +222,7 @@ static int feed_byte_by_byte(const char *s, size_t total, size_t *bytes_read) {
     char *buf = malloc(len);
     assert_non_null(buf);
     memcpy(buf, s, len);
-    ssize_t n = resp_parse(buf, len, &cmd, &need, &err);
+    ssize_t n = resp_parse(buf, len, NULL, &cmd, &need, &err);
     free(buf);
     if (n < 0) fail_msg("byte %zu: %s", len, err);
     if (n > 0) {
@@ -425,10 +425,10 @@ static void an_inline_line_past_64k_is_refused_however_it_arrives(
   size_t need;
   const char *err = NULL;
   /* In pieces: refused once 64K + 1 bytes are there without a newline. */
-  assert_int_equal(resp_parse(buf, RESP_MAX_INLINE + 1, &cmd, &need, &err), -1);
+  assert_int_equal(resp_parse(buf, RESP_MAX_INLINE + 1, NULL, &cmd, &need, &err), -1);
   /* Whole: must be refused too. */
   err = NULL;
-  assert_int_equal(resp_parse(buf, len, &cmd, &need, &err), -1);
+  assert_int_equal(resp_parse(buf, len, NULL, &cmd, &need, &err), -1);
   assert_string_equal(err, "Protocol error: too big inline request");
   free(buf);
 }
@@ -460,8 +460,123 @@ static void inline_unbalanced_quotes_are_a_protocol_error(void **state) {
   assert_error("ECHO \"a\"b\r\n", 12, msg); /* a quote must end its arg */
 }
 
+/* ---- the caller's limits (issue 15, finding 1) ---- */
+
+/* Parses buf[0..len) under lim expecting the limit error `want` (-2). */
+static void assert_over(const char *buf, size_t len, const resp_limits *lim,
+                        const char *want) {
+  size_t need = 0;
+  const char *err = NULL;
+  ssize_t n = resp_parse(buf, len, lim, &cmd, &need, &err);
+  if (n != -2) fail_msg("'%.*s': %zd, expected -2", (int)len, buf, n);
+  assert_non_null(err);
+  assert_string_equal(err, want);
+}
+
+/* A 64 MB command (1,024 bulks of 64 KiB) is refused at the header of the
+   bulk that takes it past max_bytes, before that bulk's bytes arrive. */
+static void a_command_past_max_bytes_is_refused_at_the_bulk_header(
+    void **state) {
+  (void)state;
+  resp_limits lim = {.max_bytes = 1 << 20};
+  size_t cap = (2 << 20) + 64, len = 0;
+  char *buf = malloc(cap);
+  assert_non_null(buf);
+  len += (size_t)snprintf(buf, cap, "*1024\r\n");
+  size_t need;
+  const char *err = NULL;
+  for (int i = 0; i < 16; i++) { /* 16 x 64 KiB + framing: just over */
+    len += (size_t)snprintf(buf + len, cap - len, "$65536\r\n");
+    memset(buf + len, 'x', 65536);
+    len += 65536;
+    memcpy(buf + len, "\r\n", 2);
+    len += 2;
+    if (i < 15) /* still under: incomplete */
+      assert_int_equal(resp_parse(buf, len, &lim, &cmd, &need, &err), 0);
+  }
+  assert_over(buf, len, &lim,
+              "Protocol error: too big command (over 1048576 bytes)");
+  /* Without limits, the same bytes are just incomplete. */
+  assert_int_equal(resp_parse(buf, len, NULL, &cmd, &need, &err), 0);
+  free(buf);
+}
+
+static void a_declared_bulk_past_max_bytes_is_refused_with_no_bytes(
+    void **state) {
+  (void)state;
+  resp_limits lim = {.max_bytes = 4096};
+  assert_over("*2\r\n$3\r\nSET\r\n$5000\r\n", 24, &lim,
+              "Protocol error: too big command (over 4096 bytes)");
+}
+
+static void a_command_of_exactly_max_bytes_is_accepted(void **state) {
+  (void)state;
+  const char *s = "*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\n";
+  resp_limits lim = {.max_bytes = strlen(s)};
+  size_t need;
+  const char *err = NULL;
+  assert_int_equal(resp_parse(s, strlen(s), &lim, &cmd, &need, &err),
+                   strlen(s));
+  lim.max_bytes--;
+  char want[64];
+  snprintf(want, sizeof want, "Protocol error: too big command (over %zu "
+           "bytes)", lim.max_bytes);
+  assert_over(s, strlen(s), &lim, want);
+}
+
+static void an_inline_line_past_max_bytes_is_refused(void **state) {
+  (void)state;
+  resp_limits lim = {.max_bytes = 16};
+  assert_over("PING aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 35, &lim,
+              "Protocol error: too big inline request");
+  assert_over("PING aaaaaaaaaaaaaaaaaaaa\r\n", 27, &lim,
+              "Protocol error: too big inline request");
+}
+
+/* Before AUTH: Redis's limits and words (networking.c), and a few KB. */
+static void before_auth_more_than_10_arguments_are_refused_at_the_header(
+    void **state) {
+  (void)state;
+  resp_limits lim = {.max_bytes = 1 << 20, .unauthenticated = 1};
+  assert_over("*11\r\n", 5, &lim,
+              "Protocol error: unauthenticated multibulk length");
+  size_t need;
+  const char *err = NULL;
+  assert_int_equal(resp_parse("*10\r\n", 5, &lim, &cmd, &need, &err), 0);
+}
+
+static void before_auth_a_command_past_4k_is_refused_at_the_header(
+    void **state) {
+  (void)state;
+  resp_limits lim = {.max_bytes = 1 << 20, .unauthenticated = 1};
+  assert_over("*2\r\n$4\r\nAUTH\r\n$5000\r\n", 25, &lim,
+              "Protocol error: unauthenticated bulk length");
+  char s[5000];
+  memset(s, 'a', sizeof s);
+  memcpy(s, "AUTH ", 5);
+  assert_over(s, sizeof s, &lim, "Protocol error: too big inline request");
+  /* A password of 4000 bytes still fits. */
+  char *b = malloc(4100);
+  assert_non_null(b);
+  int n = snprintf(b, 4100, "*2\r\n$4\r\nAUTH\r\n$4000\r\n");
+  memset(b + n, 'p', 4000);
+  memcpy(b + n + 4000, "\r\n", 2);
+  size_t need;
+  const char *err = NULL;
+  assert_int_equal(resp_parse(b, (size_t)n + 4002, &lim, &cmd, &need, &err),
+                   n + 4002);
+  free(b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(a_command_past_max_bytes_is_refused_at_the_bulk_header),
+      cmocka_unit_test(a_declared_bulk_past_max_bytes_is_refused_with_no_bytes),
+      cmocka_unit_test(a_command_of_exactly_max_bytes_is_accepted),
+      cmocka_unit_test(an_inline_line_past_max_bytes_is_refused),
+      cmocka_unit_test(
+          before_auth_more_than_10_arguments_are_refused_at_the_header),
+      cmocka_unit_test(before_auth_a_command_past_4k_is_refused_at_the_header),
       cmocka_unit_test(inline_double_quotes_group_and_unescape),
       cmocka_unit_test(inline_single_quotes_keep_backslashes),
       cmocka_unit_test(inline_unbalanced_quotes_are_a_protocol_error),
