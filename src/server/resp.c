@@ -356,6 +356,34 @@ static void slot_done(void *ud, int rc, eng_result *r) {
   }                                                          \
   free(slot)
 
+/*
+ * CL.THROTTLE's numbers, each named when it is wrong. redis-cell answers
+ * "Zero rates are not supported" for a count or period of 0 (its words,
+ * kept); for a negative one it has no message (its emission interval goes
+ * negative and it answers nonsense), so sluice says which must be
+ * positive. 1 after the error reply, 0 when all are in range.
+ */
+static int cl_args_bad(resp_conn *c, long long burst, long long count,
+                       long long period, long long qty) {
+  long long max_period = SL_PERIOD_MAX_NS / 1000000000;
+  if (count == 0 || period == 0)
+    out_err(c, "ERR Zero rates are not supported");
+  else if (count < 0 || count > SL_LIMIT_MAX)
+    out_err(c, "ERR count per period must be positive, at most %u (got "
+               "%lld)", SL_LIMIT_MAX, count);
+  else if (period < 0 || period > max_period)
+    out_err(c, "ERR period must be positive, at most %lld seconds (got "
+               "%lld)", max_period, period);
+  else if (burst < 0 || burst >= SL_LIMIT_MAX)
+    out_err(c, "ERR max_burst must be 0..%u (got %lld)", SL_LIMIT_MAX - 1,
+            burst);
+  else if (qty < 0)
+    out_err(c, "ERR quantity must be >= 0 (got %lld)", qty);
+  else
+    return 0;
+  return 1;
+}
+
 static void cmd_cl_throttle(resp_conn *c, const resp_cmd *cmd) {
   long long burst, count, period, qty = 1;
   for (int i = 2; i < cmd->argc; i++) {
@@ -370,24 +398,14 @@ static void cmd_cl_throttle(resp_conn *c, const resp_cmd *cmd) {
   arg_i64(cmd, 3, INT64_MIN + 1, INT64_MAX, &count);
   arg_i64(cmd, 4, INT64_MIN + 1, INT64_MAX, &period);
   if (cmd->argc == 6) arg_i64(cmd, 5, INT64_MIN + 1, INT64_MAX, &qty);
-  if (count <= 0 || period <= 0) {
-    out_err(c, "ERR Zero rates are not supported");
-    return;
-  }
-  if (burst < 0 || burst >= SL_LIMIT_MAX || count > SL_LIMIT_MAX ||
-      period > SL_PERIOD_MAX_NS / 1000000000 || qty < 0) {
-    out_err(c, "ERR max_burst must be 0..%u, count 1..%u, period 1..%lld "
-               "seconds, quantity >= 0",
-            SL_LIMIT_MAX - 1, SL_LIMIT_MAX,
-            (long long)(SL_PERIOD_MAX_NS / 1000000000));
-    return;
-  }
+  if (cl_args_bad(c, burst, count, period, qty)) return;
   /* GCRA, burst = max_burst + 1, emission interval = period / count. */
   sl_policy p = {SL_GCRA, (uint32_t)count, (uint32_t)(burst + 1),
                  period * 1000000000};
-  if (sl_policy_validate(&p, NULL, 0)) {
-    out_err(c, "ERR burst %lld at %lld per %lld s is out of range", burst,
-            count, period);
+  char why[128];
+  if (sl_policy_validate(&p, why, sizeof why)) {
+    out_err(c, "ERR max_burst %lld at %lld per %lld s: %s", burst, count,
+            period, why);
     return;
   }
   int64_t now = clock_wall_ns();

@@ -1,7 +1,7 @@
 #!/bin/sh
 # hardening_resp.sh — what a hostile Redis-protocol client can make sluice
 # hold, and for how long (issue 15, findings 1, 2's RESP half, 10's RESP
-# half; docs/hardening.md). POSIX sh, loopback
+# half and 11's CL.THROTTLE part; docs/hardening.md). POSIX sh, loopback
 # only, every load bounded in count and time:
 #
 #   SLUICE=build/sluice sh tests/integration/hardening_resp.sh
@@ -19,6 +19,7 @@
 #   - wrong AUTHs: the connection closes after 3, an address is refused
 #     unchecked after 10 a minute, and the log says so in one line;
 #   - with --admin-token, SL.RESET needs AUTH admin <token>;
+#   - CL.THROTTLE's argument errors name what was wrong;
 #   - each close is counted in sluice_resp_closed_total{reason=...}.
 
 . "$(dirname "$0")/serve_lib.sh"
@@ -134,7 +135,7 @@ if [ "$(grep -c 'failed AUTH attempt' "$tmp/sv.pw/log")" = 1 ] &&
 fi
 sv_stop pw
 
-# ---- finding 10: admin commands ----
+# ---- finding 10: admin commands; finding 11: CL.THROTTLE's errors ----
 
 sv_start admin -t 2 --admin-token t0ken || lib_finish
 rcli() { timeout 10 redis-cli -h 127.0.0.1 -p "$RESP" "$@" </dev/null 2>&1; }
@@ -146,6 +147,17 @@ expect_cmd "AUTH admin <token> (redis-cli --user/--pass) allows it" 0 '^0$' \
 expect_cmd "a wrong token is a wrong password" 0 WRONGPASS \
   rcli --user admin --pass nope --no-auth-warning SL.RESET k
 expect_cmd "deciding needs no token" 0 '^0$' rcli CL.THROTTLE k 1 1 1
+expect_cmd "a negative period names the period" 0 \
+  "ERR period must be positive, at most 315360000 seconds (got -5)" \
+  rcli CL.THROTTLE k 1 1 -5
+expect_cmd "a negative count names the count" 0 \
+  "ERR count per period must be positive" rcli CL.THROTTLE k 1 -1 5
+expect_cmd "a zero rate keeps redis-cell's words" 0 \
+  "ERR Zero rates are not supported" rcli CL.THROTTLE k 1 0 5
+expect_cmd "a negative max_burst names it" 0 \
+  "ERR max_burst must be 0..4294967294 (got -1)" rcli CL.THROTTLE k -1 1 5
+expect_cmd "a negative quantity names it" 0 \
+  "ERR quantity must be >= 0 (got -2)" rcli CL.THROTTLE k 1 1 5 -2
 sv_stop admin
 sv_start open -t 2 || lib_finish
 expect_cmd "without --admin-token, SL.RESET is open as before" 0 '^0$' \
