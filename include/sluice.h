@@ -68,7 +68,8 @@ SL_API const char *sl_version_string(void);
   XX(ECOST, -4, "cost exceeds what the policy can ever allow")               \
   XX(EKEY, -5, "key longer than 1024 bytes")                           \
   XX(ETIME, -6, "time out of range")                                         \
-  XX(ELIMITERS, -7, "too many limiters on one store")
+  XX(ELIMITERS, -7, "too many limiters on one store")                       \
+  XX(EFULL, -8, "store full: no entry could be evicted cheaply enough")
 
 typedef enum sl_err {
   SL_OK = 0,
@@ -202,6 +203,8 @@ typedef struct sl_store_stats {
   uint64_t max_memory;  /* the cap */
   uint64_t expirations; /* entries dropped because they were back to fresh */
   uint64_t evictions;   /* live entries dropped to stay under the cap */
+  uint64_t evicted_units; /* what those evictions gave back: the units of
+                             cost they held (each algorithm's `used`) */
   uint64_t limiters;    /* limiters bound to the store */
 } sl_store_stats;
 
@@ -239,6 +242,18 @@ SL_API void sl_limiter_free(sl_limiter *lim);
 SL_API const sl_policy *sl_limiter_policy(const sl_limiter *lim);
 
 /*
+ * What a new key of this limiter may take when the store is at its memory
+ * cap (docs/store.md, "The memory cap"). 0, the default: the room of the
+ * entry whose eviction gives back least, whatever that is. N > 0: only the
+ * room of an entry whose eviction gives back fewer than N units of cost (1:
+ * nothing at all, an entry already fresh); when there is none, the request
+ * fails with SL_EFULL and nothing is evicted — nginx's 503 when its zone is
+ * full, instead of quota given away. Set it before the limiter is shared
+ * between threads. Returns 0, or SL_EINVAL for a NULL limiter.
+ */
+SL_API int sl_limiter_set_evict_below(sl_limiter *lim, uint32_t units);
+
+/*
  * Decides one request of `cost` units for `key` at now_ns, and when allowed
  * charges it. cost 0 is a peek: always allowed, changes nothing, reports the
  * current figures. Safe from any number of threads.
@@ -246,7 +261,9 @@ SL_API const sl_policy *sl_limiter_policy(const sl_limiter *lim);
  * request of that size can ever pass; not a deny), SL_EKEY (key_len >
  * SL_KEY_MAX), SL_ETIME, SL_EINVAL (negative cost, NULL arguments),
  * SL_ENOMEM (a new key or a log entry could not be stored even after
- * eviction). On error nothing is charged.
+ * eviction), SL_EFULL (the store is at its cap and the policy's
+ * evict_below (sl_limiter_set_evict_below) forbade every eviction that could make room). On error
+ * nothing is charged.
  */
 SL_API int sl_limiter_take(sl_limiter *lim, const void *key, size_t key_len,
                            int64_t cost, int64_t now_ns, sl_decision *out);
@@ -313,8 +330,8 @@ typedef struct sl_check {
  * the same limiter and key are one state, so they are merged: their costs
  * add up, and the merged check is shadow only if all its parts are. All
  * limiters of one call must share one store. At most SL_CHECKS_MAX checks.
- * Returns 0, or SL_EINVAL / SL_ECOST / SL_EKEY / SL_ETIME / SL_ENOMEM with
- * nothing charged.
+ * Returns 0, or SL_EINVAL / SL_ECOST / SL_EKEY / SL_ETIME / SL_ENOMEM /
+ * SL_EFULL with nothing charged.
  */
 #define SL_CHECKS_MAX 64
 SL_API int sl_take_all(const sl_check *checks, size_t n, int64_t now_ns,

@@ -49,6 +49,12 @@ const sl_policy *sl_limiter_policy(const sl_limiter *lim) {
   return lim ? &lim->p.pub : NULL;
 }
 
+int sl_limiter_set_evict_below(sl_limiter *lim, uint32_t units) {
+  if (!lim) return SL_EINVAL;
+  lim->p.evict_below = units; /* the store reads it through the registry */
+  return 0;
+}
+
 /* The checks every request passes before the store sees it. */
 static int check_request(const sl_limiter *lim, const void *key,
                          size_t key_len, int64_t cost, int64_t now) {

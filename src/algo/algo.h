@@ -40,6 +40,9 @@ typedef struct algo_policy {
   int64_t W;                  /* PERIOD, ns */
   int64_t Lg, Wg;             /* ticks per ns, ticks per unit of cost */
   i128 cap;                   /* B * Wg: a full bucket, in ticks */
+  uint32_t evict_below;       /* the store's, not the algorithm's: what a
+                                 new key may evict (0 = anything;
+                                 sl_limiter_set_evict_below) */
 } algo_policy;
 
 typedef struct algo_ops {
@@ -59,6 +62,14 @@ typedef struct algo_ops {
    * (full quota); the store drops the key from then on.
    */
   int64_t (*fresh_at)(const algo_policy *p, const algo_state *st);
+  /*
+   * What resetting `st` to fresh would give back at `now`: the units of
+   * cost it holds against the key's quota (a window's count or estimate,
+   * the live log, a bucket's debt), rounded up; 0 once fresh, never
+   * negative. Pure, like decide; the store evicts the entries that give
+   * back least first (docs/store.md, "The memory cap").
+   */
+  int64_t (*used)(const algo_policy *p, const algo_state *st, int64_t now);
   /*
    * A forced charge (approximate mode's sync: sl_limiter_force): charges
    * *cost at t whether or not it fits, so that the state can fall below
@@ -157,6 +168,8 @@ static inline void tat_store(const algo_policy *p, i128 ticks,
 /* The forced charge of gcra and leaky_bucket (one TAT: gcra.c). */
 int algo_tat_force(const algo_policy *p, const algo_state *st, int64_t t,
                    int64_t *cost, int64_t *level, algo_state *next);
+/* What gcra's and leaky_bucket's TAT holds at t: its debt (gcra.c). */
+int64_t algo_tat_used(const algo_policy *p, const algo_state *st, int64_t t);
 
 /* ---- sliding_log's growing state (sliding_log.c) ---- */
 

@@ -55,5 +55,12 @@ static int64_t fw_fresh_at(const algo_policy *p, const algo_state *st) {
   return st->b > 0 ? st->a + p->W : 0;
 }
 
+/* The count of t's window (or of a later one, the clock having gone
+   back): what the window still holds. */
+static int64_t fw_used(const algo_policy *p, const algo_state *st, int64_t t) {
+  return st->a >= t - t % p->W ? st->b : 0;
+}
+
 const algo_ops algo_fixed_window = {SL_FIXED_WINDOW, "fixed_window",
-                                    fw_decide, fw_fresh_at, fw_force};
+                                    fw_decide, fw_fresh_at, fw_used,
+                                    fw_force};

@@ -50,10 +50,15 @@ int algo_tat_force(const algo_policy *p, const algo_state *st, int64_t t,
   return 1;
 }
 
+int64_t algo_tat_used(const algo_policy *p, const algo_state *st, int64_t t) {
+  i128 debt = tat_load(p, st) - (i128)t * p->Lg;
+  return debt > 0 ? div_ceil(debt, p->Wg) : 0;
+}
+
 static int64_t gcra_fresh_at(const algo_policy *p, const algo_state *st) {
   (void)p;
   return st->a; /* TAT rounded up: from then on the debt is zero */
 }
 
 const algo_ops algo_gcra = {SL_GCRA, "gcra", gcra_decide, gcra_fresh_at,
-                            algo_tat_force};
+                            algo_tat_used, algo_tat_force};

@@ -42,4 +42,4 @@ static int64_t leaky_fresh_at(const algo_policy *p, const algo_state *st) {
 
 const algo_ops algo_leaky_bucket = {SL_LEAKY_BUCKET, "leaky_bucket",
                                     leaky_decide, leaky_fresh_at,
-                                    algo_tat_force};
+                                    algo_tat_used, algo_tat_force};

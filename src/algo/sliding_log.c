@@ -156,5 +156,29 @@ static int64_t slog_fresh_at(const algo_policy *p, const algo_state *st) {
   return log && log->count ? slog_newest(log) + p->W : 0;
 }
 
+/* How many expired entries slog_used subtracts before it settles for an
+   upper bound: the eviction scan reads at most this many per log. */
+#define SLOG_USED_SCAN 64
+
+/*
+ * The live sum at t. Entries expire from the oldest; the walk over them
+ * stops after SLOG_USED_SCAN, and what is left is then counted as live: an
+ * over-estimate, which only makes the key look costlier to evict. A log
+ * is pruned on every charge, so only an idle one has many to skip.
+ */
+static int64_t slog_used(const algo_policy *p, const algo_state *st,
+                         int64_t t) {
+  const slog *log = slog_of(st);
+  if (!log || !log->count) return 0;
+  int64_t te = max64(t, slog_newest(log)), live = log->sum;
+  if (slog_newest(log) <= te - p->W) return 0;
+  for (uint32_t i = 0; i < log->count && i < SLOG_USED_SCAN; i++) {
+    uint32_t k = slog_idx(log, i);
+    if (slog_t(log)[k] > te - p->W) break;
+    live -= slog_c(log)[k];
+  }
+  return live;
+}
+
 const algo_ops algo_sliding_log = {SL_SLIDING_LOG, "sliding_log", slog_decide,
-                                   slog_fresh_at, slog_force};
+                                   slog_fresh_at, slog_used, slog_force};

@@ -120,5 +120,12 @@ static int64_t sw_fresh_at(const algo_policy *p, const algo_state *st) {
   return 0;
 }
 
+/* The estimate at t, rounded up: what a fresh key would have more. */
+static int64_t sw_used(const algo_policy *p, const algo_state *st, int64_t t) {
+  sw_view v = sw_at(p, st, t);
+  return div_ceil(sw_scaled(p, &v, v.curr), p->W);
+}
+
 const algo_ops algo_sliding_window = {SL_SLIDING_WINDOW, "sliding_window",
-                                      sw_decide, sw_fresh_at, sw_force};
+                                      sw_decide, sw_fresh_at, sw_used,
+                                      sw_force};

@@ -58,5 +58,12 @@ static int64_t tb_fresh_at(const algo_policy *p, const algo_state *st) {
   return st->a + div_ceil(p->cap - st->b, p->Lg);
 }
 
+/* The tokens missing from a full bucket at t (a debt past empty too). */
+static int64_t tb_used(const algo_policy *p, const algo_state *st, int64_t t) {
+  i128 missing = p->cap - tokens_at(p, st, max64(t, st->a));
+  return missing > 0 ? div_ceil(missing, p->Wg) : 0;
+}
+
 const algo_ops algo_token_bucket = {SL_TOKEN_BUCKET, "token_bucket",
-                                    tb_decide, tb_fresh_at, tb_force};
+                                    tb_decide, tb_fresh_at, tb_used,
+                                    tb_force};

@@ -54,15 +54,19 @@ static const char *limit_domain(const cfg_limit *l, char *buf, size_t len) {
 }
 
 /*
- * The map's limiter for (rule, policy), created when new, marked used by
- * the gen being built. NULL when out of memory.
+ * The map's limiter for (rule, policy, evict_below), created when new
+ * (evict_below is set before any thread sees it, so a rule whose bound
+ * changes gets a new limiter), marked used by the gen being built. NULL
+ * when out of memory.
  */
 static sl_limiter *map_limiter(engine *e, const char *rule, const char *canon,
-                               const sl_policy *p) {
-  size_t idlen = strlen(rule) + strlen(canon) + 2;
+                               const sl_policy *p, uint32_t evict_below) {
+  size_t idlen = strlen(rule) + strlen(canon) + 2 + 11;
   char *id = malloc(idlen);
   if (!id) return NULL;
   snprintf(id, idlen, "%s\x1f%s", rule, canon);
+  if (evict_below) /* the id of a rule without a bound is as it was */
+    snprintf(id + strlen(id), 12, "\x1f%u", evict_below);
   size_t k = 0;
   while (k < e->nlims && strcmp(e->lims[k].id, id)) k++;
   if (k < e->nlims) {
@@ -80,6 +84,7 @@ static sl_limiter *map_limiter(engine *e, const char *rule, const char *canon,
       free(id);
       return NULL;
     }
+    sl_limiter_set_evict_below(e->lims[k].lim, evict_below);
     e->nlims++;
   }
   e->lims[k].used = 1;
@@ -130,14 +135,16 @@ static gen *gen_build(engine *e, sl_config *cfg) {
     g->series[i] = metrics_series(e->metrics, limit_domain(l, dom, sizeof dom),
                                   l->rule, SERIES_NONE);
     if (l->unlimited || l->blocked) continue;
-    if (!(g->lims[i] = map_limiter(e, l->rule, l->policy_str, &l->policy)))
+    if (!(g->lims[i] = map_limiter(e, l->rule, l->policy_str, &l->policy,
+                                   l->evict_below)))
       goto fail;
     if (engine_fallible(e) && limit_mode(e, l) == CFG_STORE_ERROR_LOCAL) {
       sl_policy lp = local_policy(e, l, &l->policy);
       char canon[64], rule[1200];
       sl_policy_format(&lp, canon, sizeof canon);
       snprintf(rule, sizeof rule, "%s\x1flocal", l->rule);
-      if (!(g->local[i] = map_limiter(e, rule, canon, &lp))) goto fail;
+      if (!(g->local[i] = map_limiter(e, rule, canon, &lp, l->evict_below)))
+        goto fail;
     }
   }
   g->cfg = cfg;
@@ -236,6 +243,12 @@ static const metric_def engine_metric_defs[M_COUNT] = {
     [M_STORE_EVICTED] = {"sluice_store_evictions_total", NULL, METRIC_COUNTER,
                          METRIC_GLOBAL, METRIC_GROUP_DAEMON,
                          "Live keys dropped to stay under the memory cap."},
+    [M_STORE_EVICTED_UNITS] = {"sluice_store_evicted_units_total", NULL,
+                               METRIC_COUNTER, METRIC_GLOBAL,
+                               METRIC_GROUP_DAEMON,
+                               "What evictions gave back: the units of cost "
+                               "the evicted keys held, the most they could "
+                               "be admitted beyond their limits."},
     [M_LIMITERS] = {"sluice_limiters", NULL, METRIC_GAUGE, METRIC_GLOBAL,
                     METRIC_GROUP_DAEMON,
                     "Limiters (rules and ad-hoc policies)."},
@@ -563,6 +576,7 @@ char *engine_metrics(engine *e, size_t *len) {
                {M_STORE_MAX_BYTES, st.max_memory},
                {M_STORE_EXPIRED, st.expirations},
                {M_STORE_EVICTED, st.evictions},
+               {M_STORE_EVICTED_UNITS, st.evicted_units},
                {M_LIMITERS, st.limiters},
                {M_ADHOC_LIVE, atomic_load(&e->adhoc_live)}};
   for (size_t i = 0; i < sizeof store / sizeof store[0]; i++)

@@ -9,8 +9,9 @@
 
 /* A library code is the client's to fix (400: a bad policy, cost, key or
    time), except running out of room (503: try again later, or
-   elsewhere). */
-#define LIB_STATUS(code) ((code) == -2 || (code) == -7 ? 503 : 400)
+   elsewhere), a store full for the rule's evict_below included. */
+#define LIB_STATUS(code) \
+  ((code) == -2 || (code) == -7 || (code) == -8 ? 503 : 400)
 
 static const eng_error table[] = {
 #define LIB_ROW(name, code, msg) {code, #name, LIB_STATUS(code), msg},
@@ -21,8 +22,9 @@ static const eng_error table[] = {
 #undef ENG_ROW
 };
 
-/* (SL_ENOMEM and SL_ELIMITERS are the codes LIB_STATUS names.) */
-_Static_assert(SL_ENOMEM == -2 && SL_ELIMITERS == -7,
+/* (SL_ENOMEM, SL_ELIMITERS and SL_EFULL are the codes LIB_STATUS
+   names.) */
+_Static_assert(SL_ENOMEM == -2 && SL_ELIMITERS == -7 && SL_EFULL == -8,
                "LIB_STATUS names the library's out-of-room codes");
 
 static const eng_error unknown = {0, "UNKNOWN", 500, "internal error"};

@@ -67,6 +67,7 @@ typedef struct cfg_limit {
   size_t nreplaces;
   const char *unit_name; /* envoy unit ("MINUTE") when given by unit */
   uint32_t requests_per_unit;
+  uint32_t evict_below; /* sl_limiter_set_evict_below's; 0: no bound */
   cfg_pos pos;
   size_t index; /* position in sl_config.limits */
 } cfg_limit;

@@ -11,6 +11,9 @@
  *   algorithm: token_bucket   # sluice: default fixed_window, as envoy
  *   period: 30s               # sluice: any duration instead of a unit
  *   burst: N                  # sluice: capacity of the bucket algorithms
+ *   evict_below: N            # sluice: at the store's cap, a new key may
+ *                             # only evict an entry that gives back < N
+ *                             # units (sl_limiter_set_evict_below)
  *
  * Whatever the way it is written, the limit ends as a policy string that
  * sl_policy_parse reads: the policy syntax is the one judge of algorithms,
@@ -27,7 +30,7 @@
 /* A rate limit's keys, as read. */
 typedef struct limit_keys {
   rules_text unit, name, policy, algorithm, period;
-  rules_count rpu, burst;
+  rules_count rpu, burst, evict_below;
   int unlimited;
   const yaml_node_t *replaces;
 } limit_keys;
@@ -42,6 +45,7 @@ static const rules_key limit_key_table[] = {
     {"algorithm", rules_set_text, offsetof(limit_keys, algorithm)},
     {"period", rules_set_text, offsetof(limit_keys, period)},
     {"burst", rules_set_count, offsetof(limit_keys, burst)},
+    {"evict_below", rules_set_count, offsetof(limit_keys, evict_below)},
     {NULL, NULL, 0},
 };
 
@@ -221,7 +225,7 @@ static void limit_policy(rules_loader *L, cfg_limit *l, const limit_keys *k,
   const yaml_node_t *spec_at = map;
   if (k->unlimited) {
     if (k->unit.s || k->rpu.ok || k->policy.s || k->algorithm.s ||
-        k->period.s || k->burst.ok)
+        k->period.s || k->burst.ok || k->evict_below.ok)
       rules_err(L, map, "should not specify a rate limit (unit, "
                         "requests_per_unit, policy, ...) when unlimited");
     l->policy_str = strdup("unlimited");
@@ -263,6 +267,7 @@ void rules_parse_limit(rules_loader *L, cfg_node *d, const yaml_node_t *map,
   cfg_limit *l = new_limit(L, map, flags, k.name.s, path, index, of);
   if (!l) return;
   l->unlimited = k.unlimited;
+  l->evict_below = k.evict_below.v;
   if (k.replaces) parse_replaces(L, l, k.replaces, k.name.s);
   limit_policy(L, l, &k, map);
 

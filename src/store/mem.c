@@ -2,11 +2,11 @@
  * mem.c — the in-memory store: a sharded hash table of per-key states with
  * idle expiry and a hard memory cap.
  *
- * Layout. Each shard is an open-addressing table with linear probing over
- * two arrays: 32-byte slots (16 key bytes inline + the 16-byte algo_state)
- * and one 32-bit control word per slot: probe distance + 1 (0 = empty,
- * saturating at 255), key length (0xff = long key) and the limiter id. A
- * lookup scans control words from the key's home and compares key bytes
+ * Layout (table.h). Each shard is an open-addressing table with linear
+ * probing over two arrays: 32-byte slots (16 key bytes inline + the 16-byte
+ * algo_state) and one 32-bit control word per slot: probe distance + 1
+ * (0 = empty, saturating at 255), key length (0xff = long key) and the
+ * limiter id. A lookup scans control words from the key's home and compares key bytes
  * only where distance, length and id all match; a key longer than 16 bytes
  * lives in its own block ({ptr, hash} in the slot). So a key of up to 16
  * bytes costs 36 bytes of table; the table grows by 1/8 at a load of 7/8,
@@ -30,83 +30,21 @@
  * count). Tables together may take at most 7/8 of the cap: the rest stays
  * for what grows per key (logs, long keys) and for limiters, and a table
  * left mostly empty (after a flood has expired) shrinks back. When a table
- * cannot grow, inserting evicts the entry closest to fresh among the 16
- * slots from the new key's home — the entry whose loss gives its owner the
- * least unearned quota — and counts an eviction. Evicting for bytes (a log,
- * a long key) happens only when it can free enough; an allocator failure
- * evicts nothing.
+ * cannot grow, inserting evicts the entry among the 16 slots from the new
+ * key's home whose reset gives back least quota (evict.c). Evicting for
+ * bytes (a log, a long key) happens only when it can free enough; an
+ * allocator failure evicts nothing.
  *
  * Expiry trails freshness by a grace period (1 s by default): a state is
  * dropped only once it has been fresh for that long, so a request stamped a
  * little earlier than another thread's `now` (clock skew between threads)
  * is never decided on a state that was dropped too soon.
  */
-#include "mem.h"
+#include "table.h"
 #include "walk.h"
 
-#include <pthread.h>
 #include <sched.h>
-#include <sodium.h>
-#include <stdatomic.h>
 #include <stdlib.h>
-#include <string.h>
-
-#define KEY_INLINE 16
-#define LEN_LONG 0xffu
-#define DIST_SAT 255u
-#define MIN_CAP 32
-#define EVICT_WINDOW 16
-#define SWEEP_ON_INSERT 2
-#define ALLOC_OVERHEAD 16 /* what malloc keeps per block, roughly */
-#define MIN_SHARD_BYTES 8192
-#define DEFAULT_SHARDS 64
-#define REG_CHUNK 256
-
-typedef struct slot {
-  union {
-    uint8_t bytes[KEY_INLINE];
-    struct {
-      uint8_t *ptr; /* [uint16_t len][len bytes] */
-      uint64_t h;
-    } big;
-  } key;
-  algo_state st;
-} slot;
-
-_Static_assert(sizeof(slot) == 32, "a slot is half a cache line");
-
-typedef struct shard {
-  atomic_int lock;
-  size_t cap, count, cursor;
-  size_t min_cap; /* its size at creation (expected_keys): never smaller */
-  slot *slots;
-  uint32_t *ctrl;
-  uint64_t expirations, evictions;
-  /* Copies of slots/ctrl/cap for lock-free prefetch hints. */
-  _Atomic uintptr_t hint_slots, hint_ctrl;
-  atomic_size_t hint_cap;
-} __attribute__((aligned(64))) shard;
-
-typedef _Atomic(const algo_policy *) reg_entry;
-
-struct sl_store {
-  sl_alloc_fn alloc;
-  void *alloc_ud;
-  size_t max_memory;
-  atomic_size_t bytes;
-  atomic_size_t table_bytes; /* of bytes: the tables */
-  size_t table_cap;          /* the most tables may hold: 7/8 of the cap */
-  int64_t grace;             /* expiry trails freshness by this (ns) */
-  unsigned nshards;
-  uint8_t hkey[crypto_shorthash_KEYBYTES];
-  shard *shards;
-  void *shards_raw; /* the allocation shards is aligned within */
-  atomic_uint sweep_next;
-  pthread_mutex_t reg_lock;
-  unsigned nlimiters;
-  unsigned reg_hint; /* where the search for a free id starts */
-  _Atomic(reg_entry *) reg[65536 / REG_CHUNK];
-};
 
 /* ---- allocation against the budget ---- */
 
@@ -143,14 +81,11 @@ static void release(sl_store *s, size_t n) {
   atomic_fetch_sub_explicit(&s->bytes, n, memory_order_relaxed);
 }
 
-/* Why an allocation failed: the cap, or the allocator itself. */
-enum { OVER_BUDGET = 1, ALLOC_FAILED = 2 };
-
 /*
  * Reserves and allocates n bytes. NULL when over budget or out of memory,
  * with the reason in *why (may be NULL).
  */
-static void *budget_alloc_why(sl_store *s, size_t n, int *why) {
+void *store_budget_alloc(sl_store *s, size_t n, int *why) {
   int dummy;
   if (!why) why = &dummy;
   if (n > SIZE_MAX - ALLOC_OVERHEAD || reserve(s, n + ALLOC_OVERHEAD)) {
@@ -166,7 +101,7 @@ static void *budget_alloc_why(sl_store *s, size_t n, int *why) {
 }
 
 static void *budget_alloc(sl_store *s, size_t n) {
-  return budget_alloc_why(s, n, NULL);
+  return store_budget_alloc(s, n, NULL);
 }
 
 static void budget_free(sl_store *s, void *p, size_t n) {
@@ -237,27 +172,6 @@ static uint64_t hash_key(const sl_store *s, uint16_t id, const void *key,
   return fmix64(h ^ ((uint64_t)id + 1) * UINT64_C(0x9e3779b97f4a7c15));
 }
 
-static inline size_t home_of(uint64_t h, size_t cap) {
-  return (size_t)(((unsigned __int128)h * cap) >> 64);
-}
-
-static inline size_t next_i(size_t i, size_t cap) {
-  return i + 1 == cap ? 0 : i + 1;
-}
-
-static inline uint32_t len_byte(size_t len) {
-  return len <= KEY_INLINE ? (uint32_t)len : LEN_LONG;
-}
-
-static inline uint32_t ctrl_make(size_t dist, uint32_t lenb, uint16_t id) {
-  uint32_t d = dist + 1 < DIST_SAT ? (uint32_t)dist + 1 : DIST_SAT;
-  return d | lenb << 8 | (uint32_t)id << 16;
-}
-
-#define CTRL_DIST(c) ((c) & 0xffu)
-#define CTRL_LEN(c) ((c) >> 8 & 0xffu)
-#define CTRL_ID(c) ((uint16_t)((c) >> 16))
-
 void store_ref_init(sl_store *s, store_ref *r, const algo_policy *p,
                     uint16_t id, const void *key, size_t len) {
   r->p = p;
@@ -283,19 +197,6 @@ static size_t slot_home(const sl_store *s, const shard *sh, size_t i) {
   uint32_t d = CTRL_DIST(sh->ctrl[i]);
   if (d < DIST_SAT) return (i + sh->cap - (d - 1)) % sh->cap;
   return home_of(slot_hash(s, sh, i), sh->cap);
-}
-
-static int key_eq(const slot *sl, uint32_t lenb, const store_ref *r) {
-  if (lenb != LEN_LONG) { /* two words: inline keys are zero-padded */
-    uint64_t w[2];
-    memcpy(w, sl->key.bytes, sizeof w);
-    return ((w[0] ^ r->inl[0]) | (w[1] ^ r->inl[1])) == 0;
-  }
-  const uint8_t *b = sl->key.big.ptr;
-  uint16_t len;
-  memcpy(&len, b, sizeof len);
-  return sl->key.big.h == r->h && len == r->len &&
-         memcmp(b + sizeof len, r->key, r->len) == 0;
 }
 
 /* The slot holding r, or -1. */
@@ -326,12 +227,6 @@ static size_t place(shard *sh, uint64_t h, uint32_t lenb, uint16_t id) {
 
 /* ---- the policy registry ---- */
 
-static const algo_policy *reg_get(sl_store *s, uint16_t id) {
-  reg_entry *chunk =
-      atomic_load_explicit(&s->reg[id / REG_CHUNK], memory_order_acquire);
-  return atomic_load_explicit(&chunk[id % REG_CHUNK], memory_order_acquire);
-}
-
 /* ---- removing entries ---- */
 
 /* The blocks slot i owns outside the table: a long key, a log. */
@@ -359,7 +254,7 @@ static payload payload_of(sl_store *s, const shard *sh, size_t i) {
 }
 
 /* What dropping slot i gives back to the budget. */
-static size_t payload_bytes(sl_store *s, const shard *sh, size_t i) {
+size_t store_payload_bytes(sl_store *s, const shard *sh, size_t i) {
   payload pl = payload_of(s, sh, i);
   return (pl.key ? pl.key_size + ALLOC_OVERHEAD : 0) +
          (pl.log ? pl.log_size + ALLOC_OVERHEAD : 0);
@@ -372,7 +267,7 @@ static void free_payload(sl_store *s, shard *sh, size_t i) {
 }
 
 /* Removes slot i, shifting the rest of its cluster back (Knuth's R). */
-static void erase(sl_store *s, shard *sh, size_t i) {
+void store_erase(sl_store *s, shard *sh, size_t i) {
   free_payload(s, sh, i);
   sh->count--;
   size_t cap = sh->cap, j = i;
@@ -409,7 +304,7 @@ static size_t sweep(sl_store *s, shard *sh, int64_t now, size_t budget) {
   while (budget-- && passed < sh->cap && sh->count) {
     size_t i = sh->cursor < sh->cap ? sh->cursor : 0;
     if (sh->ctrl[i] && slot_fresh_at(s, sh, i) <= now - s->grace) {
-      erase(s, sh, i); /* may pull a later entry into i: look again */
+      store_erase(s, sh, i); /* may pull a later entry into i: look again */
       sh->expirations++;
       dropped++;
       sh->cursor = i;
@@ -423,81 +318,6 @@ static size_t sweep(sl_store *s, shard *sh, int64_t now, size_t budget) {
     resize(s, sh, ncap > sh->min_cap ? ncap : sh->min_cap); /* or later */
   }
   return dropped;
-}
-
-enum { FOR_SLOT = 0, FOR_BYTES = 1 };
-
-/*
- * Drops the entry closest to fresh among the EVICT_WINDOW slots from r's
- * home, never r's own entry. FOR_SLOT: any entry (a slot is what is
- * needed); if the window is empty, the first entry after it. FOR_BYTES: only
- * entries that own bytes outside the table, looking up to 4 windows far —
- * dropping any other entry would give nothing back. Returns 0, or -1 when
- * there is nothing suitable to drop.
- */
-static int evict_one(sl_store *s, shard *sh, const store_ref *r, int64_t now,
-                     int mode) {
-  size_t cap = sh->cap, i = home_of(r->h, cap), best = SIZE_MAX;
-  size_t window = mode == FOR_BYTES ? 4 * EVICT_WINDOW : EVICT_WINDOW;
-  int64_t best_at = INT64_MAX;
-  uint32_t lenb = len_byte(r->len);
-  for (size_t k = 0; k < cap && (k < window || (mode == FOR_SLOT &&
-                                                best == SIZE_MAX));
-       k++, i = next_i(i, cap)) {
-    uint32_t c = sh->ctrl[i];
-    if (!c) continue;
-    if (CTRL_ID(c) == r->id && CTRL_LEN(c) == lenb &&
-        key_eq(&sh->slots[i], lenb, r))
-      continue;
-    if (mode == FOR_BYTES && !payload_bytes(s, sh, i)) continue;
-    int64_t at = slot_fresh_at(s, sh, i);
-    if (at < best_at || best == SIZE_MAX) {
-      best_at = at;
-      best = i;
-    }
-  }
-  if (best == SIZE_MAX) return -1;
-  erase(s, sh, best);
-  if (best_at <= now - s->grace)
-    sh->expirations++;
-  else
-    sh->evictions++;
-  return 0;
-}
-
-/* The bytes evict_one(FOR_BYTES) could give back from r's window. */
-static size_t reclaimable(sl_store *s, const shard *sh, const store_ref *r) {
-  size_t sum = 0, cap = sh->cap, i = home_of(r->h, cap);
-  uint32_t lenb = len_byte(r->len);
-  for (size_t k = 0; k < cap && k < 4 * EVICT_WINDOW; k++, i = next_i(i, cap)) {
-    uint32_t c = sh->ctrl[i];
-    if (!c || (CTRL_ID(c) == r->id && CTRL_LEN(c) == lenb &&
-               key_eq(&sh->slots[i], lenb, r)))
-      continue;
-    sum += payload_bytes(s, sh, i);
-  }
-  return sum;
-}
-
-/*
- * Allocates n bytes for r's entry. When the cap is what stands in the way
- * and evicting entries of the shard that own bytes could make room, evicts
- * them, closest to fresh first; otherwise (or when the allocator itself
- * fails) evicts nothing. NULL when no room.
- */
-static void *alloc_evicting(sl_store *s, shard *sh, const store_ref *r,
-                            int64_t now, size_t n) {
-  for (int tries = 0;; tries++) {
-    int why = 0;
-    void *p = budget_alloc_why(s, n, &why);
-    if (p || why == ALLOC_FAILED) return p;
-    if (tries == 0) {
-      size_t used = atomic_load_explicit(&s->bytes, memory_order_relaxed);
-      size_t free_now = used < s->max_memory ? s->max_memory - used : 0;
-      if (free_now + reclaimable(s, sh, r) < n + ALLOC_OVERHEAD) return NULL;
-    }
-    if (tries == 64 || evict_one(s, sh, r, now, FOR_BYTES)) return NULL;
-  }
 }
 
 /* ---- growth ---- */
@@ -530,7 +350,7 @@ static int resize(sl_store *s, shard *sh, size_t ncap) {
   int why = 0;
   size_t from = sh->cap ? table_size(sh->cap) : 0, to = table_size(ncap);
   if (table_budget(s, from, to)) return OVER_BUDGET;
-  slot *ns = budget_alloc_why(s, to, &why);
+  slot *ns = store_budget_alloc(s, to, &why);
   if (!ns) {
     table_budget(s, to, from);
     return why;
@@ -571,18 +391,21 @@ static long insert(sl_store *s, shard *sh, const store_ref *r, int64_t now,
   uint8_t *big = NULL;
   if (lenb == LEN_LONG) {
     uint16_t len = (uint16_t)r->len;
-    big = alloc_evicting(s, sh, r, now, sizeof len + r->len);
-    if (!big) return SL_ENOMEM;
+    int err;
+    big = store_alloc_evicting(s, sh, r, now, sizeof len + r->len, &err);
+    if (!big) return err;
     memcpy(big, &len, sizeof len);
     memcpy(big + sizeof len, r->key, r->len);
   }
   if (over_load(sh->count + 1, sh->cap)) {
     /* Grow; at the cap, make a slot by eviction instead. */
     int why = resize(s, sh, sh->cap + sh->cap / 8);
-    if (why == ALLOC_FAILED ||
-        (why == OVER_BUDGET && evict_one(s, sh, r, now, FOR_SLOT))) {
+    int rc = why == OVER_BUDGET ? store_evict(s, sh, r, now, FOR_SLOT)
+             : why              ? SL_ENOMEM
+                                : 0;
+    if (rc) {
       if (big) budget_free(s, big, sizeof(uint16_t) + r->len);
-      return SL_ENOMEM;
+      return rc;
     }
   }
   size_t i = place(sh, r->h, lenb, r->id);
@@ -623,9 +446,11 @@ static int log_charge(sl_store *s, shard *sh, const store_ref *r, long i,
     if (ncap < 4) ncap = 4;
     if (ncap > most) ncap = most;
     if (ncap < need) ncap = need;
-    void *mem = grow ? alloc_evicting(s, sh, r, now, slog_bytes((uint32_t)ncap))
-                     : budget_alloc(s, slog_bytes((uint32_t)ncap));
-    if (!mem && grow) return SL_ENOMEM;
+    size_t bytes = slog_bytes((uint32_t)ncap);
+    int err = SL_ENOMEM;
+    void *mem = grow ? store_alloc_evicting(s, sh, r, now, bytes, &err)
+                     : budget_alloc(s, bytes);
+    if (!mem && grow) return err;
     if (mem) {
       slog *nlog = slog_init(mem, (uint32_t)ncap);
       algo_state st = {(int64_t)(uintptr_t)nlog, 0};
@@ -681,7 +506,7 @@ static int settle(sl_store *s, shard *sh, const store_ref *r, long i,
   const algo_policy *p = r->p;
   if (!change) {
     if (i >= 0 && p->ops->fresh_at(p, &sh->slots[i].st) <= now - s->grace) {
-      erase(s, sh, (size_t)i);
+      store_erase(s, sh, (size_t)i);
       sh->expirations++;
     }
     return 0;
@@ -750,7 +575,7 @@ void store_undo_locked(sl_store *s, const store_ref *r,
     sh->slots[i].st = undo->old;
     break;
   case UNDO_REMOVE:
-    erase(s, sh, (size_t)i);
+    store_erase(s, sh, (size_t)i);
     break;
   case UNDO_LOG:
     slog_uncommit(slog_of(&sh->slots[i].st), undo->cost);
@@ -773,7 +598,7 @@ int store_remove(sl_store *s, const store_ref *r) {
   shard *sh = &s->shards[r->shard];
   store_lock(s, r->shard);
   long i = find(sh, r);
-  if (i >= 0) erase(s, sh, (size_t)i);
+  if (i >= 0) store_erase(s, sh, (size_t)i);
   store_unlock(s, r->shard);
   return i >= 0;
 }
@@ -830,7 +655,7 @@ void store_unregister(sl_store *s, uint16_t id) {
     store_lock(s, n);
     for (size_t i = 0; i < sh->cap;) {
       if (sh->ctrl[i] && CTRL_ID(sh->ctrl[i]) == id)
-        erase(s, sh, i); /* a later entry may move into i: look again */
+        store_erase(s, sh, i); /* a later entry may move into i: look again */
       else
         i++;
     }
@@ -968,6 +793,7 @@ void sl_store_stats_get(sl_store *s, sl_store_stats *out) {
     out->keys += sh->count;
     out->expirations += sh->expirations;
     out->evictions += sh->evictions;
+    out->evicted_units += sh->evicted_units;
     store_unlock(s, n);
   }
   out->bytes = atomic_load_explicit(&s->bytes, memory_order_relaxed);

@@ -46,7 +46,8 @@ want_hdr "GET /metrics content type" content-type \
 for m in sluice_rule_decisions_total sluice_rule_near_limit_total \
   sluice_decisions_total sluice_decision_duration_seconds sluice_store_keys \
   sluice_store_bytes sluice_store_max_bytes sluice_store_expirations_total \
-  sluice_store_evictions_total sluice_config_reloads_total \
+  sluice_store_evictions_total sluice_store_evicted_units_total \
+  sluice_config_reloads_total \
   sluice_connections; do
   if grep -q "^# TYPE $m " "$tmp/b" && grep -q "^# HELP $m " "$tmp/b"; then
     pass

@@ -710,6 +710,28 @@ static void algorithm_period_and_burst_build_a_policy(void **state) {
   config_free(c);
 }
 
+static void evict_below_bounds_what_a_limit_may_evict(void **state) {
+  (void)state;
+  sl_config *c = load_ok("domain: d\n"
+                         "descriptors:\n"
+                         "  - key: k\n"
+                         "    rate_limit:\n"
+                         "      policy: \"gcra:50/s\"\n"
+                         "      evict_below: 1\n"
+                         "  - key: l\n"
+                         "    rate_limit: {unit: second, requests_per_unit: 5}\n");
+  assert_int_equal(match(c, "d", "k", "x", NULL)->evict_below, 1);
+  assert_int_equal(match(c, "d", "l", "x", NULL)->evict_below, 0);
+  config_free(c);
+  load_fails_with("domain: d\n"
+                  "descriptors:\n"
+                  "  - key: a\n"
+                  "    rate_limit: {unlimited: true, evict_below: 1}\n",
+                  "t.yaml:4:17: should not specify a rate limit (unit, "
+                  "requests_per_unit, policy, ...) when unlimited",
+                  NULL);
+}
+
 static void algorithm_defaults_to_fixed_window_as_in_envoy(void **state) {
   (void)state;
   sl_config *c = load_ok(one_rule);
@@ -1053,7 +1075,7 @@ static void unknown_rate_limit_key_is_an_error(void **state) {
                   "      per_unit: 2\n",
                   "t.yaml:7:7: unknown key 'per_unit' in a rate limit "
                   "(expected unit, requests_per_unit, unlimited, name, "
-                  "replaces, policy, algorithm, period or burst)",
+                  "replaces, policy, algorithm, period, burst or evict_below)",
                   NULL);
 }
 
@@ -1689,7 +1711,7 @@ static void an_unknown_rate_limit_key_is_reported_once(void **state) {
   const char *want[] = {
       "t.yaml:6:7: unknown key 'per_unit' in a rate limit (expected unit, "
       "requests_per_unit, unlimited, name, replaces, policy, algorithm, "
-      "period or burst)"};
+      "period, burst or evict_below)"};
   expect_errors("domain: d\n"
                 "descriptors:\n"
                 "  - key: a\n"
@@ -2148,6 +2170,7 @@ int main(void) {
       cmocka_unit_test(policy_field_takes_any_algorithm),
       cmocka_unit_test(policy_is_kept_in_its_canonical_spelling),
       cmocka_unit_test(algorithm_period_and_burst_build_a_policy),
+      cmocka_unit_test(evict_below_bounds_what_a_limit_may_evict),
       cmocka_unit_test(algorithm_defaults_to_fixed_window_as_in_envoy),
       cmocka_unit_test(period_takes_any_duration),
       cmocka_unit_test(rate_limits_put_several_limits_on_one_descriptor),

@@ -34,6 +34,7 @@ static void engine_codes_carry_their_status(void **state) {
   assert_int_equal(eng_error_of(ENG_EREMOTE)->http_status, 503);
   assert_int_equal(eng_error_of(ENG_ESTORE)->http_status, 503);
   assert_int_equal(eng_error_of(SL_ENOMEM)->http_status, 503);
+  assert_int_equal(eng_error_of(SL_EFULL)->http_status, 503);
   assert_int_equal(eng_error_of(SL_ECOST)->http_status, 400);
 }
 
