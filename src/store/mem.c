@@ -6,9 +6,9 @@
  * probing over two arrays: 32-byte slots (16 key bytes inline + the 16-byte
  * algo_state) and one 32-bit control word per slot: probe distance + 1
  * (0 = empty, saturating at 255), key length (0xff = long key) and the
- * limiter id. A lookup scans control words from the key's home and compares key bytes
- * only where distance, length and id all match; a key longer than 16 bytes
- * lives in its own block ({ptr, hash} in the slot). So a key of up to 16
+ * limiter id. A lookup scans control words from the key's home and
+ * compares key bytes only where distance, length and id all match; a key
+ * longer than 16 bytes lives in its own block ({ptr, hash} in the slot). So a key of up to 16
  * bytes costs 36 bytes of table; the table grows by 1/8 at a load of 7/8,
  * which keeps the load between 0.78 and 0.875: 41 to 46 bytes per key.
  * Deletion shifts the rest of the cluster back (no tombstones); the stored
@@ -81,10 +81,7 @@ static void release(sl_store *s, size_t n) {
   atomic_fetch_sub_explicit(&s->bytes, n, memory_order_relaxed);
 }
 
-/*
- * Reserves and allocates n bytes. NULL when over budget or out of memory,
- * with the reason in *why (may be NULL).
- */
+/* (table.h) */
 void *store_budget_alloc(sl_store *s, size_t n, int *why) {
   int dummy;
   if (!why) why = &dummy;
@@ -224,8 +221,6 @@ static size_t place(shard *sh, uint64_t h, uint32_t lenb, uint16_t id) {
   sh->count++;
   return i;
 }
-
-/* ---- the policy registry ---- */
 
 /* ---- removing entries ---- */
 

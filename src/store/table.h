@@ -162,10 +162,11 @@ int store_evict(sl_store *s, shard *sh, const store_ref *r, int64_t now,
                 int mode);
 
 /*
- * Allocates n bytes for r's entry, evicting entries of the shard that own
- * bytes when the cap is what stands in the way and evicting can make room.
- * NULL when there is no room, with SL_ENOMEM or SL_EFULL in *err; then
- * nothing was evicted.
+ * Allocates n bytes for r's entry. When the cap is what stands in the way
+ * and evicting entries of the shard that own bytes (those r's policy may
+ * evict) can make room, evicts them, cheapest first; otherwise evicts
+ * nothing. NULL when there is no room, with *err SL_EFULL when only
+ * entries evict_below forbids could have made it, else SL_ENOMEM.
  */
 void *store_alloc_evicting(sl_store *s, shard *sh, const store_ref *r,
                            int64_t now, size_t n, int *err);

@@ -100,7 +100,8 @@ probe_during same
 flood adhoc 600000 SL.THROTTLE key:__rand_int__ fixed_window:1/d
 probe_during adhoc
 elapsed=$(($(now_ms) - t0))
-echo "evict_flood: $probes probes of each hot key in $elapsed ms"
+echo "evict_flood: $probes probes of each hot key in $elapsed ms;" \
+  "allowed: $rule_ok (rule key), $adhoc_ok (ad-hoc key)"
 
 # sliding_log:100/m used up less than a minute ago: nothing more. The
 # token bucket refills one every 6 s: at most that.
