@@ -264,7 +264,7 @@ docs: deps
 	@SLUICE=$(BUILD)/sluice scripts/gen-docs.sh
 
 bench: deps-bench
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all $(BUILD)/tests/tools/state_bench
 	@SLUICE=$(BUILD)/sluice BUILD=$(BUILD) bench/run.sh
 
 # The daemon (HTTP and RESP) beside redis-server and nginx, as ratios.
