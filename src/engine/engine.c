@@ -226,10 +226,22 @@ static const metric_def engine_metric_defs[M_COUNT] = {
                      "Open client connections."},
     [M_CONN_RESP] = {"sluice_connections", "protocol=\"resp\"", METRIC_GAUGE,
                      METRIC_THREADS, METRIC_GROUP_DAEMON, NULL},
-    [M_REJECTED] = {"sluice_connections_rejected_total", NULL, METRIC_COUNTER,
-                    METRIC_THREADS, METRIC_GROUP_DAEMON,
-                    "Connections closed at once because --max-connections "
-                    "was reached."},
+    [M_REJECTED_HTTP] = {"sluice_connections_rejected_total",
+                         "protocol=\"http\"", METRIC_COUNTER, METRIC_THREADS,
+                         METRIC_GROUP_DAEMON,
+                         "Connections closed at once, by listener, because "
+                         "--max-connections or the listener's own budget "
+                         "was reached."},
+    [M_REJECTED_RESP] = {"sluice_connections_rejected_total",
+                         "protocol=\"resp\"", METRIC_COUNTER, METRIC_THREADS,
+                         METRIC_GROUP_DAEMON, NULL},
+    [M_FD_PAUSES_HTTP] = {"sluice_accept_pauses_total", "protocol=\"http\"",
+                          METRIC_COUNTER, METRIC_THREADS, METRIC_GROUP_DAEMON,
+                          "Times a listener stopped accepting for a moment "
+                          "because the process was out of file descriptors."},
+    [M_FD_PAUSES_RESP] = {"sluice_accept_pauses_total", "protocol=\"resp\"",
+                          METRIC_COUNTER, METRIC_THREADS, METRIC_GROUP_DAEMON,
+                          NULL},
     [M_STORE_KEYS] = {"sluice_store_keys", NULL, METRIC_GAUGE, METRIC_GLOBAL,
                       METRIC_GROUP_DAEMON, "Keys held by the store."},
     [M_STORE_BYTES] = {"sluice_store_bytes", NULL, METRIC_GAUGE, METRIC_GLOBAL,
@@ -555,7 +567,10 @@ void engine_count(engine_thread *t, eng_counter c, uint64_t n) {
       [EC_HTTP_ERRORS] = M_HTTP_ERRORS,
       [EC_RESP_COMMANDS] = M_RESP_COMMANDS,
       [EC_RESP_ERRORS] = M_RESP_ERRORS,
-      [EC_CONNECTIONS_REJECTED] = M_REJECTED};
+      [EC_REJECTED_HTTP] = M_REJECTED_HTTP,
+      [EC_REJECTED_RESP] = M_REJECTED_RESP,
+      [EC_FD_PAUSES_HTTP] = M_FD_PAUSES_HTTP,
+      [EC_FD_PAUSES_RESP] = M_FD_PAUSES_RESP};
   metric_add(&t->m, t->e->mid[which[c]], n);
 }
 

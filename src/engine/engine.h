@@ -252,7 +252,10 @@ typedef enum eng_counter {
   EC_HTTP_ERRORS,
   EC_RESP_COMMANDS,
   EC_RESP_ERRORS,
-  EC_CONNECTIONS_REJECTED,
+  EC_REJECTED_HTTP, /* a connection refused over a budget, by listener */
+  EC_REJECTED_RESP,
+  EC_FD_PAUSES_HTTP, /* accepting paused: out of file descriptors */
+  EC_FD_PAUSES_RESP,
   EC_FRONT_COUNT
 } eng_counter;
 

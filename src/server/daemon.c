@@ -33,6 +33,7 @@
 #include "../fleet/script.h"
 #include "../fleet/sync.h"
 #include "daemon.h"
+#include "listen.h"
 #include "options.h"
 #include "reload.h"
 #include "statefile.h"
@@ -118,9 +119,13 @@ static void start_fleet(daemon_state *d) {
 /* h2o's configuration: the HTTP handlers every worker's context uses. */
 static void start_h2o(daemon_state *d) {
   h2o_config_init(&d->h2o);
-  /* sluice answers 413 in JSON up to 1 MiB (the largest --max-body); h2o
-     refuses anything larger itself, without reading it. */
-  d->h2o.max_request_entity_size = (size_t)1 << 20;
+  /* h2o refuses a body over --max-body itself: a declared Content-Length
+     at once, before reading any of it; a chunked one as soon as it has
+     that much (http_errors.c answers in sluice's JSON). So a connection
+     holds at most --max-body of body, and 1,000 connections sending large
+     bodies hold 1,000 x 64 KiB by default, not 1,000 x 1 MiB. */
+  d->h2o.max_request_entity_size = d->srv.o.max_body;
+  d->h2o.http1.req_timeout = (uint64_t)d->srv.o.http_timeout_ms;
   d->h2o.server_name = h2o_iovec_init(H2O_STRLIT("sluice"));
   http_register(&d->h2o, &d->srv);
   d->h2o_up = 1;
@@ -177,6 +182,7 @@ static int daemon_start(daemon_state *d) {
   if (a->state_file) statefile_load(srv->eng, a->state_file);
   start_fleet(d);
 
+  listen_budgets(srv);
   /* Every worker gets its own listening sockets (same ports). */
   worker_fleet wf = {a->fleet ? &a->redis : NULL, &d->topo, d->map};
   d->workers = workers_new(srv, &d->h2o, &wf);
@@ -240,6 +246,7 @@ static void daemon_run(daemon_state *d) {
         log_msg("info", "no --config: nothing to reload");
     }
     int64_t now = clock_wall_ns();
+    listen_log(srv, clock_mono_ns());
     sl_store_expire(engine_store(srv->eng), now, EXPIRE_SLOTS);
     engine_maintain(srv->eng);
     if (a->state_file && now - last_state >= a->state_ms * 1000000LL) {

@@ -178,15 +178,20 @@ static int post_check(h2o_req_t *req, server *srv, int peek) {
 static int get_throttle(h2o_req_t *req, server *srv, int peek) {
   worker *w = worker_of(req->conn->ctx);
   qparam ps[MAX_PARAMS];
-  int n = http_parse_query(req, ps);
-  if (n < 0) return http_send_error(req, 400, "malformed query");
+  char err[200];
+  int n = http_parse_query(req, ps, err, sizeof err);
+  if (n < 0) return http_send_error(req, 400, "%s", err);
   const qparam *key = http_find_param(ps, n, "key"), *pol = http_find_param(ps, n, "policy"),
                *cost_p = http_find_param(ps, n, "cost");
   if (!key || !pol)
     return http_send_error(req, 400, "key= and policy= are required");
   int64_t cost = 1;
-  if (cost_p && http_parse_count(cost_p->value, &cost))
-    return http_send_error(req, 400, "cost must be an integer >= 0");
+  int why = cost_p ? http_parse_count(cost_p->value, cost_p->value_len, &cost)
+                   : 0;
+  if (why) {
+    http_count_error(req, "cost", cost_p->value, cost_p->value_len, why);
+    return 0;
+  }
   if (peek) cost = 0;
   if (key->value_len > srv->o.max_key)
     return http_send_error(req, 400, "key longer than %zu bytes", srv->o.max_key);
@@ -227,8 +232,9 @@ static void reset_done(void *ud, int rc, eng_reset *r) {
 static int admin_reset(h2o_req_t *req, server *srv) {
   worker *w = worker_of(req->conn->ctx);
   qparam ps[MAX_PARAMS];
-  int n = http_parse_query(req, ps);
-  if (n < 0) return http_send_error(req, 400, "malformed query");
+  char err[200];
+  int n = http_parse_query(req, ps, err, sizeof err);
+  if (n < 0) return http_send_error(req, 400, "%s", err);
   eng_descriptor ds[ENG_MAX_DESCRIPTORS];
   eng_request er;
   json_t *root = NULL;
@@ -315,8 +321,10 @@ static int route_readyz(h2o_req_t *req, server *srv) {
    nothing. */
 static int route_inspect(h2o_req_t *req, server *srv) {
   qparam ps[MAX_PARAMS];
-  int n = http_parse_query(req, ps);
-  if (n >= 0 && http_find_param(ps, n, "policy"))
+  char err[200];
+  int n = http_parse_query(req, ps, err, sizeof err);
+  if (n < 0) return http_send_error(req, 400, "%s", err);
+  if (http_find_param(ps, n, "policy"))
     return get_throttle(req, srv, 1);
   return method_is(req, "POST") ? post_check(req, srv, 1)
                                 : get_check(req, srv, 1);
@@ -399,4 +407,5 @@ void http_register(h2o_globalconf_t *conf, server *srv) {
   sluice_handler *h = (sluice_handler *)h2o_create_handler(path, sizeof *h);
   h->super.on_req = on_req;
   h->srv = srv;
+  http_register_errors(host, srv);
 }

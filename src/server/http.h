@@ -29,15 +29,33 @@ typedef struct qparam {
 
 #define MAX_PARAMS 40
 
-/* Splits req's query into ps (MAX_PARAMS of them at most). Returns their
-   number, or -1 (bad percent-encoding), -2 (too many). */
-int http_parse_query(h2o_req_t *req, qparam *ps);
+/* Splits req's query into ps (MAX_PARAMS of them at most), percent-
+   decoded; a name or value with a NUL byte or bytes that are not UTF-8 is
+   refused (http_value_check). Returns their number, or -1 with why in err
+   ("the value of 'domain' contains a NUL byte"). */
+int http_parse_query(h2o_req_t *req, qparam *ps, char *err, size_t len);
 
 /* The first parameter named key, or NULL. */
 const qparam *http_find_param(const qparam *ps, int n, const char *key);
 
-/* A decimal count >= 0 (at most 18 digits): 0 with *out, or -1. */
-int http_parse_count(const char *s, int64_t *out);
+/* Whether s[0..n), a decoded value, is usable: 0, or -1 with "WHAT
+   contains a NUL byte" or "WHAT is not valid UTF-8" in err. GET's query
+   and POST's JSON values go through it alike. */
+int http_value_check(const char *what, const char *s, size_t n, char *err,
+                     size_t len);
+
+/* The largest count (hits=, cost=, hits_addend) a request may carry. */
+#define HTTP_COUNT_MAX 999999999999999999LL
+
+/* A count: s[0..n) decimal digits, 0..HTTP_COUNT_MAX. 0 with *out, -1
+   (not a decimal integer) or -2 (out of range). */
+int http_parse_count(const char *s, size_t n, int64_t *out);
+
+/* The 400 for a count http_parse_count refused (why: -1 or -2), naming
+   the parameter: "cost=18446744073709551615 is out of range (0..N)".
+   Returns -1. */
+int http_count_error(h2o_req_t *req, const char *name, const char *value,
+                     size_t n, int why);
 
 /* Whether req may use the admin endpoints: with --admin-token, a matching
    bearer token (compared in constant time); without, a loopback peer.
@@ -63,6 +81,10 @@ int http_body_request(h2o_req_t *req, server *srv, json_t **root,
                       size_t *asked);
 
 /* ---- writing an answer (http_render.c) ---- */
+
+/* Length of the valid UTF-8 sequence at s[0..n), n >= 1 (0 if invalid:
+   overlong, a surrogate, past U+10FFFF, cut short). */
+size_t http_utf8_len(const unsigned char *s, size_t n);
 
 /* Adds a response header (the value is copied into the request's pool:
    h2o keeps the pointer). */
@@ -103,5 +125,10 @@ int http_render_throttle(h2o_req_t *req, server *srv, const eng_result *res,
 
 /* A reset's answer: {"reset":N}, or why it failed. */
 int http_render_reset(h2o_req_t *req, int rc, const eng_reset *r);
+
+/* The answers h2o writes itself before a handler runs (a body over
+   --max-body: 413; a broken chunked body: 400), on host's fallback path,
+   made sluice's JSON {"error": "..."}. */
+void http_register_errors(h2o_hostconf_t *host, server *srv);
 
 #endif /* SLUICE_SERVER_HTTP_H */

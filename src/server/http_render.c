@@ -15,8 +15,7 @@
 
 /* ---- JSON strings ---- */
 
-/* Length of the valid UTF-8 sequence at s (0 if invalid). */
-static size_t utf8_len(const unsigned char *s, size_t n) {
+size_t http_utf8_len(const unsigned char *s, size_t n) {
   if (s[0] < 0x80) return 1;
   size_t k = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
   if (!k || k > n || s[0] > 0xf4) return 0;
@@ -43,7 +42,7 @@ static void add_json_str(strbuf *b, const char *s, size_t n) {
       strbuf_addf(b, "\\u%04x", ch);
       i++;
     } else {
-      size_t k = utf8_len(u + i, n - i);
+      size_t k = http_utf8_len(u + i, n - i);
       if (k) {
         strbuf_add(b, s + i, k);
         i += k;
@@ -332,4 +331,77 @@ int http_render_reset(h2o_req_t *req, int rc, const eng_reset *r) {
   strbuf_add_i64(&b, r->dropped);
   STRBUF_LIT(&b, "}\n");
   return http_send_body(req, 200, "application/json", &b);
+}
+
+/* ---- h2o's own errors, in sluice's JSON ---- */
+
+/*
+ * h2o answers some requests itself, before any handler runs: a body over
+ * --max-body (413, h2o's max_request_entity_size: a declared length at
+ * once, a chunked body once it passes the limit), a broken chunked
+ * encoding or Content-Length (400), an unknown Expect (417). Those answers
+ * go through the host's fallback path, where this filter rewrites their
+ * plain-text body into {"error": "..."} (413's message naming the limit,
+ * as http_body_request's does), so a client sees one error format.
+ */
+typedef struct error_filter {
+  h2o_filter_t super;
+  size_t max_body;
+} error_filter;
+
+typedef struct error_ostream {
+  h2o_ostream_t super;
+  size_t max_body;
+} error_ostream;
+
+/* h2o_send_inline sends its text in one call: replaced by the JSON before
+   the headers (and Content-Length) are written by the next ostream. */
+static void error_send(h2o_ostream_t *self, h2o_req_t *req, h2o_iovec_t *bufs,
+                       size_t n, h2o_send_state_t state) {
+  const error_ostream *eo = (const error_ostream *)self;
+  char msg[256];
+  size_t len = 0;
+  if (req->res.status == 413) {
+    len = (size_t)snprintf(msg, sizeof msg, "body larger than %zu bytes",
+                           eo->max_body);
+  } else {
+    for (size_t i = 0; i < n && len < sizeof msg; i++) {
+      size_t k = bufs[i].len < sizeof msg - len ? bufs[i].len
+                                                : sizeof msg - len;
+      memcpy(msg + len, bufs[i].base, k);
+      len += k;
+    }
+  }
+  ANSWER_BUF(b);
+  STRBUF_LIT(&b, "{\"error\":");
+  add_json_str(&b, msg, len);
+  STRBUF_LIT(&b, "}\n");
+  h2o_iovec_t body = h2o_strdup(&req->pool, b.p, b.len);
+  strbuf_free(&b);
+  req->res.content_length = body.len;
+  h2o_set_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE,
+                 H2O_STRLIT("application/json"), 1);
+  h2o_ostream_send_next(self, req, &body, 1, state);
+}
+
+static void on_setup_error(h2o_filter_t *self, h2o_req_t *req,
+                           h2o_ostream_t **slot) {
+  if (req->res.status >= 400) {
+    error_ostream *eo = (error_ostream *)h2o_add_ostream(
+        req, sizeof *eo, slot);
+    eo->super.do_send = error_send;
+    eo->max_body = ((error_filter *)self)->max_body;
+    slot = &eo->super.next;
+    worker *w = worker_of(req->conn->ctx);
+    engine_count(w->et, EC_HTTP_REQUESTS, 1);
+    engine_count(w->et, EC_HTTP_ERRORS, 1);
+  }
+  h2o_setup_next_ostream(req, slot);
+}
+
+void http_register_errors(h2o_hostconf_t *host, server *srv) {
+  error_filter *f = (error_filter *)h2o_create_filter(&host->fallback_path,
+                                                       sizeof *f);
+  f->super.on_setup_ostream = on_setup_error;
+  f->max_body = srv->o.max_body;
 }

@@ -31,6 +31,29 @@ static int hexval(char c) {
   return -1;
 }
 
+/*
+ * Why a decoded name or value cannot be used, or NULL: a NUL byte (a C
+ * string would end there, so "api%00" would be read as "api"), or bytes
+ * that are not UTF-8. The same rule holds for JSON bodies (jansson refuses
+ * both there), so GET and POST take the same values.
+ */
+static const char *value_problem(const char *s, size_t n) {
+  const unsigned char *u = (const unsigned char *)s;
+  for (size_t i = 0, k; i < n; i += k) {
+    if (!u[i]) return "contains a NUL byte";
+    if (!(k = http_utf8_len(u + i, n - i))) return "is not valid UTF-8";
+  }
+  return NULL;
+}
+
+int http_value_check(const char *what, const char *s, size_t n, char *err,
+                     size_t len) {
+  const char *why = value_problem(s, n);
+  if (!why) return 0;
+  snprintf(err, len, "%s %s", what, why);
+  return -1;
+}
+
 /* Percent-decodes s[0..n) into pool memory ('+' is a space). -1 if bad. */
 static int decode(h2o_mem_pool_t *pool, const char *s, size_t n, char **out,
                   size_t *out_len) {
@@ -54,9 +77,9 @@ static int decode(h2o_mem_pool_t *pool, const char *s, size_t n, char **out,
   return 0;
 }
 
-/* Splits the query into params. Returns their number, or -1 (bad
-   encoding), -2 (too many). */
-int http_parse_query(h2o_req_t *req, qparam *ps) {
+/* Splits the query into params, each name and value checked
+   (value_problem). Returns their number, or -1 with why in err. */
+int http_parse_query(h2o_req_t *req, qparam *ps, char *err, size_t len) {
   if (req->query_at == SIZE_MAX) return 0;
   const char *q = req->path.base + req->query_at + 1;
   const char *end = req->path.base + req->path.len;
@@ -65,13 +88,26 @@ int http_parse_query(h2o_req_t *req, qparam *ps) {
     const char *amp = memchr(q, '&', (size_t)(end - q));
     if (!amp) amp = end;
     if (amp > q) {
-      if (n == MAX_PARAMS) return -2;
+      if (n == MAX_PARAMS) {
+        snprintf(err, len, "too many query parameters (max %d)", MAX_PARAMS);
+        return -1;
+      }
       const char *eq = memchr(q, '=', (size_t)(amp - q));
       const char *ke = eq ? eq : amp;
-      if (decode(&req->pool, q, (size_t)(ke - q), &ps[n].key, &ps[n].key_len) ||
+      qparam *p = &ps[n];
+      if (decode(&req->pool, q, (size_t)(ke - q), &p->key, &p->key_len) ||
           decode(&req->pool, eq ? eq + 1 : amp, eq ? (size_t)(amp - eq - 1) : 0,
-                 &ps[n].value, &ps[n].value_len))
+                 &p->value, &p->value_len)) {
+        snprintf(err, len, "malformed percent-encoding in the query");
         return -1;
+      }
+      char what[80];
+      if (http_value_check("a query parameter's name", p->key, p->key_len,
+                           err, len))
+        return -1;
+      snprintf(what, sizeof what, "the value of '%.*s'",
+               (int)(p->key_len < 40 ? p->key_len : 40), p->key);
+      if (http_value_check(what, p->value, p->value_len, err, len)) return -1;
       n++;
     }
     q = amp + 1;
@@ -85,15 +121,30 @@ const qparam *http_find_param(const qparam *ps, int n, const char *key) {
   return NULL;
 }
 
-int http_parse_count(const char *s, int64_t *out) {
-  if (!*s || strlen(s) > 18) return -1;
+int http_parse_count(const char *s, size_t n, int64_t *out) {
+  if (!n) return -1;
   int64_t v = 0;
-  for (; *s; s++) {
-    if (*s < '0' || *s > '9') return -1;
-    v = v * 10 + (*s - '0');
+  int over = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    if (v > (HTTP_COUNT_MAX - (s[i] - '0')) / 10)
+      over = 1; /* (keep reading: "99...9x" is not a number at all) */
+    else
+      v = v * 10 + (s[i] - '0');
   }
+  if (over) return -2;
   *out = v;
   return 0;
+}
+
+int http_count_error(h2o_req_t *req, const char *name, const char *value,
+                     size_t n, int why) {
+  if (why == -2)
+    return http_send_error(req, 400, "%s=%.*s is out of range (0..%lld)",
+                           name, (int)(n < 40 ? n : 40), value,
+                           (long long)HTTP_COUNT_MAX), -1;
+  return http_send_error(req, 400, "%s must be an integer in 0..%lld", name,
+                         (long long)HTTP_COUNT_MAX), -1;
 }
 
 /* ---- request facts ---- */
@@ -215,12 +266,9 @@ int http_admin_ok(h2o_req_t *req, server *srv, int *status) {
 int http_query_request(h2o_req_t *req, server *srv, eng_request *er,
                          eng_descriptor *d) {
   qparam ps[MAX_PARAMS];
-  int n = http_parse_query(req, ps);
-  if (n == -1)
-    return http_send_error(req, 400, "malformed percent-encoding in the query"), -1;
-  if (n == -2)
-    return http_send_error(req, 400, "too many query parameters (max %d)",
-                      MAX_PARAMS), -1;
+  char err[200];
+  int n = http_parse_query(req, ps, err, sizeof err);
+  if (n < 0) return http_send_error(req, 400, "%s", err), -1;
   const qparam *dom = http_find_param(ps, n, "domain");
   if (!dom || !dom->value_len)
     return http_send_error(req, 400, "missing domain= in the query"), -1;
@@ -231,8 +279,9 @@ int http_query_request(h2o_req_t *req, server *srv, eng_request *er,
   for (int i = 0; i < n; i++) {
     if (&ps[i] == dom) continue;
     if (!strcmp(ps[i].key, "hits")) {
-      if (http_parse_count(ps[i].value, &hits))
-        return http_send_error(req, 400, "hits must be an integer >= 0"), -1;
+      int why = http_parse_count(ps[i].value, ps[i].value_len, &hits);
+      if (why) return http_count_error(req, "hits", ps[i].value,
+                                       ps[i].value_len, why);
       continue;
     }
     if (!ps[i].key_len)
@@ -269,21 +318,48 @@ static const char *json_str(json_t *o, const char *name, size_t *len,
   return json_string_value(v);
 }
 
-/* hits_addend: a number, or protobuf's wrapper {"value": n}. */
+/* hits_addend: a number, a string of digits (protobuf's JSON for 64-bit
+   numbers) or protobuf's wrapper {"value": n}. 1 with *out, 0 when
+   absent, or http_parse_count's -1 (not a count) or -2 (out of range). */
 static int json_hits(json_t *o, int64_t *out) {
   json_t *v = json_object_get(o, "hits_addend");
   if (!v) v = json_object_get(o, "hitsAddend");
   if (!v) return 0;
   if (json_is_object(v)) v = json_object_get(v, "value");
-  if (json_is_string(v)) { /* protobuf JSON writes 64-bit numbers as strings */
-    int64_t x;
-    if (http_parse_count(json_string_value(v), &x)) return -1;
-    *out = x;
-    return 1;
+  if (json_is_string(v)) {
+    int why = http_parse_count(json_string_value(v), json_string_length(v),
+                               out);
+    return why ? why : 1;
   }
-  if (!json_is_integer(v) || json_integer_value(v) < 0) return -1;
-  *out = json_integer_value(v);
+  if (!json_is_integer(v)) return -1;
+  json_int_t x = json_integer_value(v);
+  if (x < 0 || x > HTTP_COUNT_MAX) return -2;
+  *out = x;
   return 1;
+}
+
+/* The 400 for a hits_addend json_hits refused (why: -1 or -2). */
+static int hits_error(h2o_req_t *req, const char *where, int why) {
+  return http_send_error(req, 400, "%s\"hits_addend\" %s (0..%lld)", where,
+                         why == -2 ? "is out of range"
+                                   : "must be an integer",
+                         (long long)HTTP_COUNT_MAX), -1;
+}
+
+/* The 400 for a body jansson could not parse: a number too large and
+   bytes that are not UTF-8 said as the query's are. */
+static int json_error(h2o_req_t *req, const json_error_t *e) {
+  switch (json_error_code(e)) {
+  case json_error_numeric_overflow:
+    return http_send_error(req, 400, "a number at line %d column %d is out "
+                           "of range", e->line, e->column), -1;
+  case json_error_invalid_utf8:
+    return http_send_error(req, 400, "the body is not valid UTF-8 (at line "
+                           "%d column %d)", e->line, e->column), -1;
+  default:
+    return http_send_error(req, 400, "malformed JSON at line %d column %d: "
+                           "%s", e->line, e->column, e->text), -1;
+  }
 }
 
 /*
@@ -301,11 +377,12 @@ int http_body_request(h2o_req_t *req, server *srv, json_t **root,
     return http_send_error(req, 413, "body larger than %zu bytes",
                       srv->o.max_body), -1;
   json_error_t jerr;
+  /* NULs are let through jansson to be refused below as the query's are,
+     naming the value. */
   *root = json_loadb(req->entity.base, req->entity.len,
-                     JSON_REJECT_DUPLICATES, &jerr);
-  if (!*root)
-    return http_send_error(req, 400, "malformed JSON at line %d column %d: %s",
-                      jerr.line, jerr.column, jerr.text), -1;
+                     JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+  if (!*root) return json_error(req, &jerr);
+  char err[200];
   int bad = 0;
   size_t dlen = 0;
   size_t nd = 0;
@@ -318,10 +395,10 @@ int http_body_request(h2o_req_t *req, server *srv, json_t **root,
     return http_send_error(req, 400, "the body must be a JSON object"), -1;
   if (!domain || !dlen || bad)
     return http_send_error(req, 400, "\"domain\" must be a non-empty string"), -1;
+  if (http_value_check("the value of 'domain'", domain, dlen, err, sizeof err))
+    return http_send_error(req, 400, "%s", err), -1;
   int h = json_hits(o, &hits);
-  if (h < 0)
-    return http_send_error(req, 400, "\"hits_addend\" must be an integer >= 0"),
-           -1;
+  if (h < 0) return hits_error(req, "", h);
   if (h == 1 && hits == 0) hits = 1; /* Envoy: 0 means the default, 1 */
   if (!json_is_array(descs) || json_array_size(descs) == 0 ||
       json_array_size(descs) > ENG_MAX_DESCRIPTORS)
@@ -341,9 +418,11 @@ int http_body_request(h2o_req_t *req, server *srv, json_t **root,
     e->hits = -1;
     int64_t dh;
     int got = json_hits(d, &dh);
-    if (got < 0)
-      return http_send_error(req, 400, "descriptor %zu: bad \"hits_addend\"", i),
-             -1;
+    if (got < 0) {
+      char where[40];
+      snprintf(where, sizeof where, "descriptor %zu: ", i);
+      return hits_error(req, where, got);
+    }
     if (got) e->hits = dh; /* per descriptor: 0 is a real 0 (a peek) */
     int skip = 0;
     for (size_t k = 0; k < json_array_size(entries); k++) {
@@ -358,6 +437,12 @@ int http_body_request(h2o_req_t *req, server *srv, json_t **root,
         val = "";
         vl = 0;
       }
+      char what[80];
+      snprintf(what, sizeof what, "the value of '%.*s'", (int)(kl < 40 ? kl : 40),
+               key);
+      if (http_value_check("a descriptor key", key, kl, err, sizeof err) ||
+          http_value_check(what, val, vl, err, sizeof err))
+        return http_send_error(req, 400, "%s", err), -1;
       char *v = (char *)val;
       if (!resolve(req, srv, &v, &vl)) skip = 1;
       if (kl > srv->o.max_key || vl > srv->o.max_key)

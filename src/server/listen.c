@@ -2,13 +2,18 @@
  * listen.c — the daemon's listening sockets (listen.h): the address
  * parsed, resolved (numeric ports only), bound with SO_REUSEPORT so that
  * every worker has a socket of its own on the same port (the kernel
- * spreads the connections), and named back for --ready-file.
+ * spreads the connections), and named back for --ready-file; the
+ * listeners' connection budgets, the file descriptors they need, and the
+ * lines that say when connections were turned away (worker.c counts them;
+ * the main thread writes the lines, so a flood costs one line per
+ * interval, not one per connection).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -107,5 +112,74 @@ void listen_name(int fd, char *buf, size_t len) {
     const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
     inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
     snprintf(buf, len, "%s:%d", host, ntohs(a->sin_port));
+  }
+}
+
+/* Descriptors the daemon holds besides its connections: per worker its
+   two listeners, its epoll and a Redis connection or few; and the log,
+   the config, the main thread's. */
+#define FDS_PER_WORKER 8
+#define FDS_BESIDES 32
+
+void listen_budgets(server *srv) {
+  const srv_opts *o = &srv->o;
+  const long given[LST_COUNT] = {o->max_http_connections,
+                                 o->max_resp_connections};
+  const int other_on[LST_COUNT] = {o->resp_addr != NULL, o->http_addr != NULL};
+  for (int l = 0; l < LST_COUNT; l++) {
+    long b = given[l] ? given[l]
+             : other_on[l] ? o->max_connections * 4 / 5
+                           : o->max_connections;
+    srv->budget[l] = b > 0 ? b : 1;
+  }
+  /* (so that the first refusal is logged at once) */
+  srv->listeners_logged_ns =
+      clock_mono_ns() - (int64_t)LISTEN_LOG_EVERY_MS * 1000000;
+
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl)) return;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl)) rl.rlim_cur = was;
+  }
+  long need = o->max_connections + FDS_BESIDES + FDS_PER_WORKER * (long)o->threads;
+  if (rl.rlim_cur != RLIM_INFINITY && (rlim_t)need > rl.rlim_cur)
+    log_msg("warn",
+            "file descriptors: the limit is %llu, but --max-connections %ld "
+            "needs about %ld; past the limit new connections wait in the "
+            "listen queue (accepting pauses) instead of being refused and "
+            "counted: raise the limit (ulimit -n, LimitNOFILE=) or lower "
+            "--max-connections",
+            (unsigned long long)rl.rlim_cur, o->max_connections, need);
+}
+
+void listen_log(server *srv, int64_t now) {
+  static const char *const names[LST_COUNT] = {"http", "resp"};
+  if (now - srv->listeners_logged_ns < (int64_t)LISTEN_LOG_EVERY_MS * 1000000)
+    return;
+  long refused[LST_COUNT], paused[LST_COUNT], any = 0;
+  for (int l = 0; l < LST_COUNT; l++) {
+    any |= refused[l] = atomic_exchange(&srv->refused[l], 0);
+    any |= paused[l] = atomic_exchange(&srv->fd_pauses[l], 0);
+  }
+  if (!any) return;
+  srv->listeners_logged_ns = now;
+  long total = atomic_load(&srv->connections);
+  long http = atomic_load(&srv->http_open);
+  for (int l = 0; l < LST_COUNT; l++) {
+    if (refused[l])
+      log_msg("warn",
+              "%s: refused %ld connection%s since the last such line: over "
+              "its budget of %ld or --max-connections %ld (open: http %ld, "
+              "resp %ld)",
+              names[l], refused[l], refused[l] == 1 ? "" : "s",
+              srv->budget[l], srv->o.max_connections, http, total - http);
+    if (paused[l])
+      log_msg("warn",
+              "%s: out of file descriptors: accepting paused %ld time%s "
+              "since the last such line (open connections: %ld); new "
+              "connections wait in the listen queue",
+              names[l], paused[l], paused[l] == 1 ? "" : "s", total);
   }
 }

@@ -1,12 +1,17 @@
 /*
  * listen.h — the daemon's listening sockets: an address as users write it
  * (HOST:PORT, [V6]:PORT, :PORT, *:PORT) made into a socket every worker
- * can share (SO_REUSEPORT), and the address a socket was bound to, as text.
+ * can share (SO_REUSEPORT), and the address a socket was bound to, as text;
+ * each listener's connection budget, the descriptors they need, and the
+ * log lines that say when connections were refused.
  */
 #ifndef SLUICE_SERVER_LISTEN_H
 #define SLUICE_SERVER_LISTEN_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "server.h"
 
 /*
  * A listening socket on addr (port `port_override` instead of addr's when
@@ -21,5 +26,22 @@ int listen_on(const char *addr, int port_override, int *bound_port,
 /* The address fd is bound to, "127.0.0.1:8080" or "[::1]:8080", into buf
    ("" if it cannot be read). */
 void listen_name(int fd, char *buf, size_t len);
+
+/*
+ * At start: srv->budget from the options (a listener's own cap; 0: 80% of
+ * --max-connections, all of it when the other listener is off, at least
+ * 1), and the soft RLIMIT_NOFILE raised to the hard one; logs a warning
+ * when the connections allowed cannot all have a descriptor.
+ */
+void listen_budgets(server *srv);
+
+/*
+ * The main thread, often (every 100 ms): for each listener that refused
+ * connections over a budget, or paused accepting out of descriptors, since
+ * its last line, one line with the counts, at most one per
+ * LISTEN_LOG_EVERY_MS. now: clock_mono_ns().
+ */
+#define LISTEN_LOG_EVERY_MS 10000
+void listen_log(server *srv, int64_t now);
 
 #endif /* SLUICE_SERVER_LISTEN_H */

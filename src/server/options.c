@@ -105,10 +105,24 @@ static const serve_option options[] = {
              "may use them"},
     {.name = "max-connections", .arg = "N", .kind = OPT_INT,
      FIELD(o.max_connections), .min = 1, .max = 1000000, .def = "10000",
-     .help = "open connections at most"},
+     .help = "open connections at most, both listeners together"},
+    {.name = "max-http-connections", .arg = "N", .kind = OPT_INT,
+     FIELD(o.max_http_connections), .min = 1, .max = 1000000,
+     .help = "open HTTP connections at most (default: 80% of "
+             "--max-connections, so that RESP always has a fifth; all of it "
+             "with --resp off)"},
+    {.name = "max-resp-connections", .arg = "N", .kind = OPT_INT,
+     FIELD(o.max_resp_connections), .min = 1, .max = 1000000,
+     .help = "open RESP connections at most (default: 80% of "
+             "--max-connections; all of it with --http off)"},
+    {.name = "http-timeout", .arg = "MS", .kind = OPT_MS,
+     FIELD(o.http_timeout_ms), .min = 100, .max = 600000, .def = "10000",
+     .help = "an HTTP request (line, headers and body) must arrive whole "
+             "within MS; an idle keep-alive connection is closed after MS"},
     {.name = "max-body", .arg = "BYTES", .kind = OPT_BYTES,
      FIELD(o.max_body), .min = 64, .max = 1 << 20, .def = "64K",
-     .help = "POST body limit"},
+     .help = "POST body limit: a larger declared body gets 413 before any "
+             "of it is read, a chunked one as soon as it passes the limit"},
     {.name = "max-header-bytes", .arg = "N", .kind = OPT_BYTES,
      FIELD(o.max_header_bytes), .min = 256, .max = 256 << 10, .def = "8K",
      .help = "request line + headers limit"},

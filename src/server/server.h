@@ -22,6 +22,9 @@
 
 enum { HDR_IETF = 1, HDR_X = 2 };
 
+/* The listeners, as an index: each has its own connection budget. */
+enum { LST_HTTP, LST_RESP, LST_COUNT };
+
 typedef struct srv_opts {
   const char *http_addr; /* "HOST:PORT"; NULL or "" = no HTTP */
   const char *resp_addr; /* NULL or "" = no RESP */
@@ -32,7 +35,12 @@ typedef struct srv_opts {
   int header_style; /* HDR_IETF | HDR_X, 0 = none */
   const char *password;    /* RESP AUTH; NULL = none */
   const char *admin_token; /* HTTP admin endpoints; NULL = loopback only */
-  long max_connections;
+  long max_connections;      /* both listeners together */
+  long max_http_connections; /* 0: 80% of max_connections (all of it when
+                                RESP is off) */
+  long max_resp_connections; /* 0: likewise */
+  int http_timeout_ms;       /* a request must arrive whole within it; an
+                                idle keep-alive connection closes after it */
   size_t max_body;
   size_t max_header_bytes;
   size_t max_key;    /* longest key / value / descriptor, bytes */
@@ -49,6 +57,12 @@ typedef struct server {
   engine *eng;
   atomic_int stopping;
   atomic_long connections; /* open, both protocols */
+  atomic_long http_open;    /* open HTTP connections (RESP's: the rest) */
+  long budget[LST_COUNT];   /* each listener's connections at most */
+  /* Since the last log line (worker.c's listeners_log): connections
+     refused over a budget, and accepting paused out of descriptors. */
+  atomic_long refused[LST_COUNT], fd_pauses[LST_COUNT];
+  int64_t listeners_logged_ns; /* the main thread's, for its log lines */
   int http_port, resp_port; /* as bound (for port 0) */
   char http_at[64], resp_at[64]; /* "ADDR:PORT" as bound; "" when off */
   int fleet;                /* --store named Redis: fleet mode, exact or
@@ -68,9 +82,12 @@ typedef struct worker {
   h2o_evloop_t *loop;
   h2o_accept_ctx_t accept_ctx;
   engine_thread *et;
-  h2o_socket_t *http_listener, *resp_listener;
+  struct worker_listener {
+    h2o_socket_t *sock;     /* NULL: off, or closed by a stop */
+    int fd;                 /* for accept4() */
+    int64_t resume_ns;      /* paused (out of descriptors) until then; 0 */
+  } lst[LST_COUNT];
   long http_conns, resp_conns;
-  int http_fd;              /* the HTTP listening socket, for accept4() */
   h2o_linklist_t http_list; /* open HTTP connections (struct http_conn) */
   h2o_linklist_t resp_list; /* open RESP connections */
   struct resp_cmd *cmd;     /* scratch for the RESP parser */

@@ -14,6 +14,7 @@
  * A stop (srv->stopping) closes the listeners, answers what is in flight,
  * and gives it up to --shutdown-grace; then the thread returns.
  */
+#include <errno.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,7 @@ static void on_http_close(void *data) {
   free(hc);
   w->http_conns--;
   atomic_fetch_sub(&w->srv->connections, 1);
+  atomic_fetch_sub(&w->srv->http_open, 1);
   engine_connections(w->et, 0, -1);
 }
 
@@ -90,52 +92,110 @@ static void close_idle_http(worker *w) {
   }
 }
 
-/* Admits one more connection under --max-connections. */
-static int admit(worker *w, h2o_socket_t *sock) {
-  long open = atomic_fetch_add(&w->srv->connections, 1);
-  if (open >= w->srv->o.max_connections) {
-    atomic_fetch_sub(&w->srv->connections, 1);
-    engine_count(w->et, EC_CONNECTIONS_REJECTED, 1);
-    h2o_socket_close(sock);
-    return 0;
-  }
-  return 1;
+/*
+ * Connection budgets. --max-connections bounds both listeners together;
+ * each listener also has a budget of its own, by default 80% of the total
+ * (all of it when the other listener is off), so that idle connections on
+ * one protocol (10,000 RESP sockets that never send a byte) always leave
+ * the other a fifth of the total. A connection over either is closed at
+ * once, counted per listener, and logged (listeners_log). RESP's count is
+ * the total less HTTP's: resp.c keeps the total, this file HTTP's.
+ */
+static int admit(worker *w, int l) {
+  server *srv = w->srv;
+  long open = atomic_fetch_add(&srv->connections, 1);
+  long http = l == LST_HTTP ? atomic_fetch_add(&srv->http_open, 1)
+                            : atomic_load(&srv->http_open);
+  long mine = l == LST_HTTP ? http : open - http;
+  if (open < srv->o.max_connections && mine < srv->budget[l]) return 1;
+  atomic_fetch_sub(&srv->connections, 1);
+  if (l == LST_HTTP) atomic_fetch_sub(&srv->http_open, 1);
+  atomic_fetch_add(&srv->refused[l], 1);
+  engine_count(w->et, l == LST_HTTP ? EC_REJECTED_HTTP : EC_REJECTED_RESP, 1);
+  return 0;
 }
 
-static void on_accept_http(h2o_socket_t *listener, const char *err) {
+/* An admitted HTTP connection: tracked (for a stop), then h2o's. */
+static void http_accepted(worker *w, h2o_socket_t *sock, int fd) {
+  http_conn *hc = malloc(sizeof *hc);
+  if (!hc) {
+    atomic_fetch_sub(&w->srv->connections, 1);
+    atomic_fetch_sub(&w->srv->http_open, 1);
+    h2o_socket_close(sock);
+    return;
+  }
+  *hc = (http_conn){.w = w, .sock = sock, .fd = fd};
+  h2o_linklist_insert(&w->http_list, &hc->link);
+  w->http_conns++;
+  engine_connections(w->et, 0, 1);
+  sock->on_close.cb = on_http_close;
+  sock->on_close.data = hc;
+  h2o_accept(&w->accept_ctx, sock);
+}
+
+/*
+ * Out of file descriptors (or kernel memory) the connection stays in the
+ * listen queue and the listener stays readable: accepting again at once
+ * would spin the loop at full CPU. As nginx does (ngx_event_accept.c
+ * disables accept events for accept_mutex_delay), the listener stops
+ * being read for ACCEPT_PAUSE_MS; worker_main resumes it. Connections
+ * that close meanwhile free descriptors, and the queued ones are
+ * accepted then. Counted, and logged once per interval (listeners_log).
+ */
+#define ACCEPT_PAUSE_MS 100
+
+static void pause_accepting(worker *w, int l) {
+  struct worker_listener *wl = &w->lst[l];
+  h2o_socket_read_stop(wl->sock);
+  wl->resume_ns = clock_mono_ns() + (int64_t)ACCEPT_PAUSE_MS * 1000000;
+  atomic_fetch_add(&w->srv->fd_pauses[l], 1);
+  engine_count(w->et, l == LST_HTTP ? EC_FD_PAUSES_HTTP : EC_FD_PAUSES_RESP,
+               1);
+}
+
+static void on_accept(h2o_socket_t *listener, const char *err);
+
+/* Listeners whose pause is over read again (each pass of the loop). */
+static void resume_accepting(worker *w) {
+  int64_t now = 0;
+  for (int l = 0; l < LST_COUNT; l++) {
+    struct worker_listener *wl = &w->lst[l];
+    if (!wl->resume_ns || !wl->sock) continue;
+    if (!now) now = clock_mono_ns();
+    if (now < wl->resume_ns) continue;
+    wl->resume_ns = 0;
+    h2o_socket_read_start(wl->sock, on_accept);
+  }
+}
+
+/* Accepts what the listener has queued (16 at a time, so that one
+   listener cannot hold the loop), each under the budgets. */
+static void on_accept(h2o_socket_t *listener, const char *err) {
   worker *w = listener->data;
+  int l = listener == w->lst[LST_HTTP].sock ? LST_HTTP : LST_RESP;
   if (err) return;
   for (int i = 0; i < 16; i++) {
-    /* accept4 ourselves (not h2o_evloop_socket_accept): we keep the fd. */
-    int fd = accept4(w->http_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    h2o_socket_t *sock = h2o_evloop_socket_create(w->loop, fd, 0);
-    if (!admit(w, sock)) continue;
-    http_conn *hc = malloc(sizeof *hc);
-    if (!hc) {
-      atomic_fetch_sub(&w->srv->connections, 1);
-      h2o_socket_close(sock);
+    /* accept4 ourselves (not h2o_evloop_socket_accept): we keep the fd,
+       and errno says why an accept failed. */
+    int fd = accept4(w->lst[l].fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+          errno == ENOMEM)
+        pause_accepting(w, l);
+      return;
+    }
+    if (!admit(w, l)) {
+      close(fd);
       continue;
     }
-    *hc = (http_conn){.w = w, .sock = sock, .fd = fd};
-    h2o_linklist_insert(&w->http_list, &hc->link);
-    w->http_conns++;
-    engine_connections(w->et, 0, 1);
-    sock->on_close.cb = on_http_close;
-    sock->on_close.data = hc;
-    h2o_accept(&w->accept_ctx, sock);
-  }
-}
-
-static void on_accept_resp(h2o_socket_t *listener, const char *err) {
-  worker *w = listener->data;
-  if (err) return;
-  for (int i = 0; i < 16; i++) {
-    h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
-    if (!sock) return;
-    if (admit(w, sock)) resp_accept(w, sock);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    h2o_socket_t *sock = h2o_evloop_socket_create(
+        w->loop, fd, H2O_SOCKET_FLAG_IS_ACCEPTED_CONNECTION);
+    if (l == LST_HTTP)
+      http_accepted(w, sock, fd);
+    else
+      resp_accept(w, sock);
   }
 }
 
@@ -154,13 +214,14 @@ static void unlink_timers(h2o_context_t *ctx) {
           h2o_timeout_entry_t, _link, ts[i]->_entries.next));
 }
 
-static h2o_socket_t *listener_socket(worker *w, int fd, h2o_socket_cb cb) {
-  if (fd < 0) return NULL;
-  h2o_socket_t *sock =
+/* w's listener l on fd (-1: off). */
+static void listener_open(worker *w, int l, int fd) {
+  w->lst[l] = (struct worker_listener){.fd = fd};
+  if (fd < 0) return;
+  w->lst[l].sock =
       h2o_evloop_socket_create(w->loop, fd, H2O_SOCKET_FLAG_DONT_READ);
-  sock->data = w;
-  h2o_socket_read_start(sock, cb);
-  return sock;
+  w->lst[l].sock->data = w;
+  h2o_socket_read_start(w->lst[l].sock, on_accept);
 }
 
 /* Fleet mode: this worker's Redis client, on its loop (rc_client_new;
@@ -190,9 +251,10 @@ static void fleet_detach(worker *w) {
 
 /* Stopping: no more accepting; in-flight work goes on. */
 static void start_draining(worker *w) {
-  if (w->http_listener) h2o_socket_close(w->http_listener);
-  if (w->resp_listener) h2o_socket_close(w->resp_listener);
-  w->http_listener = w->resp_listener = NULL;
+  for (int l = 0; l < LST_COUNT; l++) {
+    if (w->lst[l].sock) h2o_socket_close(w->lst[l].sock);
+    w->lst[l].sock = NULL;
+  }
   h2o_context_request_shutdown(&w->ctx);
   close_idle_http(w);
   resp_shutdown(w);
@@ -210,9 +272,8 @@ static void *worker_main(void *arg) {
   w->accept_ctx.ctx = &w->ctx;
   w->accept_ctx.hosts = p->conf->hosts;
   h2o_linklist_init_anchor(&w->http_list);
-  w->http_fd = b->http_fd;
-  w->http_listener = listener_socket(w, b->http_fd, on_accept_http);
-  w->resp_listener = listener_socket(w, b->resp_fd, on_accept_resp);
+  listener_open(w, LST_HTTP, b->http_fd);
+  listener_open(w, LST_RESP, b->resp_fd);
   fleet_attach(w, &p->fleet);
 
   int draining = 0;
@@ -220,6 +281,7 @@ static void *worker_main(void *arg) {
   for (;;) {
     engine_thread_quiesce(w->et);
     h2o_evloop_run(w->loop, 100);
+    resume_accepting(w);
     if (w->rc) { /* this pass's decisions: batched calls, one pipeline */
       engine_thread_flush(w->et);
       rc_flush(w->rc);

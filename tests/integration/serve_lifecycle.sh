@@ -284,7 +284,8 @@ fi
 # ===========================================================================
 # 3. --max-connections, --threads
 # ===========================================================================
-sv_start m -t 2 --max-connections 3 || lib_finish
+# (RESP may take all three: its own budget would otherwise be 80%)
+sv_start m -t 2 --max-connections 3 --max-resp-connections 3 || lib_finish
 holders=""
 for i in 1 2 3; do
   $RAW "$RESP" hold 60 >"$tmp/hold$i" &
@@ -304,7 +305,8 @@ if waitfor 100 _sv_healthy; then pass; else
 fi
 # (2, and one per probe that came before the daemon saw the slot free)
 in_range "--max-connections 3: the rejections are counted" 2 200 \
-  "$(metric sluice_connections_rejected_total)"
+  "$(($(metric 'sluice_connections_rejected_total{protocol="http"}') + \
+    $(metric 'sluice_connections_rejected_total{protocol="resp"}')))"
 for p in $holders; do
   kill "$p" 2>/dev/null
   wait "$p" 2>/dev/null

@@ -1247,7 +1247,9 @@ static void metrics_count_front_end_counters_and_connections(void **state) {
   engine_count(t2, EC_HTTP_ERRORS, 1);
   engine_count(f.t, EC_RESP_COMMANDS, 5);
   engine_count(f.t, EC_RESP_ERRORS, 2);
-  engine_count(t2, EC_CONNECTIONS_REJECTED, 6);
+  engine_count(t2, EC_REJECTED_HTTP, 6);
+  engine_count(f.t, EC_REJECTED_RESP, 3);
+  engine_count(f.t, EC_FD_PAUSES_RESP, 2);
   engine_connections(f.t, 0, 2);
   engine_connections(t2, 0, 1);
   engine_connections(t2, 1, 1);
@@ -1259,7 +1261,14 @@ static void metrics_count_front_end_counters_and_connections(void **state) {
   assert_int_equal(metric(m, "sluice_request_errors_total{protocol=\"resp\"}"), 2);
   assert_int_equal(metric(m, "sluice_connections{protocol=\"http\"}"), 2);
   assert_int_equal(metric(m, "sluice_connections{protocol=\"resp\"}"), 1);
-  assert_int_equal(metric(m, "sluice_connections_rejected_total"), 6);
+  assert_int_equal(
+      metric(m, "sluice_connections_rejected_total{protocol=\"http\"}"), 6);
+  assert_int_equal(
+      metric(m, "sluice_connections_rejected_total{protocol=\"resp\"}"), 3);
+  assert_int_equal(metric(m, "sluice_accept_pauses_total{protocol=\"resp\"}"),
+                   2);
+  assert_int_equal(metric(m, "sluice_accept_pauses_total{protocol=\"http\"}"),
+                   0);
   free(m);
   engine_thread_free(t2);
   fixture_free(&f);
