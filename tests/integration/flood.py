@@ -47,10 +47,17 @@ def connect(port, timeout=5):
     return s
 
 
+def readable(s, wait):
+    """Whether s has something to read (or an error) within `wait` s
+    (poll, not select: a flood's descriptors pass FD_SETSIZE)."""
+    p = select.poll()
+    p.register(s, select.POLLIN)
+    return bool(p.poll(int(wait * 1000)))
+
+
 def closed_by_peer(s):
     """Whether the daemon closed s (EOF or reset), without blocking."""
-    r, _, _ = select.select([s], [], [], 0)
-    if not r:
+    if not readable(s, 0):
         return False
     try:
         return s.recv(4096, socket.MSG_PEEK) == b""
@@ -134,8 +141,7 @@ def cmd_chunked(port, limit):
         except OSError:
             break
         sent += 4096
-        r, _, _ = select.select([s], [], [], 0.01)
-        if r:
+        if readable(s, 0.01):
             break
     data = answer(s, 1)
     if data:
