@@ -29,8 +29,9 @@ and closes what it opened when it ends.
     python3 flood.py bodies PORT N LENGTH BYTES SECONDS OUT
         N connections each declare Content-Length: LENGTH and send up to
         BYTES of it (as far as the daemon takes it within 5 s); then writes
-        "sent=S answered=A" to OUT (S: body bytes the daemon took, A:
-        connections answered with 413) and holds them until SECONDS have
+        "sent=S answered=A turned_away=T" to OUT (S: body bytes the
+        daemon took, A: connections answered with 413, T: those answered
+        or closed, a reset having overtaken the answer) and holds them until SECONDS have
         passed or it is killed.
 """
 import select
@@ -194,8 +195,12 @@ def cmd_bodies(port, n, length, nbytes, seconds, out):
             except OSError:
                 pass
     answered = sum(1 for c in socks if c[2].startswith(b"HTTP/1.1 413"))
+    # (a reset can overtake the 413 while the client is still sending)
+    turned = sum(1 for c in socks if c[2]) + sum(
+        1 for c in socks if not c[2] and closed_by_peer(c[0]))
     with open(out, "w") as f:
-        f.write("sent=%d answered=%d\n" % (sum(c[1] for c in socks), answered))
+        f.write("sent=%d answered=%d turned_away=%d\n"
+                % (sum(c[1] for c in socks), answered, turned))
     hold_until(deadline)
 
 
