@@ -764,6 +764,8 @@ static void on_read(h2o_socket_t *sock, const char *err) {
 void resp_accept(worker *w, h2o_socket_t *sock) {
   resp_conn *c = calloc(1, sizeof *c);
   if (!c) {
+    /* admit() counted it; nothing else will uncount it. */
+    atomic_fetch_sub(&w->srv->connections, 1);
     h2o_socket_close(sock);
     return;
   }
