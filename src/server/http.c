@@ -374,8 +374,11 @@ static size_t header_bytes(h2o_req_t *req) {
 static int on_req(h2o_handler_t *self, h2o_req_t *req) {
   server *srv = ((sluice_handler *)self)->srv;
   worker *w = worker_of(req->conn->ctx);
-  srv_note_request(req);
+  int too_many = srv_note_request(req);
   engine_count(w->et, EC_HTTP_REQUESTS, 1);
+  if (too_many)
+    return http_send_error(req, 431, "more than %d request headers",
+                           H2O_MAX_HEADERS);
   if (header_bytes(req) > srv->o.max_header_bytes)
     return http_send_error(req, 431, "request line and headers exceed %zu bytes",
                            srv->o.max_header_bytes);

@@ -104,8 +104,9 @@ static inline worker *worker_of(h2o_context_t *ctx) {
 }
 
 /* Called by the HTTP handler when a request is complete: lets a stop tell
-   idle connections from busy ones. */
-void srv_note_request(h2o_req_t *req);
+   idle connections from busy ones. 1 when the request stands for a head
+   with more headers than h2o takes (answer 431), else 0. */
+int srv_note_request(h2o_req_t *req);
 
 /* HTTP: registers the handlers on the host config. */
 void http_register(h2o_globalconf_t *conf, server *srv);

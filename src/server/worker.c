@@ -56,6 +56,10 @@ typedef struct http_conn {
   int fd;
   size_t read_at_request; /* sock->bytes_read when a request was last
                              complete (its handler ran) */
+  h2o_socket_cb h2o_read; /* h2o's read callback, while heads_guard runs */
+  size_t scanned;         /* bytes of the first head counted so far */
+  unsigned lines;         /* its lines begun, the request line included */
+  int too_many_headers;   /* the head had more than h2o takes */
 } http_conn;
 
 static void on_http_close(void *data) {
@@ -69,12 +73,64 @@ static void on_http_close(void *data) {
   engine_connections(w->et, 0, -1);
 }
 
-void srv_note_request(h2o_req_t *req) {
+int srv_note_request(h2o_req_t *req) {
   h2o_socket_t *sock = req->conn->callbacks->get_socket
                            ? req->conn->callbacks->get_socket(req->conn)
                            : NULL;
-  if (sock && sock->on_close.cb == on_http_close)
-    ((http_conn *)sock->on_close.data)->read_at_request = sock->bytes_read;
+  if (!sock || sock->on_close.cb != on_http_close) return 0;
+  http_conn *hc = sock->on_close.data;
+  hc->read_at_request = sock->bytes_read;
+  return hc->too_many_headers;
+}
+
+/*
+ * More request headers than h2o takes (H2O_MAX_HEADERS, fixed when
+ * Debian's h2o 2.2 was built) make its parser write a plain-text 400 to
+ * the socket before any handler or filter runs, where every other bad
+ * request gets sluice's JSON. So, for a connection's first request, the
+ * head is counted as it arrives, before h2o parses it, the way
+ * picohttpparser counts (leading empty lines skipped; every line begun
+ * after the request line is a header, a folded one too; it fails as soon
+ * as line 101 begins). A head with too many is replaced in the input by a
+ * bodiless request that closes the connection, flagged for on_req, which
+ * answers 431 as for --max-header-bytes. Once the head is complete, h2o's
+ * own callback is put back: later requests on the connection (h2o
+ * restarts its reader for each) get h2o's 400, which docs/hardening.md
+ * says.
+ */
+static const char closing_request[] = "GET / HTTP/1.1\r\nConnection: close\r\n\r\n";
+
+/* Counts the head in sock's input from hc->scanned on. 1: it has more
+   lines than h2o takes; -1: it is complete within them; 0: not yet. */
+static int count_head(http_conn *hc, const h2o_buffer_t *in) {
+  for (; hc->scanned < in->size; hc->scanned++) {
+    char c = in->bytes[hc->scanned];
+    int at_line = hc->scanned == 0 || in->bytes[hc->scanned - 1] == '\n';
+    if (!at_line) continue;
+    if (c == '\r' || c == '\n') {
+      if (hc->lines) return -1; /* the empty line that ends the head */
+      continue;                 /* a leading one, skipped */
+    }
+    if (++hc->lines > H2O_MAX_HEADERS + 1) return 1;
+  }
+  return 0;
+}
+
+static void heads_guard(h2o_socket_t *sock, const char *err) {
+  http_conn *hc = sock->on_close.data;
+  h2o_socket_cb h2o_read = hc->h2o_read;
+  int v = err ? -1 : count_head(hc, sock->input);
+  if (v) sock->_cb.read = h2o_read; /* decided: h2o's alone from here */
+  if (v == 1) {
+    hc->too_many_headers = 1;
+    h2o_buffer_consume(&sock->input, sock->input->size);
+    h2o_iovec_t room = h2o_buffer_reserve(&sock->input, sizeof closing_request);
+    if (room.base) {
+      memcpy(room.base, closing_request, sizeof closing_request - 1);
+      sock->input->size += sizeof closing_request - 1;
+    }
+  }
+  h2o_read(sock, err);
 }
 
 /*
@@ -131,6 +187,10 @@ static void http_accepted(worker *w, h2o_socket_t *sock, int fd) {
   sock->on_close.cb = on_http_close;
   sock->on_close.data = hc;
   h2o_accept(&w->accept_ctx, sock);
+  if (sock->_cb.read) { /* reading its first request: count the head */
+    hc->h2o_read = sock->_cb.read;
+    sock->_cb.read = heads_guard;
+  }
 }
 
 /*

@@ -12,6 +12,7 @@
 #      connections sending large bodies hold at most --max-body each (RSS);
 #   4. values: a NUL or non-UTF-8 byte in a query value is refused naming
 #      the parameter (as in a JSON body), a count past its range says so;
+#      more than 100 request headers get sluice's JSON 431;
 #   5. /admin/* with --admin-token: no route or spelling gets past it.
 # Every flood is bounded in count and time, on 127.0.0.1.
 . "$(dirname "$0")/serve_lib.sh"
@@ -216,6 +217,18 @@ body_has "POST descriptor hits_addend \"2^64-1\": out of range" \
   'descriptor 0: \"hits_addend\" is out of range'
 get "$URL/v1/check?domain=default&key=%C3%A9t%C3%A9"
 want_code "a UTF-8 value is fine" 200
+# More request headers than h2o takes (100): sluice's JSON 431, not h2o's
+# plain-text 400, whether the head comes in one write or in pieces.
+HRAW="$PY $(dirname "$0")/http_raw.py"
+
+eq "100 request headers: decided" 200 \
+  "$($HRAW headers "$HTTP" "/v1/check?domain=default&key=h" 100 | cut -d' ' -f1)"
+eq "101 request headers: JSON 431" \
+  '431 {"error":"more than 100 request headers"}' \
+  "$($HRAW headers "$HTTP" "/v1/check?domain=default&key=h" 101)"
+eq "5,000 request headers in 50 writes: JSON 431" \
+  '431 {"error":"more than 100 request headers"}' \
+  "$($HRAW headers "$HTTP" "/v1/check?domain=default&key=h" 5000 50)"
 sv_stop body
 
 # ===========================================================================

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""http_raw.py — HTTP/1.1 conversations around a daemon's shutdown, for
-serve_lifecycle.sh (curl cannot pause half-way through a request).
+"""http_raw.py — HTTP/1.1 conversations curl cannot have: around a
+daemon's shutdown, for serve_lifecycle.sh (pausing half-way through a
+request), and heads with many headers, for hardening_http.sh.
 
     python3 http_raw.py inflight PORT PID PATH WAIT
         Sends the request line and headers of GET PATH without the final
@@ -13,6 +14,11 @@ serve_lifecycle.sh (curl cannot pause half-way through a request).
         Makes one keep-alive request (GET /healthz), then sends SIGTERM to
         PID and waits up to BOUND seconds for the daemon to close the idle
         connection; prints "closed" or "open".
+
+    python3 http_raw.py headers PORT PATH N [PIECES]
+        Sends GET PATH with N request headers (Host and N - 1 others), in
+        PIECES writes (default 1), and prints the response's status code
+        and body on one line, or "no response".
 """
 import os
 import signal
@@ -117,6 +123,26 @@ def idle(port, pid, bound):
     print("closed" if closed else "open")
 
 
+def headers(port, path, n, pieces):
+    head = "GET %s HTTP/1.1\r\nHost: x\r\n" % path
+    head += "".join("X-H%d: v\r\n" % i for i in range(n - 1)) + "\r\n"
+    data = head.encode()
+    step = len(data) // pieces + 1
+    s = socket.create_connection(("127.0.0.1", port), 5)
+    try:
+        for i in range(0, len(data), step):
+            s.sendall(data[i:i + step])
+            time.sleep(0.01)
+    except OSError:
+        pass  # answered and closed before the rest: read the answer
+    status, body = read_response(s, 5)
+    s.close()
+    if status is None:
+        print("no response")
+    else:
+        print(status, body.decode(errors="replace").strip())
+
+
 def main():
     mode = sys.argv[1]
     if mode == "inflight":
@@ -124,8 +150,11 @@ def main():
                  float(sys.argv[5]))
     elif mode == "idle":
         idle(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]))
+    elif mode == "headers":
+        headers(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]),
+                int(sys.argv[5]) if len(sys.argv) > 5 else 1)
     else:
-        sys.exit("usage: http_raw.py inflight|idle ...")
+        sys.exit("usage: http_raw.py inflight|idle|headers ...")
 
 
 if __name__ == "__main__":
