@@ -122,7 +122,7 @@ void *store_alloc_evicting(sl_store *s, shard *sh, const store_ref *r,
       /* Evict only when that can make room: dropping keys and failing
          anyway would give their quota away for nothing. */
       size_t used = atomic_load_explicit(&s->bytes, memory_order_relaxed);
-      size_t free_now = used < s->max_memory ? s->max_memory - used : 0;
+      size_t free_now = used < s->key_cap ? s->key_cap - used : 0;
       size_t all, allowed;
       reclaimable(s, sh, r, now, &all, &allowed);
       if (free_now + allowed < n + ALLOC_OVERHEAD) {

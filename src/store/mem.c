@@ -29,7 +29,10 @@
  * exceeds max_memory, even during a table's growth (old and new tables both
  * count). Tables together may take at most 7/8 of the cap: the rest stays
  * for what grows per key (logs, long keys) and for limiters, and a table
- * left mostly empty (after a flood has expired) shrinks back. When a table
+ * left mostly empty (after a flood has expired) shrinks back. What keys
+ * allocate may not take the top 32nd of the cap (at most LIMITER_ROOM):
+ * that room is the limiters', so a key flood that fills the store never
+ * keeps a new rule or ad-hoc policy out. When a table
  * cannot grow, inserting evicts the entry among the 16 slots from the new
  * key's home whose reset gives back least quota (evict.c). Evicting for
  * bytes (a log, a long key) happens only when it can free enough; an
@@ -67,11 +70,12 @@ static void s_free(sl_store *s, void *p, size_t n) {
   if (p) s->alloc(s->alloc_ud, p, n, 0);
 }
 
-/* Claims n bytes of the budget: 0, or -1 when that would pass the cap. */
-static int reserve(sl_store *s, size_t n) {
+/* Claims n bytes of the budget, up to limit (the cap, or keys' part of
+   it): 0, or -1 when that would pass it. */
+static int reserve(sl_store *s, size_t n, size_t limit) {
   size_t cur = atomic_load_explicit(&s->bytes, memory_order_relaxed);
   do {
-    if (n > s->max_memory || cur > s->max_memory - n) return -1;
+    if (n > limit || cur > limit - n) return -1;
   } while (!atomic_compare_exchange_weak_explicit(
       &s->bytes, &cur, cur + n, memory_order_relaxed, memory_order_relaxed));
   return 0;
@@ -81,11 +85,11 @@ static void release(sl_store *s, size_t n) {
   atomic_fetch_sub_explicit(&s->bytes, n, memory_order_relaxed);
 }
 
-/* (table.h) */
-void *store_budget_alloc(sl_store *s, size_t n, int *why) {
+/* n bytes against the budget, up to limit; *why says what failed. */
+static void *alloc_upto(sl_store *s, size_t n, size_t limit, int *why) {
   int dummy;
   if (!why) why = &dummy;
-  if (n > SIZE_MAX - ALLOC_OVERHEAD || reserve(s, n + ALLOC_OVERHEAD)) {
+  if (n > SIZE_MAX - ALLOC_OVERHEAD || reserve(s, n + ALLOC_OVERHEAD, limit)) {
     *why = OVER_BUDGET;
     return NULL;
   }
@@ -97,8 +101,21 @@ void *store_budget_alloc(sl_store *s, size_t n, int *why) {
   return p;
 }
 
+/* (table.h) What keys allocate (tables, long keys, logs): never the
+   limiters' room at the top of the cap. */
+void *store_budget_alloc(sl_store *s, size_t n, int *why) {
+  return alloc_upto(s, n, s->key_cap, why);
+}
+
 static void *budget_alloc(sl_store *s, size_t n) {
   return store_budget_alloc(s, n, NULL);
+}
+
+/* What limiters allocate (their structs, the registry's chunks): up to the
+   cap itself, so that a flood of keys, which may fill keys' part, never
+   keeps a new rule or ad-hoc policy out. */
+static void *limiter_alloc(sl_store *s, size_t n) {
+  return alloc_upto(s, n, s->max_memory, NULL);
 }
 
 static void budget_free(sl_store *s, void *p, size_t n) {
@@ -623,7 +640,7 @@ int store_register(sl_store *s, const algo_policy *p, uint16_t *id) {
     reg_entry *chunk =
         atomic_load_explicit(&s->reg[n / REG_CHUNK], memory_order_relaxed);
     if (!chunk) {
-      chunk = budget_alloc(s, REG_CHUNK * sizeof *chunk);
+      chunk = limiter_alloc(s, REG_CHUNK * sizeof *chunk);
       if (!chunk) {
         rc = SL_ENOMEM;
         break;
@@ -680,7 +697,7 @@ void store_walk_shard(sl_store *s, unsigned n, store_walk_fn fn, void *ud) {
   store_unlock(s, n);
 }
 
-void *store_alloc(sl_store *s, size_t n) { return budget_alloc(s, n); }
+void *store_alloc(sl_store *s, size_t n) { return limiter_alloc(s, n); }
 void store_free(sl_store *s, void *p, size_t n) { budget_free(s, p, n); }
 unsigned store_nshards(const sl_store *s) { return s->nshards; }
 
@@ -720,6 +737,9 @@ int sl_store_new(const sl_store_options *opts, sl_store **out) {
   atomic_init(&s->bytes, own);
   atomic_init(&s->table_bytes, 0);
   s->table_cap = (max_memory - own) / 8 * 7;
+  /* Limiters' room: a 32nd of the cap, at most LIMITER_ROOM. */
+  size_t room = (max_memory - own) / 32;
+  s->key_cap = max_memory - (room < LIMITER_ROOM ? room : LIMITER_ROOM);
   s->grace = o.expiry_grace_ns ? o.expiry_grace_ns : INT64_C(1000000000);
   atomic_init(&s->sweep_next, 0);
   for (size_t c = 0; c < 65536 / REG_CHUNK; c++) atomic_init(&s->reg[c], NULL);

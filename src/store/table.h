@@ -28,6 +28,7 @@
 #define SWEEP_ON_INSERT 2
 #define ALLOC_OVERHEAD 16 /* what malloc keeps per block, roughly */
 #define MIN_SHARD_BYTES 8192
+#define LIMITER_ROOM ((size_t)256 << 10) /* the most kept for limiters */
 #define DEFAULT_SHARDS 64
 #define REG_CHUNK 256
 
@@ -63,6 +64,7 @@ struct sl_store {
   sl_alloc_fn alloc;
   void *alloc_ud;
   size_t max_memory;
+  size_t key_cap; /* what keys may take: the cap less the limiters' room */
   atomic_size_t bytes;
   atomic_size_t table_bytes; /* of bytes: the tables */
   size_t table_cap;          /* the most tables may hold: 7/8 of the cap */

@@ -11,7 +11,7 @@
 # The hot keys may get no more than their limits allow (the token bucket
 # its refill); the store must have evicted, and counted what it gave back.
 # Last, a rule with evict_below: 1 is refused ("store full") rather than
-# evict.
+# evict, and new ad-hoc policies still find room in the full store.
 
 . "$(dirname "$0")/serve_lib.sh"
 lib_init evict_flood
@@ -97,6 +97,14 @@ probe_during() {
 t0=$(now_ms)
 flood same 300000 SL.CHECK api user key:__rand_int__
 probe_during same
+# New ad-hoc policies in the store the sliding logs filled: their
+# limiters have room that keys never take (before, none was made: every
+# new one was refused until a restart, finding 4).
+made=0
+for n in $(seq 1 40); do
+  case $(rc SL.THROTTLE after-flood fixed_window:$n/h) in 1\ *) made=$((made + 1)) ;; esac
+done
+eq "40 new ad-hoc policies in the full store" 40 "$made"
 flood adhoc 600000 SL.THROTTLE key:__rand_int__ fixed_window:1/d
 probe_during adhoc
 elapsed=$(($(now_ms) - t0))

@@ -459,6 +459,43 @@ static void cap_holds_under_unique_key_flood_256kib(void **state) {
   flood_short_keys((size_t)256 << 10, 300000);
 }
 
+/*
+ * A store filled to its cap by keys with logs and long keys (what a flood
+ * of sliding_log keys leaves) still makes new limiters: keys never take
+ * the room kept for them. Before, every new limiter failed with
+ * SL_ENOMEM once the flood had taken the cap.
+ */
+static void new_limiters_find_room_in_a_full_store(void **state) {
+  (void)state;
+  size_t cap = (size_t)1 << 20;
+  sl_store *s = store_opts(cap, 0);
+  sl_limiter *lim = limiter_of(s, "sliding_log:100/h");
+  char key[64];
+  for (int i = 0; i < 100000; i++) {
+    int n = snprintf(key, sizeof key, "a-rather-long-flood-key-%08d", i);
+    sl_decision d;
+    int rc = sl_limiter_take(lim, key, (size_t)n, 1, T0 + i, &d);
+    if (rc && rc != SL_ENOMEM) fail_msg("take #%d: %s", i, sl_strerror(rc));
+  }
+  sl_store_stats st = stats_of(s);
+  assert_true(st.evictions > 0);
+  assert_true(st.bytes > cap / 32 * 30); /* the keys' part is full */
+  sl_limiter *more[200];
+  for (int i = 0; i < 200; i++) {
+    sl_policy p;
+    char spec[40], err[128];
+    snprintf(spec, sizeof spec, "fixed_window:%d/s", i + 1);
+    assert_int_equal(sl_policy_parse(spec, &p, err, sizeof err), 0);
+    int rc = sl_limiter_new(s, &p, &more[i]);
+    if (rc) fail_msg("limiter #%d in a full store: %s", i, sl_strerror(rc));
+    assert_true(take(more[i], "new-key", 1, T0 + 200000).allowed);
+  }
+  assert_true(stats_of(s).bytes <= cap);
+  for (int i = 0; i < 200; i++) sl_limiter_free(more[i]);
+  sl_limiter_free(lim);
+  sl_store_free(s);
+}
+
 static void eviction_prefers_entries_closest_to_fresh(void **state) {
   (void)state;
   sl_store *s = store_opts((size_t)256 << 10, 0);
@@ -1198,6 +1235,7 @@ int main(void) {
       cmocka_unit_test(expire_rejects_bad_arguments),
       cmocka_unit_test(cap_holds_under_unique_key_flood_1mib),
       cmocka_unit_test(cap_holds_under_unique_key_flood_256kib),
+      cmocka_unit_test(new_limiters_find_room_in_a_full_store),
       cmocka_unit_test(eviction_prefers_entries_closest_to_fresh),
       cmocka_unit_test(eviction_counts_dropped_fresh_entries_as_expirations),
       cmocka_unit_test(enomem_at_the_cap_evicts_nothing),
