@@ -183,7 +183,8 @@ static const serve_option options[] = {
              "also come from $SLUICE_REDIS_PASSWORD"},
     {.name = "redis-timeout", .arg = "MS", .kind = OPT_MS,
      FIELD(redis.timeout_ms), .min = 1, .max = 60000, .def = "50",
-     .help = "every Redis call, connects too"},
+     .help = "a decision's wait for Redis, from the request's arrival "
+             "to its answer; every call and connect too"},
     {.name = "batch-window", .arg = "US", .kind = OPT_INT,
      FIELD(redis.batch_us), .min = 0, .max = 100000, .def = "0",
      .help = "wait up to this long to pipeline more decisions together; 0: "
@@ -476,7 +477,8 @@ void serve_usage(FILE *f) {
   fprintf(f, "\n"
              "Signals: SIGHUP reloads the config (a changed config file "
              "reloads\n"
-             "too; an invalid one is reported and the old one kept); SIGTERM "
-             "and\n"
-             "SIGINT stop gracefully. See docs/server.md.\n");
+             "too, once settled; an invalid one is reported and the old one "
+             "kept);\n"
+             "SIGTERM and SIGINT stop gracefully (saving --state-file). See\n"
+             "docs/server.md.\n");
 }
