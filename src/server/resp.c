@@ -14,7 +14,7 @@
  *                                      or every one this daemon has used:
  *                                      the number of states dropped
  *   PING [msg], ECHO msg, INFO, DBSIZE, SELECT n, AUTH [user] password,
- *   QUIT, and COMMAND / CONFIG GET / CLIENT SETNAME answered harmlessly so
+ *   HELLO [2 [AUTH user password] [SETNAME name]], QUIT, and COMMAND / CONFIG GET / CLIENT SETNAME answered harmlessly so
  *   redis-cli and redis-benchmark work.
  * One table (`commands`, below) says each command's name, arity, whether
  * it may run before AUTH, and its handler; dispatch() only looks it up.
@@ -620,8 +620,9 @@ static void cmd_client(resp_conn *c, const resp_cmd *cmd) {
  * The commands. Arity counts the command's name: min_argc..max_argc
  * arguments (max -1: any number); a command outside it gets arity_err, or
  * when that is NULL, Redis's "wrong number of arguments for 'name'
- * command". Before AUTH (with --password), only the commands marked so run;
- * anything else gets NOAUTH, an unknown command included. With
+ * command". Before AUTH (with --password), only the commands marked so run
+ * (AUTH, HELLO, QUIT, and PING for health checks); anything else gets
+ * NOAUTH, an unknown command included. With
  * --admin-token, an admin command runs only on a connection that gave it
  * (AUTH admin <token>): SL.RESET, which drops state that every client
  * shares (in fleet mode, every daemon's). The rest decide for, or read
@@ -651,8 +652,9 @@ static const resp_command commands[] = {
      "ERR wrong number of arguments for 'sl.reset' command (SL.RESET key "
      "[policy])"},
     {NAME("AUTH"), 2, 3, 1, 0, cmd_auth, NULL},
+    {NAME("HELLO"), 1, 7, 1, 0, cmd_hello, NULL},
     {NAME("QUIT"), 1, -1, 1, 0, cmd_quit, NULL},
-    {NAME("PING"), 1, 2, 0, 0, cmd_ping, NULL},
+    {NAME("PING"), 1, 2, 1, 0, cmd_ping, NULL},
     {NAME("ECHO"), 2, 2, 0, 0, cmd_echo, NULL},
     {NAME("INFO"), 1, -1, 0, 0, cmd_info, NULL},
     {NAME("DBSIZE"), 1, -1, 0, 0, cmd_dbsize, NULL},

@@ -16,6 +16,7 @@
  * however many connections it opens. A success charges nothing.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,21 +145,23 @@ static int same_secret(const char *a, size_t alen, const char *b) {
   return diff == 0;
 }
 
-static int user_is(const resp_cmd *cmd, const char *name) {
-  return cmd->len[1] == strlen(name) &&
-         !strncasecmp(cmd->argv[1], name, cmd->len[1]);
-}
-
-void cmd_auth(resp_conn *c, const resp_cmd *cmd) {
+/*
+ * Checks a secret given for user (NULL: no user named, AUTH's one-argument
+ * form). 0 when it opens the connection (then marked authenticated, as
+ * admin with the admin token); -1 when it does not, the error answered.
+ */
+static int check_secret(resp_conn *c, const char *user, size_t ulen,
+                        const char *given, size_t given_len) {
   const srv_opts *o = &c->w->srv->o;
-  int named = cmd->argc == 3;
-  int as_admin = named && o->admin_token && user_is(cmd, "admin");
+  int named = user != NULL;
+  int as_admin = named && o->admin_token && ulen == 5 &&
+                 !strncasecmp(user, "admin", 5);
   const char *secret = as_admin ? o->admin_token : o->password;
   if (!secret && !(named && o->admin_token)) {
     out_err(c, "ERR AUTH <password> called without any password "
                "configured for the default user. Are you sure your "
                "configuration is correct?");
-    return;
+    return -1;
   }
   unsigned char key[9];
   char peer[INET6_ADDRSTRLEN];
@@ -168,16 +171,92 @@ void cmd_auth(resp_conn *c, const resp_cmd *cmd) {
                       clock_wall_ns(), &d) == 0 &&
       d.remaining <= 0) {
     failed(c, RESP_AUTH_THROTTLED, key, klen, peer);
-    return;
+    return -1;
   }
-  const char *given = cmd->argv[cmd->argc - 1];
-  size_t given_len = cmd->len[cmd->argc - 1];
-  if (!secret || (named && !as_admin && !user_is(cmd, "default")) ||
+  int is_default = named && ulen == 7 && !strncasecmp(user, "default", 7);
+  if (!secret || (named && !as_admin && !is_default) ||
       !same_secret(given, given_len, secret)) {
     failed(c, RESP_AUTH_WRONG, key, klen, peer);
-    return;
+    return -1;
   }
   c->admin = as_admin;
   resp_guard_authed(c);
-  out_raw(c, "+OK\r\n", 5);
+  return 0;
+}
+
+void cmd_auth(resp_conn *c, const resp_cmd *cmd) {
+  int named = cmd->argc == 3;
+  if (!check_secret(c, named ? cmd->argv[1] : NULL, named ? cmd->len[1] : 0,
+                    cmd->argv[cmd->argc - 1], cmd->len[cmd->argc - 1]))
+    out_raw(c, "+OK\r\n", 5);
+}
+
+/* Whether argument i of cmd is word, in any case. */
+static int arg_is(const resp_cmd *cmd, int i, const char *word) {
+  return cmd->len[i] == strlen(word) &&
+         !strncasecmp(cmd->argv[i], word, cmd->len[i]);
+}
+
+/*
+ * HELLO [protover [AUTH username password] [SETNAME clientname]], as Redis
+ * 6+ answers it for RESP2 (sluice speaks no RESP3: clients that ask for 3
+ * get NOPROTO and fall back, as go-redis and redis-py do): the server's
+ * facts as a flat array. Its AUTH is AUTH's, throttled the same way; a
+ * connection that needs AUTH and gives none gets Redis's NOAUTH.
+ */
+void cmd_hello(resp_conn *c, const resp_cmd *cmd) {
+  static atomic_ullong next_id;
+  if (cmd->argc >= 2) {
+    /* Redis reads a long long; any number but 2 is one sluice lacks. */
+    size_t n = cmd->len[1], i = n && cmd->argv[1][0] == '-';
+    while (i < n && i < 19 && isdigit((unsigned char)cmd->argv[1][i])) i++;
+    if (!n || i != n || (n == 1 && cmd->argv[1][0] == '-')) {
+      out_err(c, "ERR Protocol version is not an integer or out of range");
+      return;
+    }
+    if (n != 1 || cmd->argv[1][0] != '2') {
+      out_err(c, "NOPROTO unsupported protocol version (sluice speaks "
+                 "RESP2 only)");
+      return;
+    }
+  }
+  const char *user = NULL, *pass = NULL;
+  size_t ulen = 0, plen = 0;
+  for (int i = 2; i < cmd->argc; i++) {
+    if (arg_is(cmd, i, "AUTH") && i + 2 < cmd->argc) {
+      user = cmd->argv[i + 1], ulen = cmd->len[i + 1];
+      pass = cmd->argv[i + 2], plen = cmd->len[i + 2];
+      i += 2;
+    } else if (arg_is(cmd, i, "SETNAME") && i + 1 < cmd->argc) {
+      i += 1; /* a name is not kept: nothing lists clients */
+    } else {
+      out_err(c, "ERR Syntax error in HELLO option '%.*s'",
+              (int)(cmd->len[i] < 40 ? cmd->len[i] : 40), cmd->argv[i]);
+      return;
+    }
+  }
+  if (user && check_secret(c, user, ulen, pass, plen)) return;
+  if (!user && c->w->srv->o.password && !c->authed) {
+    out_err(c, "NOAUTH HELLO must be called with the client already "
+               "authenticated, otherwise the HELLO <proto> AUTH <user> "
+               "<pass> option can be used to authenticate the client and "
+               "select the RESP protocol version at the same time");
+    return;
+  }
+  const char *version = sl_version_string();
+  out_raw(c, "*14\r\n", 5);
+  out_bulk(c, "server", 6);
+  out_bulk(c, "sluice", 6);
+  out_bulk(c, "version", 7);
+  out_bulk(c, version, strlen(version));
+  out_bulk(c, "proto", 5);
+  out_int(c, 2);
+  out_bulk(c, "id", 2);
+  out_int(c, (long long)atomic_fetch_add(&next_id, 1) + 1);
+  out_bulk(c, "mode", 4);
+  out_bulk(c, "standalone", 10);
+  out_bulk(c, "role", 4);
+  out_bulk(c, "master", 6);
+  out_bulk(c, "modules", 7);
+  out_raw(c, "*0\r\n", 4);
 }
