@@ -14,8 +14,9 @@
  *                                      or every one this daemon has used:
  *                                      the number of states dropped
  *   PING [msg], ECHO msg, INFO, DBSIZE, SELECT n, AUTH [user] password,
- *   HELLO [2 [AUTH user password] [SETNAME name]], QUIT, and COMMAND / CONFIG GET / CLIENT SETNAME answered harmlessly so
- *   redis-cli and redis-benchmark work.
+ *   HELLO [2 [AUTH user password] [SETNAME name]], QUIT, and COMMAND /
+ *   CONFIG GET / CLIENT SETNAME answered harmlessly so redis-cli and
+ *   redis-benchmark work.
  * One table (`commands`, below) says each command's name, arity, whether
  * it may run before AUTH, and its handler; dispatch() only looks it up.
  *
