@@ -229,7 +229,9 @@ static void daemon_run(daemon_state *d) {
   const char *path = srv->o.config_path;
   if (path) config_watch_set(&d->watch, path, engine_config(srv->eng));
   const serve_args *a = &d->args;
-  int64_t last_watch = clock_wall_ns(), last_state = last_watch;
+  /* Intervals on the monotonic clock: a step of the wall clock must not
+     hold a save or a reload back, nor fire one early. */
+  int64_t last_watch = clock_mono_ns(), last_state = last_watch;
   for (;;) {
     struct timespec tick = {0, EXPIRE_EVERY_MS * 1000000};
     int sig = sigtimedwait(&d->sigs, NULL, &tick);
@@ -245,17 +247,17 @@ static void daemon_run(daemon_state *d) {
       else
         log_msg("info", "no --config: nothing to reload");
     }
-    int64_t now = clock_wall_ns();
-    listen_log(srv, clock_mono_ns());
-    sl_store_expire(engine_store(srv->eng), now, EXPIRE_SLOTS);
+    int64_t mono = clock_mono_ns();
+    listen_log(srv, mono);
+    sl_store_expire(engine_store(srv->eng), clock_wall_ns(), EXPIRE_SLOTS);
     engine_maintain(srv->eng);
-    if (a->state_file && now - last_state >= a->state_ms * 1000000LL) {
-      last_state = now;
+    if (a->state_file && mono - last_state >= a->state_ms * 1000000LL) {
+      last_state = mono;
       statefile_save(srv->eng, a->state_file, 0);
     }
-    if (path && a->watch && now - last_watch >= a->watch_ms * 1000000LL) {
-      last_watch = now;
-      if (config_watch_settled(&d->watch, now, a->settle_ms * 1000000LL)) {
+    if (path && a->watch && mono - last_watch >= a->watch_ms * 1000000LL) {
+      last_watch = mono;
+      if (config_watch_settled(&d->watch, mono, a->settle_ms * 1000000LL)) {
         log_msg("info", "config changed on disk: reloading");
         config_reload(srv, &d->watch);
       }

@@ -349,10 +349,10 @@ static void *worker_main(void *arg) {
     if (atomic_load(&srv->stopping) && !draining) {
       start_draining(w);
       draining = 1;
-      deadline = clock_wall_ns() + (int64_t)srv->o.shutdown_grace_ms * 1000000;
+      deadline = clock_mono_ns() + (int64_t)srv->o.shutdown_grace_ms * 1000000;
     }
     if (draining && ((w->http_conns == 0 && w->resp_conns == 0) ||
-                     clock_wall_ns() > deadline))
+                     clock_mono_ns() > deadline))
       break;
     if (draining) close_idle_http(w); /* those that were busy a moment ago */
   }
