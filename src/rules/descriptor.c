@@ -80,7 +80,10 @@ static cfg_node *add_child(rules_loader *L, cfg_node *parent,
     }
   }
   cfg_node *d = calloc(1, sizeof *d);
-  if (!d) return NULL;
+  if (!d) {
+    rules_err(L, map, "out of memory"); /* never a descriptor left out */
+    return NULL;
+  }
   d->key = strdup(key);
   d->value = value ? strdup(value) : NULL;
   d->wildcard = value && value[strlen(value) - 1] == '*';
