@@ -28,7 +28,8 @@ and closes what it opened when it ends.
 
     python3 flood.py bodies PORT N LENGTH BYTES SECONDS OUT
         N connections each declare Content-Length: LENGTH and send up to
-        BYTES of it (as far as the daemon takes it within 5 s); then writes
+        BYTES of it (as far as the daemon takes it within 5 s), waits up to
+        10 s more for the answers not yet in; then writes
         "sent=S answered=A turned_away=T" to OUT (S: body bytes the
         daemon took, A: connections answered with 413, T: those answered
         or closed, a reset having overtaken the answer) and holds them until SECONDS have
@@ -188,12 +189,20 @@ def cmd_bodies(port, n, length, nbytes, seconds, out):
                 c[2] = c[2] or b"closed"
         if busy:
             time.sleep(0.001)
-    for c in socks:
-        if not c[2]:
+    # Then up to 10 s more for the answers still on their way (a sanitizer
+    # build under load answers 200 connections slowly).
+    wait_until = time.time() + 10
+    while time.time() < wait_until and any(not c[2] for c in socks):
+        for c in socks:
+            if c[2]:
+                continue
             try:
-                c[2] = c[0].recv(4096)
-            except OSError:
+                c[2] = c[0].recv(4096) or b"closed"
+            except BlockingIOError:
                 pass
+            except OSError:
+                c[2] = b"closed"
+        time.sleep(0.01)
     answered = sum(1 for c in socks if c[2].startswith(b"HTTP/1.1 413"))
     # (a reset can overtake the 413 while the client is still sending)
     turned = sum(1 for c in socks if c[2]) + sum(
