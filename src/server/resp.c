@@ -622,8 +622,8 @@ static void cmd_client(resp_conn *c, const resp_cmd *cmd) {
  * arguments (max -1: any number); a command outside it gets arity_err, or
  * when that is NULL, Redis's "wrong number of arguments for 'name'
  * command". Before AUTH (with --password), only the commands marked so run
- * (AUTH, HELLO, QUIT, and PING for health checks); anything else gets
- * NOAUTH, an unknown command included. With
+ * (AUTH, HELLO, QUIT); anything else gets NOAUTH, an unknown command and
+ * PING included, as Redis answers. With
  * --admin-token, an admin command runs only on a connection that gave it
  * (AUTH admin <token>): SL.RESET, which drops state that every client
  * shares (in fleet mode, every daemon's). The rest decide for, or read
@@ -655,7 +655,7 @@ static const resp_command commands[] = {
     {NAME("AUTH"), 2, 3, 1, 0, cmd_auth, NULL},
     {NAME("HELLO"), 1, 7, 1, 0, cmd_hello, NULL},
     {NAME("QUIT"), 1, -1, 1, 0, cmd_quit, NULL},
-    {NAME("PING"), 1, 2, 1, 0, cmd_ping, NULL},
+    {NAME("PING"), 1, 2, 0, 0, cmd_ping, NULL},
     {NAME("ECHO"), 2, 2, 0, 0, cmd_echo, NULL},
     {NAME("INFO"), 1, -1, 0, 0, cmd_info, NULL},
     {NAME("DBSIZE"), 1, -1, 0, 0, cmd_dbsize, NULL},

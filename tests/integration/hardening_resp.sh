@@ -108,11 +108,11 @@ rss_grew_under "5 unauthenticated 64 MB commands leave RSS bounded" 16
 closed_is "unauthenticated refusals are counted" unauthenticated_too_big 7
 closed_is "the authenticated one too" command_too_big 1
 
-# Before AUTH: PING (health checks) and HELLO, whose AUTH opens the
-# connection as AUTH does; anything else is NOAUTH.
-raw_is "before AUTH: PING, HELLO's NOAUTH, NOPROTO for 3, a NOAUTH command" \
+# Before AUTH: HELLO, whose AUTH opens the connection as AUTH does;
+# anything else is NOAUTH, PING included (as Redis answers).
+raw_is "before AUTH: PING's NOAUTH, HELLO's, NOPROTO for 3, a NOAUTH command" \
   'PING\r\nHELLO\r\nHELLO 3\r\nDBSIZE\r\n' \
-  '+PONG|-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time|-NOPROTO unsupported protocol version (sluice speaks RESP2 only)|-NOAUTH Authentication required.|OPEN'
+  '-NOAUTH Authentication required.|-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time|-NOPROTO unsupported protocol version (sluice speaks RESP2 only)|-NOAUTH Authentication required.|OPEN'
 printf 'HELLO 2 AUTH default sesame SETNAME t\r\nDBSIZE\r\n' >"$tmp/hello.in"
 _got=$($RAW "$RESP" send "$tmp/hello.in" 2 | paste -sd'|' -)
 case $_got in
