@@ -136,8 +136,9 @@ static const serve_option options[] = {
     {.name = "max-input-buffer", .arg = "BYTES", .kind = OPT_BYTES,
      FIELD(o.max_input_buffer), .min = 1 << 20, .max = INT64_MAX,
      .def = "64M",
-     .help = "RESP: unparsed input held by all connections together; past "
-             "it, the largest holders are closed"},
+     .help = "RESP: unparsed input and unsent replies held by all "
+             "connections together; past it, the largest holders are "
+             "closed"},
     {.name = "resp-auth-timeout", .arg = "MS", .kind = OPT_MS,
      FIELD(o.resp_auth_timeout_ms), .min = 0, .max = 3600000, .def = "10000",
      .help = "RESP with --password: a connection not authenticated this "

@@ -44,6 +44,7 @@
 
 #define OUT_PAUSE (1 << 20) /* stop reading past this much unsent output */
 #define SLOTS_PAUSE 1024    /* ... or this many commands waiting for Redis */
+#define WBUF_KEEP (64 << 10) /* a written buffer bigger than this is freed */
 
 enum { K_CL, K_SL_THROTTLE, K_SL_CHECK, K_SL_RESET };
 
@@ -158,6 +159,9 @@ static void on_written(h2o_socket_t *sock, const char *err) {
     return;
   }
   resp_guard_touch(c);
+  /* A burst's buffer goes back once written: an idle connection keeps
+     little, and the budget counts what is held. */
+  if (c->wbuf.cap > WBUF_KEEP) strbuf_free(&c->wbuf);
   if (!c->reading && !c->closing) {
     c->reading = 1;
     h2o_socket_read_start(sock, on_read);
@@ -745,14 +749,17 @@ static void on_read(h2o_socket_t *sock, const char *err) {
       }
     }
     if (n < 0) break;
-    if (c->out.len >= OUT_PAUSE && c->writing) break;
+    /* Replies past OUT_PAUSE wait until the ones before them are written,
+       written or not yet: h2o reads the whole kernel buffer at once, and
+       a client that never reads could otherwise turn it into replies
+       without bound (34 bytes of NOAUTH per 6-byte PING). */
+    if (c->out.len >= OUT_PAUSE) break;
     if (c->nslots >= SLOTS_PAUSE) break;
   }
   if (c->closing && c->reading) {
     h2o_socket_read_stop(sock);
     c->reading = 0;
-  } else if (((c->writing && c->out.len >= OUT_PAUSE) ||
-              c->nslots >= SLOTS_PAUSE) &&
+  } else if ((c->out.len >= OUT_PAUSE || c->nslots >= SLOTS_PAUSE) &&
              c->reading) {
     h2o_socket_read_stop(sock); /* the client is not reading: wait */
     c->reading = 0;

@@ -4,7 +4,9 @@
  *
  * The input budget counts what h2o's input buffer of each connection has
  * allocated (its capacity, not only the unparsed bytes: that is the
- * memory held), updated after every read. The parser already refuses a
+ * memory held), and its reply buffers (a client that sends and never
+ * reads makes the daemon hold replies, each at most OUT_PAUSE before
+ * parsing waits), updated after every read. The parser already refuses a
  * command past --max-command-bytes at the header that shows it, so one
  * connection holds at most about that plus one read; the budget bounds
  * the sum, which --max-connections times that would not. A worker can
@@ -54,8 +56,9 @@ static int register_metrics(worker *w, resp_shared *g) {
   metrics *m = engine_metrics_registry(w->srv->eng);
   metric_def d = {"sluice_resp_input_buffer_bytes", NULL, METRIC_GAUGE,
                   METRIC_THREADS, METRIC_GROUP_DAEMON,
-                  "Memory held by RESP connections' unparsed input (all of "
-                  "it counts against --max-input-buffer)."};
+                  "Memory held by RESP connections' unparsed input and "
+                  "unsent replies (all of it counts against "
+                  "--max-input-buffer)."};
   if ((g->m_input = metrics_add(m, &d)) < 0) return -1;
   for (int i = 0; i < RESP_CLOSE_N; i++) {
     d = (metric_def){"sluice_resp_closed_total", reasons[i], METRIC_COUNTER,
@@ -176,7 +179,9 @@ static int enforce_budget(worker *w, resp_conn *self) {
 
 int resp_guard_account(resp_conn *c) {
   h2o_buffer_t *in = c->sock->input;
-  hold(c, in->bytes ? in->capacity : 0);
+  /* Input not yet parsed, and the replies not yet sent: both are what a
+     client that stops reading makes the daemon hold. */
+  hold(c, (in->bytes ? in->capacity : 0) + c->out.cap + c->wbuf.cap);
   return enforce_budget(c->w, c);
 }
 

@@ -230,4 +230,16 @@ fi
 echo "  8 stalled 600 KB commands, 1 MiB budget: $_got, $_evicted evicted"
 sv_stop budget
 
+# Replies count too: 100 unauthenticated connections pipelining PING (a
+# 34-byte NOAUTH for every 6 bytes) and never reading took RSS up by
+# 530 MB on main; each connection now stops being read at 1 MiB of
+# replies, and the budget (16 MiB here) closes the largest holders.
+sv_start replies -t 2 --password sesame --max-input-buffer 16M || lib_finish
+timeout 60 $HOSTILE noread "$RESP" "$PID" 100 6 >"$tmp/flood"
+echo "  100 connections pipelining PING, never reading: $(cat "$tmp/flood")"
+rss_grew_under "replies never read leave RSS bounded" $((rss_mb / 2))
+_evicted=$(metric 'sluice_resp_closed_total{reason="input_budget"}')
+in_range "the largest reply holders are closed" 1 100 "${_evicted:-0}"
+sv_stop replies
+
 lib_finish

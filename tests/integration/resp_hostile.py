@@ -24,6 +24,13 @@ daemon's memory measured while they run.
         One connection sending PING every EVERY seconds for SECONDS; prints
         "OPEN" if every PING got +PONG, else "CLOSED after S s".
 
+    python3 resp_hostile.py noread PORT PID N SECONDS
+        N connections (each with a small receive buffer) sending PING as
+        fast as the daemon takes it for SECONDS, never reading a reply,
+        while the daemon's VmRSS is read every 20 ms. Prints
+        "rss_start_kb=A rss_max_kb=B closed=C/N sent_kb=S". Bounded: stops
+        early once RSS has grown by 512 MB.
+
 Why Python: these need exact bytes, many sockets at once and a view of the
 server closing them, which redis-cli and redis-benchmark do not give.
 """
@@ -158,6 +165,39 @@ def busy(port, secs, every):
     print("OPEN")
 
 
+def noread(port, pid, n, secs):
+    start = rss_kb(pid)
+    peak = [start]
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(("127.0.0.1", port))
+        s.setblocking(False)
+        socks.append(s)
+    chunk = b"PING\r\n" * 10000
+    sent = 0
+    closed = set()
+    end = time.time() + secs
+    while time.time() < end and peak[0] - start < 512 * 1024:
+        for i, s in enumerate(socks):
+            if i in closed:
+                continue
+            try:
+                sent += s.send(chunk)
+            except BlockingIOError:
+                pass
+            except OSError:
+                closed.add(i)
+        peak[0] = max(peak[0], rss_kb(pid))
+        time.sleep(0.02)
+    peak[0] = max(peak[0], rss_kb(pid))
+    for s in socks:
+        s.close()
+    print("rss_start_kb=%d rss_max_kb=%d closed=%d/%d sent_kb=%d"
+          % (start, peak[0], len(closed), n, sent // 1024))
+
+
 def main():
     mode, port = sys.argv[1], int(sys.argv[2])
     if mode == "flood":
@@ -167,6 +207,8 @@ def main():
         stall(port, int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
     elif mode == "busy":
         busy(port, float(sys.argv[3]), float(sys.argv[4]))
+    elif mode == "noread":
+        noread(port, int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
     else:
         sys.exit("usage: resp_hostile.py flood|stall|busy PORT ...")
 
