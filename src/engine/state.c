@@ -97,7 +97,13 @@ static void sync_dir(const char *path) {
 static int write_tmp(engine *e, const store_names *names, const char *tmp,
                      int64_t now, eng_state_stats *st, char *err,
                      size_t err_len) {
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  /* A new file of our own, never one that is there: in a directory other
+     users can write, a link planted at the predictable name would make
+     the daemon overwrite whatever it points to. (A leftover of a crash
+     with the same PID is ours: it goes first.) */
+  unlink(tmp);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                0600);
   if (fd < 0) {
     snprintf(err, err_len, "%s: %s", tmp, strerror(errno));
     return -1;

@@ -109,6 +109,15 @@ sv_log_has b "2 keys restored" && pass || fail "restore not logged: $(grep 'stat
 eq "after SIGTERM and restart: day still denied" 429 "$(status day)"
 eq "after SIGTERM and restart: log still denied" 429 "$(status log)"
 
+# ---- a link planted at the temporary file's name is not followed ----
+echo precious >"$tmp/victim"
+ln -s "$tmp/victim" "$S.$PID.tmp"
+saves=$(metric 'sluice_state_saves_total{result="success"}')
+waitfor 50 sh -c "[ \$(curl -s $URL/metrics | sed -n 's/^sluice_state_saves_total{result=\"success\"} \([0-9]*\)/\1/p') -gt ${saves:-0} ]" \
+  && pass || fail "no periodic save"
+eq "a link at PATH.PID.tmp: its target is left alone" precious \
+  "$(cat "$tmp/victim")"
+
 # ---- kill -9 after one interval ----
 get "$URL/v1/check?domain=st&day=v"
 sleep 0.8 # more than one --state-interval (300 ms) for the save
