@@ -45,6 +45,25 @@ void sl_limiter_free(sl_limiter *lim) {
   store_free(lim->store, lim, sizeof *lim);
 }
 
+void limiter_free_many(sl_limiter **lims, size_t n) {
+  uint16_t ids[256];
+  sl_store *store = NULL;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!lims[i]) continue;
+    /* A batch is one store's: another store, or a full batch, sends it. */
+    if (k && (lims[i]->store != store || k == sizeof ids / sizeof ids[0])) {
+      store_unregister_many(store, ids, k);
+      k = 0;
+    }
+    store = lims[i]->store;
+    ids[k++] = lims[i]->id;
+  }
+  if (k) store_unregister_many(store, ids, k);
+  for (size_t i = 0; i < n; i++)
+    if (lims[i]) store_free(lims[i]->store, lims[i], sizeof *lims[i]);
+}
+
 const sl_policy *sl_limiter_policy(const sl_limiter *lim) {
   return lim ? &lim->p.pub : NULL;
 }

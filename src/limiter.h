@@ -28,4 +28,8 @@ struct algo_policy;
 void limiter_ident(const sl_limiter *lim, const struct algo_policy **p,
                    uint16_t *id);
 
+/* sl_limiter_free for n limiters (NULLs skipped), with one walk over a
+   store for all of its limiters' keys rather than one each. */
+void limiter_free_many(sl_limiter **lims, size_t n);
+
 #endif /* SLUICE_LIMITER_H */

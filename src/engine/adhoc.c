@@ -31,7 +31,7 @@
 #include "internal.h"
 
 #define RECLAIM_EVERY_NS INT64_C(1000000000)
-#define FREES_PER_CALL 64 /* each frees its keys: a walk over the store */
+#define FREES_PER_CALL 64 /* freed with one walk over the store */
 
 size_t adhoc_count(engine *e) {
   return atomic_load_explicit(&e->nadhoc, memory_order_acquire);
@@ -142,10 +142,17 @@ static void retire_keyless(engine *e) {
   free(count);
 }
 
-/* Frees the retired entries no worker can hold any more (a few a call). */
+/*
+ * Frees the retired entries no worker can hold any more (a few a call).
+ * Their limiters go together: freeing one walks the whole store for its
+ * keys, so one walk for all of them, not one each (with a full store of
+ * millions of keys, a walk takes milliseconds).
+ */
 static void free_retired(engine *e) {
-  int freed = 0;
-  for (size_t i = 0; i < adhoc_count(e) && freed < FREES_PER_CALL; i++) {
+  adhoc_entry *done[FREES_PER_CALL];
+  sl_limiter *lims[2 * FREES_PER_CALL];
+  size_t n = 0;
+  for (size_t i = 0; i < adhoc_count(e) && n < FREES_PER_CALL; i++) {
     adhoc_entry *a = &e->adhoc[i];
     if (atomic_load(&a->state) != ADHOC_RETIRED || atomic_load(&a->pins) ||
         !threads_past_epoch(e, a->retired_at))
@@ -155,13 +162,16 @@ static void free_retired(engine *e) {
       b->ops->forget(b, a->lim);
       if (a->local) b->ops->forget(b, a->local);
     }
-    sl_limiter_free(a->lim);
-    sl_limiter_free(a->local);
-    a->lim = a->local = NULL;
+    lims[2 * n] = a->lim;
+    lims[2 * n + 1] = a->local;
+    done[n++] = a;
+  }
+  limiter_free_many(lims, 2 * n);
+  for (size_t k = 0; k < n; k++) {
+    done[k]->lim = done[k]->local = NULL;
     pthread_mutex_lock(&e->adhoc_lock);
-    atomic_store(&a->state, ADHOC_FREE);
+    atomic_store(&done[k]->state, ADHOC_FREE);
     pthread_mutex_unlock(&e->adhoc_lock);
-    freed++;
   }
 }
 

@@ -662,22 +662,32 @@ int store_register(sl_store *s, const algo_policy *p, uint16_t *id) {
 }
 
 void store_unregister(sl_store *s, uint16_t id) {
-  for (unsigned n = 0; n < s->nshards; n++) {
-    shard *sh = &s->shards[n];
-    store_lock(s, n);
+  store_unregister_many(s, &id, 1);
+}
+
+void store_unregister_many(sl_store *s, const uint16_t *ids, size_t n) {
+  uint64_t gone[65536 / 64] = {0}; /* the ids, as bits: one test a slot */
+  for (size_t k = 0; k < n; k++) gone[ids[k] / 64] |= UINT64_C(1) << (ids[k] % 64);
+  for (unsigned m = 0; n && m < s->nshards; m++) {
+    shard *sh = &s->shards[m];
+    store_lock(s, m);
     for (size_t i = 0; i < sh->cap;) {
-      if (sh->ctrl[i] && CTRL_ID(sh->ctrl[i]) == id)
+      uint32_t c = sh->ctrl[i];
+      if (c && (gone[CTRL_ID(c) / 64] >> (CTRL_ID(c) % 64) & 1))
         store_erase(s, sh, i); /* a later entry may move into i: look again */
       else
         i++;
     }
-    store_unlock(s, n);
+    store_unlock(s, m);
   }
   pthread_mutex_lock(&s->reg_lock);
-  reg_entry *chunk = atomic_load_explicit(&s->reg[id / REG_CHUNK],
-                                          memory_order_relaxed);
-  atomic_store_explicit(&chunk[id % REG_CHUNK], NULL, memory_order_release);
-  s->nlimiters--;
+  for (size_t k = 0; k < n; k++) {
+    reg_entry *chunk = atomic_load_explicit(&s->reg[ids[k] / REG_CHUNK],
+                                            memory_order_relaxed);
+    atomic_store_explicit(&chunk[ids[k] % REG_CHUNK], NULL,
+                          memory_order_release);
+    s->nlimiters--;
+  }
   pthread_mutex_unlock(&s->reg_lock);
 }
 

@@ -87,6 +87,8 @@ int store_remove(sl_store *s, const store_ref *r);
  */
 int store_register(sl_store *s, const algo_policy *p, uint16_t *id);
 void store_unregister(sl_store *s, uint16_t id);
+/* store_unregister for n ids at once: one walk over the store, not n. */
+void store_unregister_many(sl_store *s, const uint16_t *ids, size_t n);
 
 /* Allocates / frees n bytes of bookkeeping against the store's budget. */
 void *store_alloc(sl_store *s, size_t n);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "limiter.h"
 
 /* ---- local helpers ---- */
 
@@ -494,6 +495,36 @@ static void new_limiters_find_room_in_a_full_store(void **state) {
   for (int i = 0; i < 200; i++) sl_limiter_free(more[i]);
   sl_limiter_free(lim);
   sl_store_free(s);
+}
+
+/* limiter_free_many: the limiters of two stores, NULLs among them, freed
+   together: every key of theirs gone, their ids free, the others' kept. */
+static void limiters_freed_together_drop_their_keys_only(void **state) {
+  (void)state;
+  sl_store *a = store_opts((size_t)1 << 20, 0), *b = store_opts((size_t)1 << 20, 0);
+  sl_limiter *lims[7] = {limiter_of(a, "fixed_window:5/h"), NULL,
+                         limiter_of(b, "gcra:5/h"), limiter_of(a, "sliding_log:5/h"),
+                         limiter_of(b, "token_bucket:5/h"), NULL,
+                         limiter_of(a, "leaky_bucket:5/h")};
+  sl_limiter *kept = limiter_of(a, "fixed_window:7/h");
+  char key[16];
+  for (int k = 0; k < 50; k++) {
+    snprintf(key, sizeof key, "k%d", k);
+    for (int i = 0; i < 7; i++)
+      if (lims[i]) take(lims[i], key, 1, T0);
+    take(kept, key, 1, T0);
+  }
+  assert_int_equal(stats_of(a).keys, 200);
+  assert_int_equal(stats_of(b).keys, 100);
+  limiter_free_many(lims, 7);
+  assert_int_equal(stats_of(a).keys, 50);
+  assert_int_equal(stats_of(a).limiters, 1);
+  assert_int_equal(stats_of(b).keys, 0);
+  assert_int_equal(stats_of(b).limiters, 0);
+  assert_int_equal(take(kept, "k1", 0, T0).remaining, 6);
+  sl_limiter_free(kept);
+  sl_store_free(a);
+  sl_store_free(b);
 }
 
 static void eviction_prefers_entries_closest_to_fresh(void **state) {
@@ -1236,6 +1267,7 @@ int main(void) {
       cmocka_unit_test(cap_holds_under_unique_key_flood_1mib),
       cmocka_unit_test(cap_holds_under_unique_key_flood_256kib),
       cmocka_unit_test(new_limiters_find_room_in_a_full_store),
+      cmocka_unit_test(limiters_freed_together_drop_their_keys_only),
       cmocka_unit_test(eviction_prefers_entries_closest_to_fresh),
       cmocka_unit_test(eviction_counts_dropped_fresh_entries_as_expirations),
       cmocka_unit_test(enomem_at_the_cap_evicts_nothing),
