@@ -371,6 +371,13 @@ static int read_all(reader *r, sl_store *s, target *map,
   return 0;
 }
 
+/* A resolver that knows no name: the first pass checks shape alone. */
+static int resolve_none(void *ud, const char *name, size_t len,
+                        const algo_policy **p, uint16_t *id) {
+  (void)ud, (void)name, (void)len, (void)p, (void)id;
+  return -1;
+}
+
 int store_snapshot_load(sl_store *s, const uint8_t *buf, size_t len,
                         store_resolve_fn resolve, void *ud, int64_t now,
                         store_snap_stats *st, char *err, size_t err_len) {
@@ -379,7 +386,12 @@ int store_snapshot_load(sl_store *s, const uint8_t *buf, size_t len,
   target *map = malloc(65536 * sizeof *map);
   if (!map) return SL_ENOMEM;
   reader r = {buf, len, 0, err, err_len, 0};
-  int rc = read_all(&r, s, map, resolve, ud, now, 0, st);
+  /* Three passes: the file's shape and checksum with no name resolved (a
+     resolver may make things, as the daemon makes an ad-hoc policy: not
+     for a damaged file), then the records against their policies, then
+     the restore. */
+  int rc = read_all(&r, s, map, resolve_none, NULL, now, 0, st);
+  if (!rc) rc = read_all(&r, s, map, resolve, ud, now, 0, st);
   if (!rc) rc = read_all(&r, s, map, resolve, ud, now, 1, st);
   free(map);
   return rc;

@@ -206,6 +206,43 @@ static void a_flipped_bit_anywhere_is_an_error(void **state) {
   world_free(&w);
 }
 
+/* resolve, counting its calls in resolve_calls. */
+static int resolve_calls;
+static int resolve_counted(void *ud, const char *name, size_t len,
+                           const algo_policy **p, uint16_t *id) {
+  resolve_calls++;
+  return resolve(ud, name, len, p, id);
+}
+
+/* A damaged file names nothing: the resolver (which in the daemon makes
+   ad-hoc policies) is not called before the checksum has held. */
+static void a_damaged_file_resolves_no_name(void **state) {
+  (void)state;
+  world w = world_new(0);
+  charge(&w);
+  strbuf b = snapshot_of(&w);
+  b.p[b.len - 1] ^= 0x01; /* the checksum's last byte */
+  world r = world_new(0);
+  store_snap_stats st;
+  char err[256] = "";
+  resolve_calls = 0;
+  assert_int_equal(store_snapshot_load(r.s, (uint8_t *)b.p, b.len,
+                                       resolve_counted, &r, T0 + SEC(1), &st,
+                                       err, sizeof err),
+                   -1);
+  assert_non_null(strstr(err, "checksum mismatch"));
+  assert_int_equal(resolve_calls, 0);
+  b.p[b.len - 1] ^= 0x01; /* whole again: names resolved, keys restored */
+  assert_int_equal(store_snapshot_load(r.s, (uint8_t *)b.p, b.len,
+                                       resolve_counted, &r, T0 + SEC(1), &st,
+                                       err, sizeof err),
+                   0);
+  assert_true(resolve_calls > 0);
+  strbuf_free(&b);
+  world_free(&w);
+  world_free(&r);
+}
+
 static void a_wrong_magic_says_what_the_file_is_not(void **state) {
   (void)state;
   char err[256] = "";
@@ -223,6 +260,7 @@ int main(void) {
       cmocka_unit_test(load_skips_fresh_and_unnamed_keys),
       cmocka_unit_test(truncation_at_every_offset_is_an_error_naming_it),
       cmocka_unit_test(a_flipped_bit_anywhere_is_an_error),
+      cmocka_unit_test(a_damaged_file_resolves_no_name),
       cmocka_unit_test(a_wrong_magic_says_what_the_file_is_not),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
