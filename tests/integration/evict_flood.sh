@@ -14,13 +14,8 @@
 # evict, and new ad-hoc policies still find room in the full store.
 
 . "$(dirname "$0")/serve_lib.sh"
+lib_tools="$lib_tools redis-cli redis-benchmark"
 lib_init evict_flood
-for t in redis-cli redis-benchmark; do
-  if ! command -v $t >/dev/null 2>&1; then
-    echo "evict_flood: '$t' is missing (scripts/deps.sh test installs it)" >&2
-    exit 1
-  fi
-done
 
 # rc ARGS... — redis-cli's raw reply, one line.
 rc() {

@@ -23,13 +23,10 @@
 #   - each close is counted in sluice_resp_closed_total{reason=...}.
 
 . "$(dirname "$0")/serve_lib.sh"
+lib_tools="$lib_tools redis-cli"
 lib_init hardening_resp
 RAW="$PY $(dirname "$0")/resp_raw.py"
 HOSTILE="$PY $(dirname "$0")/resp_hostile.py"
-if ! command -v redis-cli >/dev/null 2>&1; then
-  echo "hardening_resp: 'redis-cli' is missing (scripts/deps.sh test)" >&2
-  exit 1
-fi
 
 # raw_is NAME BYTES(printf format) WANT [TIMEOUT] — the replies to BYTES on
 # one connection, joined by '|', then CLOSED or OPEN, must be WANT.

@@ -18,11 +18,8 @@
 # first, so that a daemon without them fails them rather than its start.
 
 . "$(dirname "$0")/serve_lib.sh"
+lib_tools="$lib_tools redis-cli"
 lib_init serve_state
-command -v redis-cli >/dev/null 2>&1 || {
-  echo "serve_state: 'redis-cli' is missing (scripts/deps.sh test)" >&2
-  exit 1
-}
 
 # conf FILE [EXTRA-POLICY] — `day` at 5 a day; `other` at EXTRA-POLICY when
 # given (a second rule whose change must not touch day's state).
