@@ -188,7 +188,7 @@ static void flush(resp_conn *c) {
 
 /* ---- commands ---- */
 
-static int is(const resp_cmd *cmd, int i, const char *word) {
+int resp_arg_is(const resp_cmd *cmd, int i, const char *word) {
   size_t n = strlen(word);
   return cmd->len[i] == n && !strncasecmp(cmd->argv[i], word, n);
 }
@@ -455,7 +455,7 @@ static void cmd_sl_throttle(resp_conn *c, const resp_cmd *cmd) {
 static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
   int argc = cmd->argc;
   long long hits = 1;
-  if (argc >= 4 && is(cmd, argc - 2, "HITS")) {
+  if (argc >= 4 && resp_arg_is(cmd, argc - 2, "HITS")) {
     if (arg_i64(cmd, argc - 1, 0, INT64_MAX, &hits)) {
       out_err(c, "ERR HITS must be an integer >= 0");
       return;
@@ -607,7 +607,7 @@ static void reply_unknown(resp_conn *c, const resp_cmd *cmd) {
 
 /* CONFIG GET ...: an empty array (redis-benchmark asks); nothing else. */
 static void cmd_config(resp_conn *c, const resp_cmd *cmd) {
-  if (cmd->argc >= 2 && is(cmd, 1, "GET"))
+  if (cmd->argc >= 2 && resp_arg_is(cmd, 1, "GET"))
     cmd_empty(c, cmd);
   else
     reply_unknown(c, cmd);
@@ -615,7 +615,8 @@ static void cmd_config(resp_conn *c, const resp_cmd *cmd) {
 
 /* CLIENT SETNAME / SETINFO: OK (clients name themselves); nothing else. */
 static void cmd_client(resp_conn *c, const resp_cmd *cmd) {
-  if (cmd->argc >= 2 && (is(cmd, 1, "SETNAME") || is(cmd, 1, "SETINFO")))
+  if (cmd->argc >= 2 &&
+      (resp_arg_is(cmd, 1, "SETNAME") || resp_arg_is(cmd, 1, "SETINFO")))
     cmd_ok(c, cmd);
   else
     reply_unknown(c, cmd);

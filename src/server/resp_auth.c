@@ -191,12 +191,6 @@ void cmd_auth(resp_conn *c, const resp_cmd *cmd) {
     out_raw(c, "+OK\r\n", 5);
 }
 
-/* Whether argument i of cmd is word, in any case. */
-static int arg_is(const resp_cmd *cmd, int i, const char *word) {
-  return cmd->len[i] == strlen(word) &&
-         !strncasecmp(cmd->argv[i], word, cmd->len[i]);
-}
-
 /*
  * HELLO [protover [AUTH username password] [SETNAME clientname]], as Redis
  * 6+ answers it for RESP2 (sluice speaks no RESP3: clients that ask for 3
@@ -223,11 +217,11 @@ void cmd_hello(resp_conn *c, const resp_cmd *cmd) {
   const char *user = NULL, *pass = NULL;
   size_t ulen = 0, plen = 0;
   for (int i = 2; i < cmd->argc; i++) {
-    if (arg_is(cmd, i, "AUTH") && i + 2 < cmd->argc) {
+    if (resp_arg_is(cmd, i, "AUTH") && i + 2 < cmd->argc) {
       user = cmd->argv[i + 1], ulen = cmd->len[i + 1];
       pass = cmd->argv[i + 2], plen = cmd->len[i + 2];
       i += 2;
-    } else if (arg_is(cmd, i, "SETNAME") && i + 1 < cmd->argc) {
+    } else if (resp_arg_is(cmd, i, "SETNAME") && i + 1 < cmd->argc) {
       i += 1; /* a name is not kept: nothing lists clients */
     } else {
       out_err(c, "ERR Syntax error in HELLO option '%.*s'",

@@ -40,6 +40,10 @@ void out_err(resp_conn *c, const char *fmt, ...)
 void out_int(resp_conn *c, long long v);
 void out_bulk(resp_conn *c, const char *s, size_t n);
 
+/* Whether argument i of cmd is word, in any case (as Redis reads its
+   keywords). */
+int resp_arg_is(const resp_cmd *cmd, int i, const char *word);
+
 /* Closes the connection now and frees it (its waiting commands' slots are
    freed by their answers). */
 void resp_conn_close(resp_conn *c);
