@@ -25,4 +25,15 @@ static inline uint64_t fnv1a_str(uint64_t h, const char *s) {
   return h;
 }
 
+/* Mixes every bit of h into every other (MurmurHash3's fmix64): FNV-1a's
+   high bits barely change with an input's last bytes, so a value that
+   picks one of n by its high bits goes through this first. */
+static inline uint64_t hash_mix(uint64_t h) {
+  h ^= h >> 33;
+  h *= UINT64_C(0xff51afd7ed558ccd);
+  h ^= h >> 33;
+  h *= UINT64_C(0xc4ceb9fe1a85ec53);
+  return h ^ (h >> 33);
+}
+
 #endif /* SLUICE_BASE_HASH_H */

@@ -29,7 +29,11 @@
 typedef struct eng_name {
   char kind;        /* 'r': a rule's; 'a': an ad-hoc policy's */
   const char *id_a; /* 'r': the rule's id; 'a': the canonical policy */
-  const char *id_b; /* 'r': the rule's canonical policy; 'a': NULL */
+  const char *id_b; /* 'r': the rule's canonical policy (a sub-counter's:
+                       its share's, then "#SUB/NSUB"); 'a': NULL */
+  /* A split limit's sub-counter SUB of NSUB (nsub 0: not split): a store
+     that spreads keys places each sub-counter apart (fleet/keys.c). */
+  uint16_t sub, nsub;
 } eng_name;
 
 /* One check of a decision. */

@@ -402,11 +402,14 @@ static int decide_rules(engine_thread *t, const eng_query *q, eng_result *out,
         }
         have_key[k] = 1;
       }
-      checks[nc] =
-          (eng_check){{g->lims[l->index], keys[k], key_len[k], cost, l->shadow},
-                      {'r', l->rule, l->policy_str},
-                      g->local[l->index],
-                      limit_mode(e, l)};
+      if (l->split)
+        checks[nc] = split_check(t, l, req, d, keys[k], key_len[k], cost);
+      else
+        checks[nc] = (eng_check){
+            {g->lims[l->index], keys[k], key_len[k], cost, l->shadow},
+            {'r', l->rule, l->policy_str, 0, 0},
+            g->local[l->index],
+            limit_mode(e, l)};
       f.check_of[nc++] = out->n;
     }
     out->n++;
@@ -438,7 +441,7 @@ static int decide_policy(engine_thread *t, const eng_query *q, eng_result *out,
     return rc;
   }
   eng_check check = {{a->lim, q->key, q->key_len, q->cost, 0},
-                     {'a', a->canon, NULL},
+                     {'a', a->canon, NULL, 0, 0},
                      a->local,
                      limit_mode(t->e, NULL)};
   finish_ctx f; /* (an ad-hoc policy reads no check_of or sid) */

@@ -36,6 +36,7 @@
 
 static void gen_free(gen *g) {
   if (!g) return;
+  split_free(g);
   config_free(g->cfg);
   free(g->lims);
   free(g->local);
@@ -59,8 +60,8 @@ static const char *limit_domain(const cfg_limit *l, char *buf, size_t len) {
  * changes gets a new limiter), marked used by the gen being built. NULL
  * when out of memory.
  */
-static sl_limiter *map_limiter(engine *e, const char *rule, const char *canon,
-                               const sl_policy *p, uint32_t evict_below) {
+sl_limiter *map_limiter(engine *e, const char *rule, const char *canon,
+                        const sl_policy *p, uint32_t evict_below) {
   size_t idlen = strlen(rule) + strlen(canon) + 2 + 11;
   char *id = malloc(idlen);
   if (!id) return NULL;
@@ -148,9 +149,11 @@ static gen *gen_build(engine *e, sl_config *cfg) {
     }
   }
   g->cfg = cfg;
+  if (split_build(e, g, cfg)) goto fail;
   g->version = ++e->next_version;
   return g;
 fail:
+  split_free(g);
   free(g->lims);
   free(g->local);
   free(g->series);

@@ -22,6 +22,14 @@
    waiting for the workers to move past them. */
 #define ADHOC_SLOTS (2 * ENG_MAX_ADHOC)
 
+/* A split limit's sub-counters in a gen (split.c): each one's limiter at
+   its share, and its name's policy part ("SHARE#SUB/NSUB"). */
+typedef struct gen_split {
+  sl_limiter *lims[CFG_SPLIT_MAX];
+  char *names[CFG_SPLIT_MAX];
+  uint32_t rotor; /* its rotor in each thread's row of gen.rotor */
+} gen_split;
+
 /* One loaded config and the limiter of each of its limits. */
 typedef struct gen {
   sl_config *cfg;
@@ -29,6 +37,11 @@ typedef struct gen {
   sl_limiter **local; /* fallible backend: the on_store_error: local
                          limiters (NULL where a limit has none) */
   uint32_t *series;   /* per cfg->limits[i] */
+  gen_split **split;  /* per cfg->limits[i]: NULL unless split; NULL when
+                         no limit is */
+  uint32_t *rotor;    /* split rotation: ENG_MAX_THREADS rows (a thread's
+                         by its slot) of rotor_stride counters */
+  size_t rotor_stride;
   uint64_t version;
   _Atomic int pins; /* decisions waiting for the backend */
 } gen;
@@ -150,6 +163,33 @@ int limit_mode(const engine *e, const cfg_limit *l);
 sl_policy local_policy(const engine *e, const cfg_limit *l, const sl_policy *p);
 /* Whether the backend's store can fail (on_store_error applies). */
 int engine_fallible(const engine *e);
+/* The limiter map's limiter for (rule, policy canon, evict_below), made
+   when new, marked used by the gen being built; NULL out of memory. Under
+   reload_lock. */
+sl_limiter *map_limiter(engine *e, const char *rule, const char *canon,
+                        const sl_policy *p, uint32_t evict_below);
+
+/* ---- split.c ---- */
+
+/* Makes g's sub-counters for cfg's split limits (g->split, g->rotor),
+   under reload_lock: 0, or -1 out of memory (split_free cleans up). */
+int split_build(engine *e, gen *g, const sl_config *cfg);
+/* Frees what split_build made (not the limiters: the map owns them). */
+void split_free(gen *g);
+/* Sub-counter of n for a hash: uniform over 0..n-1. */
+uint32_t split_index(uint64_t hash, uint32_t n);
+/* The sub-counter of split limit l that decides descriptor d of req:
+   by the hash of its split_by entry, or the thread's rotation. */
+uint32_t split_pick(engine_thread *t, const cfg_limit *l,
+                    const eng_request *req, const eng_descriptor *d);
+/* The check of split limit l for d (key: its store key). */
+eng_check split_check(engine_thread *t, const cfg_limit *l,
+                      const eng_request *req, const eng_descriptor *d,
+                      const void *key, size_t key_len, int64_t cost);
+/* What a reset of split limit l's key forgets: l->split items at out,
+   one per sub-counter. */
+void split_forgets(const gen *g, const cfg_limit *l, eng_forget *out,
+                   const void *key, size_t key_len);
 
 /* ---- adhoc.c ---- */
 

@@ -98,13 +98,13 @@ static int reset_policy(engine_thread *t, const eng_query *q, eng_reset *out,
     /* Named: its store key goes whether or not this daemon has used it. */
     const adhoc_entry *a = adhoc_find(e, canon, strlen(canon));
     add(&l, a ? a->lim : NULL, a ? a->local : NULL,
-        (eng_name){'a', canon, NULL}, q->key, q->key_len);
+        (eng_name){'a', canon, NULL, 0, 0}, q->key, q->key_len);
   } else {
     size_t n = adhoc_count(e);
     for (size_t i = 0; i < n; i++)
       if (adhoc_live(&e->adhoc[i]))
         add(&l, e->adhoc[i].lim, e->adhoc[i].local,
-            (eng_name){'a', e->adhoc[i].canon, NULL}, q->key, q->key_len);
+            (eng_name){'a', e->adhoc[i].canon, NULL, 0, 0}, q->key, q->key_len);
   }
   return run(t, &l, "", 0, out, done, ud);
 }
@@ -132,8 +132,15 @@ static int reset_rules(engine_thread *t, const eng_query *q, eng_reset *out,
     for (size_t k = 0; node && k < node->nlimits; k++) {
       const cfg_limit *lim = node->limits[k];
       if (lim->unlimited || lim->blocked) continue; /* no state anywhere */
+      if (lim->split) { /* every sub-counter of the key */
+        eng_forget subs[CFG_SPLIT_MAX];
+        split_forgets(g, lim, subs, keys[i], len[i]);
+        for (uint32_t s = 0; s < lim->split; s++)
+          add(&l, subs[s].lim, subs[s].local, subs[s].name, keys[i], len[i]);
+        continue;
+      }
       add(&l, g->lims[lim->index], g->local[lim->index],
-          (eng_name){'r', lim->rule, lim->policy_str}, keys[i], len[i]);
+          (eng_name){'r', lim->rule, lim->policy_str, 0, 0}, keys[i], len[i]);
     }
   }
   /* The keys of exact mode's decisions carry the request's hash tag: so

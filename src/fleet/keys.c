@@ -7,13 +7,24 @@
 #include <string.h>
 
 #include "../base/fmt.h"
+#include "../base/hash.h"
+#include "slot.h"
 
 size_t key_id_len(const eng_name *n) {
   return strlen(n->id_a) + (n->id_b ? 1 + strlen(n->id_b) : 0);
 }
 
+unsigned redis_sub_slot(const eng_name *n, const void *key, size_t key_len) {
+  uint64_t h = fnv1a_str(FNV1A_INIT, n->id_a);
+  h = fnv1a(h, key, key_len);
+  unsigned start = (unsigned)(hash_mix(h) >> 32) & 16383;
+  unsigned nsub = n->nsub ? n->nsub : 1;
+  return (start + (unsigned)(16384u * n->sub / nsub)) & 16383;
+}
+
 size_t redis_key(char *dst, const char *tag, size_t tag_len, const eng_name *n,
                  const void *key, size_t key_len) {
+  if (n->nsub > 1) tag = rc_slot_tag(redis_sub_slot(n, key, key_len), &tag_len);
   size_t la = strlen(n->id_a), lb = n->id_b ? strlen(n->id_b) : 0;
   size_t len = 4;
   memcpy(dst, "sl:{", 4);

@@ -23,17 +23,28 @@
 #define KEY_ID_SEP '|'
 
 /* The most bytes redis_key writes for a tag, a name and a key of these
-   lengths. */
+   lengths (a sub-counter's tag, at most 3 bytes, may stand for the tag). */
 #define REDIS_KEY_MAX(tag_len, id_len, key_len)                                \
-  (4 + (tag_len) + 2 + 20 + 1 + (id_len) + 1 + (key_len))
+  (4 + (tag_len) + 3 + 2 + 20 + 1 + (id_len) + 1 + (key_len))
 
 /* The length of n's ID. */
 size_t key_id_len(const eng_name *n);
 
 /* Writes the state key of (tag, n, key) at dst (REDIS_KEY_MAX bytes);
-   returns its length. */
+   returns its length. A split limit's sub-counter (n->nsub) takes the tag
+   of its own slot instead (redis_sub_slot). */
 size_t redis_key(char *dst, const char *tag, size_t tag_len, const eng_name *n,
                  const void *key, size_t key_len);
+
+/*
+ * The slot of sub-counter n->sub of n->nsub for (n's rule, key): the
+ * sub-counters of one key sit 16384/nsub slots apart from a start that
+ * the rule and the key pick, so that they land on as many masters as a
+ * cluster whose masters hold even ranges of slots has (3 masters, 3
+ * sub-counters: one each), and different hot keys start at different
+ * places. The same on every daemon.
+ */
+unsigned redis_sub_slot(const eng_name *n, const void *key, size_t key_len);
 
 /* A state key read back: its kind, ID and KEY (pointing into it). */
 typedef struct redis_key_parts {

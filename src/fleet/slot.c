@@ -4,6 +4,7 @@
  */
 #include "slot.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,42 @@ unsigned rc_key_slot(const char *key, size_t len) {
       return crc16(open + 1, (size_t)(close - open - 1)) & 16383;
   }
   return crc16(key, len) & 16383;
+}
+
+/* ---- a tag for every slot ---- */
+
+/* tags[s]: the first string of 1 to 3 characters of [0-9A-Za-z] (shorter
+   first, then in that order) whose slot is s. The 242,234 such strings
+   cover all 16,384 slots; every daemon builds the same table. */
+static char slot_tags[16384][4];
+static pthread_once_t slot_tags_once = PTHREAD_ONCE_INIT;
+
+static void slot_tags_build(void) {
+  static const char al[] =
+      "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+  size_t found = 0, na = sizeof al - 1;
+  char s[4] = "";
+  for (size_t len = 1; len <= 3 && found < 16384; len++) {
+    size_t total = 1;
+    for (size_t k = 0; k < len; k++) total *= na;
+    for (size_t v = 0; v < total && found < 16384; v++) {
+      size_t x = v;
+      for (size_t k = len; k-- > 0; x /= na) s[k] = al[x % na];
+      s[len] = '\0';
+      unsigned slot = crc16(s, len) & 16383;
+      if (!slot_tags[slot][0]) {
+        memcpy(slot_tags[slot], s, len + 1);
+        found++;
+      }
+    }
+  }
+}
+
+const char *rc_slot_tag(unsigned slot, size_t *len) {
+  pthread_once(&slot_tags_once, slot_tags_build);
+  const char *t = slot_tags[slot & 16383];
+  *len = strlen(t);
+  return t;
 }
 
 /* ---- the slot map ---- */

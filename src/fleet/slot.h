@@ -16,6 +16,12 @@
    one, modulo 16384. */
 unsigned rc_key_slot(const char *key, size_t len);
 
+/* A hash tag of at most RC_SLOT_TAG_MAX characters (*len) whose keys live
+   in slot `slot` (0..16383): what places a split limit's sub-counters
+   (keys.c). The same on every daemon; the first call builds the table. */
+#define RC_SLOT_TAG_MAX 3
+const char *rc_slot_tag(unsigned slot, size_t *len);
+
 /* A node's address. */
 typedef struct rc_addr {
   char host[256];

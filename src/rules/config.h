@@ -51,6 +51,9 @@ typedef enum cfg_store_error {
 /* The daemon's local fraction when --on-store-error gives none. */
 #define CFG_LOCAL_FRACTION_DEFAULT 0.5
 
+/* The most sub-counters a split limit may have (split.c). */
+#define CFG_SPLIT_MAX 64
+
 /* One limit on a descriptor (a descriptor may carry several). */
 typedef struct cfg_limit {
   char *name;      /* rate_limit.name, or NULL */
@@ -68,6 +71,10 @@ typedef struct cfg_limit {
   const char *unit_name; /* envoy unit ("MINUTE") when given by unit */
   uint32_t requests_per_unit;
   uint32_t evict_below; /* sl_limiter_set_evict_below's; 0: no bound */
+  uint32_t split;  /* sub-counters (2..CFG_SPLIT_MAX); 0: not split */
+  char *split_by;  /* descriptor key whose value picks the sub-counter;
+                      NULL: rotation */
+  cfg_pos split_at;
   cfg_pos pos;
   size_t index; /* position in sl_config.limits */
 } cfg_limit;
@@ -145,6 +152,14 @@ int cfg_parse_store_error(const char *s, int *mode, double *fraction,
 
 const cfg_domain *config_domain(const sl_config *c, const char *name,
                                 size_t len);
+
+/* A split limit's shares (split.c): part i of total split n ways (the
+   remainder one unit each to the first parts: they differ by at most one
+   and add up to total; n < 2: total), and sub-counter i's policy: p's
+   algorithm and period with that part of its limit and of its burst. */
+uint32_t cfg_split_part(uint32_t total, uint32_t n, uint32_t i);
+void cfg_split_share(const sl_policy *p, uint32_t n, uint32_t i,
+                     sl_policy *out);
 
 /* One (key, value) entry of a request descriptor. */
 typedef struct cfg_entry {

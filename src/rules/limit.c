@@ -14,6 +14,7 @@
  *   evict_below: N            # sluice: at the store's cap, a new key may
  *                             # only evict an entry that gives back < N
  *                             # units (sl_limiter_set_evict_below)
+ *   split: {counters: N, by: KEY}   # sluice: N sub-counters (split.c)
  *
  * Whatever the way it is written, the limit ends as a policy string that
  * sl_policy_parse reads: the policy syntax is the one judge of algorithms,
@@ -32,7 +33,7 @@ typedef struct limit_keys {
   rules_text unit, name, policy, algorithm, period;
   rules_count rpu, burst, evict_below;
   int unlimited;
-  const yaml_node_t *replaces;
+  const yaml_node_t *replaces, *split;
 } limit_keys;
 
 static const rules_key limit_key_table[] = {
@@ -46,6 +47,7 @@ static const rules_key limit_key_table[] = {
     {"period", rules_set_text, offsetof(limit_keys, period)},
     {"burst", rules_set_count, offsetof(limit_keys, burst)},
     {"evict_below", rules_set_count, offsetof(limit_keys, evict_below)},
+    {"split", rules_set_node, offsetof(limit_keys, split)},
     {NULL, NULL, 0},
 };
 
@@ -73,6 +75,7 @@ void rules_limit_free(cfg_limit *l) {
   free(l->name);
   free(l->rule);
   free(l->policy_str);
+  free(l->split_by);
   for (size_t i = 0; i < l->nreplaces; i++) free(l->replaces[i]);
   free(l->replaces);
   free(l);
@@ -270,6 +273,8 @@ void rules_parse_limit(rules_loader *L, cfg_node *d, const yaml_node_t *map,
   l->evict_below = k.evict_below.v;
   if (k.replaces) parse_replaces(L, l, k.replaces, k.name.s);
   limit_policy(L, l, &k, map);
+  if (k.split) rules_parse_split(L, l, k.split);
+  if (k.split && l->policy_str) rules_check_split_policy(L, l, k.split);
 
   int failed_here = L->nerr > errors_before;
   if (!l->policy_str || !l->rule || failed_here) {

@@ -111,8 +111,10 @@ static void parse_domain(rules_loader *L, const yaml_node_t *root) {
     }
   char path[512];
   snprintf(path, sizeof path, "%s.", d->name);
+  size_t first_limit = cfg->nlimits;
   if (k.descriptors)
     rules_parse_descriptors(L, &d->root, k.descriptors, path, 1);
+  rules_check_split_by(L, d, first_limit);
   if (!L->failed) {
     cfg_domain **grown =
         realloc(cfg->domains, (cfg->ndomains + 1) * sizeof *grown);

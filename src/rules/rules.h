@@ -8,6 +8,7 @@
  *   descriptor.c   a descriptor's keys, its limits and its children
  *   limit.c        a rate limit's keys -> a policy; replaces
  *   store_error.c  on_store_error / local_fraction, and the daemon's flag
+ *   split.c        a limit split into sub-counters, and their shares
  *   match.c        sorting for lookup; domains and descriptors found
  *   walk.c         the YAML walk: errors, scalars, key tables (walk.h)
  */
@@ -53,6 +54,18 @@ void rules_parse_limit(rules_loader *L, cfg_node *d, const yaml_node_t *map,
                        int of);
 
 void rules_limit_free(cfg_limit *l);
+
+/* ---- split.c ---- */
+
+/* Reads a rate limit's `split` mapping v into l (split, split_by). */
+void rules_parse_split(rules_loader *L, cfg_limit *l, const yaml_node_t *v);
+/* Once l's policy is known: a split limit has a limit and a burst of at
+   least its counters (an error at `at` otherwise). */
+void rules_check_split_policy(rules_loader *L, const cfg_limit *l,
+                              const yaml_node_t *at);
+/* Once domain d is parsed: each split limit of L->cfg->limits[first..]
+   splits by a key some descriptor of d has. */
+void rules_check_split_by(rules_loader *L, const cfg_domain *d, size_t first);
 
 /* ---- store_error.c ---- */
 

@@ -1075,7 +1075,7 @@ static void unknown_rate_limit_key_is_an_error(void **state) {
                   "      per_unit: 2\n",
                   "t.yaml:7:7: unknown key 'per_unit' in a rate limit "
                   "(expected unit, requests_per_unit, unlimited, name, "
-                  "replaces, policy, algorithm, period, burst or evict_below)",
+                  "replaces, policy, algorithm, period, burst, evict_below or split)",
                   NULL);
 }
 
@@ -1711,7 +1711,7 @@ static void an_unknown_rate_limit_key_is_reported_once(void **state) {
   const char *want[] = {
       "t.yaml:6:7: unknown key 'per_unit' in a rate limit (expected unit, "
       "requests_per_unit, unlimited, name, replaces, policy, algorithm, "
-      "period, burst or evict_below)"};
+      "period, burst, evict_below or split)"};
   expect_errors("domain: d\n"
                 "descriptors:\n"
                 "  - key: a\n"
