@@ -7,7 +7,9 @@
  * same on every daemon with the same config), or an ad-hoc policy's
  * canonical form (kind 'a'); KEY is the store key (a request's descriptor,
  * or an ad-hoc key). "{}" (no tag) makes Redis Cluster hash the whole key;
- * a tag (a domain's hash_tag) puts a request's keys in one slot. This is
+ * a tag (a domain's hash_tag) puts a request's keys in one slot; a split
+ * limit's sub-counter takes the tag of a slot of its own instead
+ * (redis_sub_slot), so that its sub-counters spread over the masters. This is
  * the one builder of these names, for exact mode's calls, approximate
  * mode's pushes and both modes' resets, and the one reader of them (a
  * reset another daemon published).
