@@ -277,6 +277,12 @@ static uint32_t detailed_series(engine_thread *t, const cfg_limit *l,
                                 uint32_t base, const cfg_entry *last) {
   if (!l->detailed_metric || last->value_len >= sizeof t->detail_cache[0].value)
     return base;
+  /* A descriptor with a value of its own has the value in its rule id
+     already: its series is the rule's. */
+  size_t rl = strlen(l->rule);
+  if (rl > last->value_len && l->rule[rl - last->value_len - 1] == '_' &&
+      !memcmp(l->rule + rl - last->value_len, last->value, last->value_len))
+    return base;
   uint64_t h = fnv1a((uint64_t)(uintptr_t)l * 0x9e3779b97f4a7c15u, last->value,
                      last->value_len);
   size_t slot = (size_t)(h >> 32) % DETAIL_CACHE;

@@ -1351,6 +1351,28 @@ static void metrics_keep_counts_of_a_thread_until_it_is_freed(void **state) {
   fixture_free(&f);
 }
 
+/* A detailed descriptor with a value of its own: its series is named once
+   for the value ("d.key_3_requested-key3-value", as envoyproxy/ratelimit
+   names it), not with the value a second time. */
+static void detailed_metric_names_an_explicit_value_once(void **state) {
+  (void)state;
+  fixture f = fixture_of("domain: d\n"
+                         "descriptors:\n"
+                         "  - key: key_3\n"
+                         "    value: requested-key3-value\n"
+                         "    detailed_metric: true\n"
+                         "    rate_limit: {unit: minute, requests_per_unit: 5}"
+                         "\n");
+  check1(f.t, "d", "key_3", "requested-key3-value", T0);
+  char *m = metrics_of(f.e);
+  assert_int_equal(
+      metric(m, "sluice_rule_decisions_total{domain=\"d\",rule="
+                "\"d.key_3_requested-key3-value\",result=\"allowed\"}"), 1);
+  assert_null(strstr(m, "requested-key3-value_requested-key3-value"));
+  free(m);
+  fixture_free(&f);
+}
+
 /* detailed_metric gives each value its own series, up to 1000 per rule;
    further values roll up into the rule's own series, and cost no lock. */
 static void detailed_metric_series_are_capped_per_rule(void **state) {
@@ -2138,6 +2160,7 @@ static void reset_key_with_a_policy_forgets_only_that_one(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(detailed_metric_series_are_capped_per_rule),
+      cmocka_unit_test(detailed_metric_names_an_explicit_value_once),
       cmocka_unit_test(reset_descriptor_forgets_the_rule_state),
       cmocka_unit_test(reset_key_with_a_policy_forgets_only_that_one),
       cmocka_unit_test(fleet_reset_deletes_the_named_policys_redis_key),
