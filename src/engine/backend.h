@@ -52,6 +52,9 @@ typedef struct eng_decision {
   const char *tag; /* the request's hash tag (a domain's hash_tag), "" */
   size_t tag_len;
   int64_t now;
+  int charge_all; /* ENG_CHARGE_ALL (engine.h): a denied request, or one
+                     above a capacity, is charged all the same (memory
+                     backend only) */
 } eng_decision;
 
 /* A pending decision's answer: dec[i] per check, all the overall one. */

@@ -5,9 +5,17 @@
  *
  * Store keys. A config rule's state is keyed by the request's whole
  * descriptor (every key and value, length-prefixed so no two descriptors
- * share a key): as in envoyproxy/ratelimit, a key-only descriptor gives
- * each value its own counter. Each limit has its own limiter, i.e. its own
- * namespace in the store.
+ * share a key): as in envoyproxy/ratelimit, a key-only descriptor (or a
+ * wildcard) gives each value its own counter, unless the wildcard says
+ * share_threshold: then every value it matches counts under the pattern.
+ * Each limit has its own limiter, i.e. its own namespace in the store.
+ *
+ * quota_mode limits (envoy's) never deny on their own: the backend sees
+ * them as shadow checks, and the request is denied when every quota limit
+ * it matched is over its limit. The charging model is sluice's (a denied
+ * request costs nothing) unless the daemon runs with envoy's (--charging
+ * envoy: every matched limit is charged, denied or not, and a cost above
+ * a limit's capacity is a denial, not an error).
  *
  * A backend that must wait for its store (fleet mode's exact one) answers
  * later: the decision's generation stays pinned meanwhile (its rules are
@@ -27,6 +35,7 @@ typedef struct finish_ctx {
   adhoc_entry *adhoc; /* one ad-hoc policy (status 0), pinned while
                          the decision waits for the backend */
   int blocked; /* a rule of requests_per_unit 0 denies */
+  int nquota;  /* quota_mode statuses among out->st */
   size_t nc, ndesc;
   size_t check_of[ENG_MAX_STATUSES]; /* out->st index of check c */
   uint32_t sid[ENG_MAX_STATUSES];    /* series of out->st[i] */
@@ -61,12 +70,16 @@ static int key_put(uint8_t *buf, size_t *len, const char *s, size_t n) {
   return 0;
 }
 
-int descriptor_key(const eng_descriptor *d, uint8_t *buf, size_t *len) {
+int descriptor_key(const eng_descriptor *d, const cfg_match *m, uint8_t *buf,
+                   size_t *len) {
   *len = 0;
-  for (size_t i = 0; i < d->n; i++)
-    if (key_put(buf, len, d->entries[i].key, d->entries[i].key_len) ||
-        key_put(buf, len, d->entries[i].value, d->entries[i].value_len))
+  for (size_t i = 0; i < d->n; i++) {
+    const cfg_entry *e = &d->entries[i];
+    size_t vlen = e->value_len;
+    const char *v = m ? config_count_value(m, e, i, &vlen) : e->value;
+    if (key_put(buf, len, e->key, e->key_len) || key_put(buf, len, v, vlen))
       return -1;
+  }
   return 0;
 }
 
@@ -183,6 +196,12 @@ static void finish(engine_thread *t, const finish_ctx *f, eng_result *out,
   }
   for (size_t c = 0; c < f->nc; c++) out->st[f->check_of[c]].d = dec[c];
   out->allowed = all && !f->blocked;
+  if (f->nquota) { /* denied when every quota limit is over its limit */
+    int quota_ok = 0;
+    for (size_t i = 0; i < out->n; i++)
+      quota_ok |= out->st[i].quota && out->st[i].d.allowed;
+    if (!quota_ok) out->allowed = 0;
+  }
   count_rules(t, out, f->sid);
   metric_add(&t->m, e->mid[out->allowed ? M_CHECK_ALLOWED : M_CHECK_DENIED], 1);
   rank(out, f->ndesc);
@@ -238,7 +257,9 @@ static int run(engine_thread *t, const eng_query *q, const eng_check *checks,
                eng_result *out, eng_done_fn done, void *ud) {
   engine *e = t->e;
   eng_backend *b = e->backend;
-  eng_decision dq = {checks, nc, tag, tag_len, q->now};
+  eng_decision dq = {checks, nc, tag, tag_len, q->now,
+                     q->kind == ENG_QUERY_RULES &&
+                         e->o.charging == ENG_CHARGE_ALL};
   sl_decision dec[ENG_MAX_STATUSES];
   int all = 1, rc = 0;
   int64_t t0 = clock_mono_ns();
@@ -272,52 +293,53 @@ static int run(engine_thread *t, const eng_query *q, const eng_check *checks,
 
 /* ---- the configured rules ---- */
 
-/* The series of a detailed-metric limit for the value `last`. */
-static uint32_t detailed_series(engine_thread *t, const cfg_limit *l,
-                                uint32_t base, const cfg_entry *last) {
-  if (!l->detailed_metric || last->value_len >= sizeof t->detail_cache[0].value)
-    return base;
-  /* A descriptor with a value of its own has the value in its rule id
-     already: its series is the rule's. */
-  size_t rl = strlen(l->rule);
-  if (rl > last->value_len && l->rule[rl - last->value_len - 1] == '_' &&
-      !memcmp(l->rule + rl - last->value_len, last->value, last->value_len))
-    return base;
-  uint64_t h = fnv1a((uint64_t)(uintptr_t)l * 0x9e3779b97f4a7c15u, last->value,
-                     last->value_len);
+/*
+ * The series limit l counts in for a descriptor that matched it (m): its
+ * rule's own (`base`), or, when its metric name depends on the request's
+ * values (detailed_metric, value_to_metric), the series of that name, as
+ * envoyproxy/ratelimit names it (rules/envoy.c), created on first use, at
+ * most SERIES_PER_RULE per rule (later ones roll up into base). A
+ * per-thread cache, by the name's hash, spares the registry's lock.
+ */
+static uint32_t metric_series_of(engine_thread *t, const cfg_limit *l,
+                                 uint32_t base, const cfg_domain *dom,
+                                 const cfg_match *m, const eng_descriptor *d) {
+  char name[1200];
+  size_t len = l->dynamic_metric
+                   ? config_metric_name(dom, m, d->entries, d->n, l, name,
+                                        sizeof name)
+                   : 0;
+  if (!len) return base;
+  uint64_t h = fnv1a((uint64_t)(uintptr_t)l * 0x9e3779b97f4a7c15u, name, len);
   size_t slot = (size_t)(h >> 32) % DETAIL_CACHE;
-  if (t->detail_cache[slot].limit == l &&
-      t->detail_cache[slot].len == last->value_len &&
-      !memcmp(t->detail_cache[slot].value, last->value, last->value_len))
+  if (t->detail_cache[slot].limit == l && t->detail_cache[slot].hash == h &&
+      t->detail_cache[slot].len == len)
     return t->detail_cache[slot].series;
-  char rule[1200], dom[256];
-  snprintf(rule, sizeof rule, "%s_%.*s", l->rule, (int)last->value_len,
-           last->value);
-  const char *dot = strchr(l->rule, '.');
-  snprintf(dom, sizeof dom, "%.*s",
-           (int)(dot ? (size_t)(dot - l->rule) : strlen(l->rule)), l->rule);
-  uint32_t s =
-      base < MAX_SERIES ? metrics_series(t->e->metrics, dom, rule, base) : base;
+  uint32_t s = base < MAX_SERIES
+                   ? metrics_series(t->e->metrics, dom->name, name, base)
+                   : base;
   if (s >= MAX_SERIES) s = base;
   /* Cached whatever it is (a roll-up too): the lock is not taken again. */
   t->detail_cache[slot].limit = l;
-  memcpy(t->detail_cache[slot].value, last->value, last->value_len);
-  t->detail_cache[slot].len = last->value_len;
+  t->detail_cache[slot].hash = h;
+  t->detail_cache[slot].len = len;
   t->detail_cache[slot].series = s;
   return s;
 }
 
 /* Every limit the request's descriptors match (lims[], the descriptor
-   of each in desc_of[]), less those another matched limit replaces.
-   Their number, or -1 when there are more than ENG_MAX_STATUSES. */
+   of each in desc_of[], each descriptor's match in ms[]), less those
+   another matched limit replaces. Their number, or -1 when there are more
+   than ENG_MAX_STATUSES. */
 static int matched_limits(const cfg_domain *dom, const eng_request *req,
-                          const cfg_limit **lims, int *desc_of) {
+                          const cfg_limit **lims, int *desc_of,
+                          cfg_match *ms) {
   const cfg_limit *all[ENG_MAX_STATUSES];
   int of[ENG_MAX_STATUSES];
   size_t nl = 0;
   for (size_t i = 0; i < req->n; i++) {
     const eng_descriptor *d = &req->descriptors[i];
-    const cfg_node *node = config_match(dom, d->entries, d->n);
+    const cfg_node *node = config_match_path(dom, d->entries, d->n, &ms[i]);
     for (size_t k = 0; node && k < node->nlimits; k++) {
       if (nl == ENG_MAX_STATUSES) return -1;
       all[nl] = node->limits[k];
@@ -353,6 +375,7 @@ static void status_of(eng_status *s, const cfg_limit *l, int desc, int64_t cost,
   s->policy = &l->policy;
   s->descriptor = desc;
   s->shadow = l->shadow;
+  s->quota = l->quota_mode;
   if (l->unlimited) {
     s->unlimited = 1;
     s->d.allowed = 1;
@@ -375,7 +398,8 @@ static int decide_rules(engine_thread *t, const eng_query *q, eng_result *out,
   if (rc) return rc;
   const cfg_limit *lims[ENG_MAX_STATUSES];
   int desc_of[ENG_MAX_STATUSES];
-  int nl = matched_limits(dom, req, lims, desc_of);
+  cfg_match ms[ENG_MAX_DESCRIPTORS];
+  int nl = matched_limits(dom, req, lims, desc_of, ms);
   if (nl < 0) {
     snprintf(out->msg, sizeof out->msg,
              "the descriptors match more than %d limits", ENG_MAX_STATUSES);
@@ -388,6 +412,7 @@ static int decide_rules(engine_thread *t, const eng_query *q, eng_result *out,
   finish_ctx f; /* (filled as far as it is read: no 800-byte memset) */
   f.adhoc = NULL;
   f.blocked = 0;
+  f.nquota = 0;
   f.ndesc = req->n;
   size_t nc = 0;
   for (int i = 0; i < nl; i++) {
@@ -396,12 +421,12 @@ static int decide_rules(engine_thread *t, const eng_query *q, eng_result *out,
     const eng_descriptor *d = &req->descriptors[k];
     int64_t cost = d->hits >= 0 ? d->hits : req->hits;
     status_of(&out->st[out->n], l, k, cost, q->now);
-    f.sid[out->n] =
-        detailed_series(t, l, g->series[l->index], &d->entries[d->n - 1]);
-    if (l->blocked && !l->shadow && cost > 0) f.blocked = 1;
+    f.sid[out->n] = metric_series_of(t, l, g->series[l->index], dom, &ms[k], d);
+    f.nquota += l->quota_mode;
+    if (l->blocked && !l->shadow && !l->quota_mode && cost > 0) f.blocked = 1;
     if (!l->unlimited && !l->blocked) {
       if (!have_key[k]) {
-        if (descriptor_key(d, keys[k], &key_len[k])) {
+        if (descriptor_key(d, &ms[k], keys[k], &key_len[k])) {
           snprintf(out->msg, sizeof out->msg,
                    "descriptor too long (at most %d bytes in all)", KEY_MAX);
           return ENG_EDESCRIPTOR;
@@ -416,6 +441,8 @@ static int decide_rules(engine_thread *t, const eng_query *q, eng_result *out,
             {'r', l->rule, l->policy_str, 0, 0},
             g->local[l->index],
             limit_mode(e, l)};
+      /* A quota limit never denies alone: finish() judges them all. */
+      if (l->quota_mode) checks[nc].c.shadow = 1;
       f.check_of[nc++] = out->n;
     }
     out->n++;

@@ -321,6 +321,15 @@ engine *engine_new(const engine_opts *opts, sl_config *cfg, char *err,
   }
   if (opts) e->o = *opts;
   e->backend = backend;
+  if (e->o.charging == ENG_CHARGE_ALL && backend != memory_backend()) {
+    /* Only the memory backend charges a denied request (memory.c). */
+    snprintf(err, err_len, "--charging envoy works in memory mode only, "
+                           "not with the %s store", backend->ops->name);
+    config_free(cfg);
+    backend->ops->free(backend);
+    free(e);
+    return NULL;
+  }
   pthread_mutex_init(&e->reload_lock, NULL);
   pthread_mutex_init(&e->threads_lock, NULL);
   pthread_mutex_init(&e->adhoc_lock, NULL);

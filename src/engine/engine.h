@@ -48,7 +48,15 @@ typedef struct engine_opts {
   /* Where per-key state lives: NULL = this daemon's memory. The engine
      owns it from engine_new on (also when engine_new fails). */
   eng_backend *backend;
+  /* Who pays for the configured rules (--charging): ENG_CHARGE_ALLOWED
+     (sluice's: a denied request costs nothing anywhere) or ENG_CHARGE_ALL
+     (envoyproxy/ratelimit's: every matched limit is charged, denied or
+     not, and a cost above a limit's capacity is a denial). CHARGE_ALL
+     needs the memory backend (engine_new refuses it otherwise). */
+  int charging;
 } engine_opts;
+
+enum { ENG_CHARGE_ALLOWED = 0, ENG_CHARGE_ALL = 1 };
 
 /* Takes ownership of cfg (and opts->backend). NULL on failure (message in
    err). */
@@ -168,6 +176,8 @@ typedef struct eng_status {
   sl_decision d;           /* retry_after_ns < 0: never (a blocked rule) */
   int descriptor;          /* index in the request */
   int shadow;              /* shadow rule: d says what it would have done */
+  int quota;               /* quota_mode: denies only with the other quota
+                              limits of the request */
   int unlimited;
 } eng_status;
 

@@ -121,7 +121,7 @@ struct engine_thread {
   _Atomic uint64_t aseen; /* published: the adhoc epoch it holds */
   struct {
     const cfg_limit *limit;
-    char value[64];
+    uint64_t hash; /* of the series' name (config_metric_name) */
     size_t len;
     uint32_t series;
   } detail_cache[DETAIL_CACHE];
@@ -220,9 +220,12 @@ int threads_past_epoch(engine *e, uint64_t epoch);
 
 /* ---- decide.c ---- */
 
-/* The store key of a descriptor: its entries, length-prefixed. -1 when
-   longer than KEY_MAX. */
-int descriptor_key(const eng_descriptor *d, uint8_t *buf, size_t *len);
+/* The store key of a descriptor: its entries, length-prefixed, each value
+   the one it counts under (m: a share_threshold entry counts under its
+   wildcard's pattern; m NULL: the values as sent). -1 when longer than
+   KEY_MAX. */
+int descriptor_key(const eng_descriptor *d, const cfg_match *m, uint8_t *buf,
+                   size_t *len);
 /* The request's hash tag: the value of the domain's hash_tag entry, the
    first one sent with a value; "" without one. */
 void request_tag(const cfg_domain *dom, const eng_request *req,

@@ -6,7 +6,53 @@
 
 #include "internal.h"
 
+/*
+ * envoyproxy/ratelimit's charging, after the decision said no (rc 0 and
+ * !*all) or found a cost above a capacity (rc SL_ECOST): every check is
+ * charged its cost all the same (sl_limiter_force: the counter goes past
+ * the limit, as envoy's INCRBY does), and the figures are read again; a
+ * check whose cost was more than it had left is denied. Returns 0 with
+ * *all 0, or the error of a charge or a read.
+ */
+static int charge_denied(const eng_decision *q, sl_decision *dec, int rc,
+                         int *all) {
+  for (size_t i = 0; i < q->n; i++) {
+    const sl_check *c = &q->checks[i].c;
+    int denied = rc == 0 && !dec[i].allowed;
+    int64_t before = 0, after;
+    int e = sl_limiter_force(c->limiter, c->key, c->key_len, 0, q->now,
+                             &before);
+    if (!e && c->cost > 0)
+      e = sl_limiter_force(c->limiter, c->key, c->key_len, c->cost, q->now,
+                           &after);
+    if (e) return e;
+    if (denied) { /* the decision's figures (its retry_after): none left */
+      dec[i].remaining = 0;
+      continue;
+    }
+    e = sl_limiter_take(c->limiter, c->key, c->key_len, 0, q->now, &dec[i]);
+    if (e) return e;
+    if (rc == SL_ECOST && before < c->cost) { /* above what it had left */
+      dec[i].allowed = 0;
+      dec[i].remaining = 0;
+      if (dec[i].retry_after_ns <= 0) dec[i].retry_after_ns = dec[i].reset_ns;
+    } else {
+      dec[i].allowed = 1;
+    }
+  }
+  *all = 0;
+  return 0;
+}
+
 int engine_decide_local(const eng_decision *q, sl_decision *dec, int *all) {
+  if (q->charge_all) {
+    sl_check checks[ENG_MAX_STATUSES];
+    for (size_t i = 0; i < q->n; i++) checks[i] = q->checks[i].c;
+    int rc = sl_take_all(checks, q->n, q->now, dec, all);
+    if (rc == SL_ECOST || (rc == 0 && !*all))
+      rc = charge_denied(q, dec, rc, all);
+    return rc;
+  }
   if (q->n == 1 && !q->checks[0].c.shadow) {
     /* One check (an ad-hoc policy, a request one rule matches): the
        library's single take decides it as sl_take_all would, with less

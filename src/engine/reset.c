@@ -119,16 +119,21 @@ static int reset_rules(engine_thread *t, const eng_query *q, eng_reset *out,
   if (rc) return rc;
   uint8_t keys[ENG_MAX_DESCRIPTORS][KEY_MAX];
   size_t len[ENG_MAX_DESCRIPTORS];
-  for (size_t i = 0; i < req->n; i++)
-    if (descriptor_key(&req->descriptors[i], keys[i], &len[i])) {
+  cfg_match ms[ENG_MAX_DESCRIPTORS];
+  for (size_t i = 0; i < req->n; i++) {
+    const eng_descriptor *d = &req->descriptors[i];
+    /* The key a decision of this descriptor counts under (a share_threshold
+       wildcard's pattern): the state to forget. */
+    config_match_path(dom, d->entries, d->n, &ms[i]);
+    if (descriptor_key(d, &ms[i], keys[i], &len[i])) {
       snprintf(out->msg, sizeof out->msg,
                "descriptor too long (at most %d bytes in all)", KEY_MAX);
       return ENG_EDESCRIPTOR;
     }
+  }
   forget_list l = {0};
   for (size_t i = 0; i < req->n; i++) {
-    const eng_descriptor *d = &req->descriptors[i];
-    const cfg_node *node = config_match(dom, d->entries, d->n);
+    const cfg_node *node = ms[i].node;
     for (size_t k = 0; node && k < node->nlimits; k++) {
       const cfg_limit *lim = node->limits[k];
       if (lim->unlimited || lim->blocked) continue; /* no state anywhere */

@@ -75,6 +75,14 @@ typedef struct cfg_limit {
   char *split_by;  /* descriptor key whose value picks the sub-counter;
                       NULL: rotation */
   cfg_pos split_at;
+  /* envoyproxy/ratelimit's descriptor flags, as they reach the limit: */
+  int quota_mode;     /* over its limit, denies only when every quota limit
+                         of the request is over its limit */
+  int dynamic_metric; /* its metric name depends on the request's values
+                         (detailed_metric, or value_to_metric on its path):
+                         config_metric_name */
+  char *metadata;     /* the descriptor's metadata, as a JSON object, or
+                         NULL */
   cfg_pos pos;
   size_t index; /* position in sl_config.limits */
 } cfg_limit;
@@ -82,7 +90,14 @@ typedef struct cfg_limit {
 typedef struct cfg_node {
   char *key;
   char *value; /* NULL: key only (each value its own counter) */
-  int wildcard; /* value ends in '*': prefix match on the rest */
+  /* A '*' anywhere in key or value makes the node a wildcard: its pattern
+     is the composite "key_value" (or "key") that envoy matches against a
+     request entry's "key_value", each '*' standing for any run of bytes. */
+  char *pattern; /* NULL: no wildcard */
+  int wildcard;  /* pattern != NULL */
+  int share_threshold; /* every value its pattern matches: one counter */
+  int value_to_metric; /* the request's value in the metric name */
+  int value_to_metric_path; /* value_to_metric here or on an ancestor */
   cfg_limit **limits;
   size_t nlimits;
   struct cfg_node **children; /* sorted: exact by (key, value), then key-only */
@@ -127,6 +142,20 @@ sl_config *config_load(const char *path, cfg_errors *errs);
 /* Loads one YAML document from memory; `name` stands for its file name. */
 sl_config *config_load_string(const char *yaml, size_t len, const char *name,
                               cfg_errors *errs);
+
+/* config_load's options (a bit set). CFG_LOAD_MERGE_DOMAINS: files that
+   name the same domain add their descriptors to it (envoyproxy/ratelimit's
+   MERGE_DOMAIN_CONFIG=true) instead of being refused; a composite key
+   given twice across them is still an error. */
+#define CFG_LOAD_MERGE_DOMAINS 1u
+
+/* config_load with options (config_load is config_load_opts(path, 0)). */
+sl_config *config_load_opts(const char *path, unsigned opts,
+                            cfg_errors *errs);
+
+/* Whether the environment asks for merged domains as envoyproxy/ratelimit
+   reads it: MERGE_DOMAIN_CONFIG set to true (any case), 1, yes or on. */
+int config_env_merge_domains(void);
 
 /* The embedded default: domain "default", descriptor "key" at
    sliding_window:100/m, each value its own counter. */
@@ -175,5 +204,49 @@ typedef struct cfg_entry {
  */
 const cfg_node *config_match(const cfg_domain *d, const cfg_entry *entries,
                              size_t n);
+
+/* ---- what a match says beyond its node (envoy.c) ---- */
+
+#define CFG_MATCH_MAX 32 /* entries a match records (deeper ones: none) */
+
+/* How an entry found its node. */
+enum { CFG_BY_VALUE = 1, CFG_BY_WILDCARD, CFG_BY_KEY };
+
+/* The path a descriptor took through a domain's tree. */
+typedef struct cfg_match {
+  const cfg_node *node; /* whose limits apply, or NULL (config_match's) */
+  const cfg_node *path[CFG_MATCH_MAX]; /* the node entry i matched */
+  unsigned char how[CFG_MATCH_MAX];    /* CFG_BY_* */
+  size_t n;                            /* entries matched */
+  uint32_t shared; /* bit i: entry i matched a share_threshold wildcard,
+                      so its counter is the pattern's, not the value's */
+} cfg_match;
+
+/* config_match, recording the path in *m. */
+const cfg_node *config_match_path(const cfg_domain *d,
+                                  const cfg_entry *entries, size_t n,
+                                  cfg_match *m);
+
+/*
+ * The value entry i of a descriptor counts under: the entry's own value,
+ * or, when it matched a share_threshold wildcard, the pattern's value part
+ * (envoy: the pattern less the entry's "key_"). Sets *len.
+ */
+const char *config_count_value(const cfg_match *m, const cfg_entry *e,
+                               size_t i, size_t *len);
+
+/*
+ * The metric name of limit l for a descriptor that matched it (m): what
+ * envoyproxy/ratelimit names the stats of such a request. detailed_metric:
+ * the domain and every entry's "key_value" ("d.k1_v1.k2_v2"), a
+ * share_threshold entry's value its pattern; value_to_metric: the rule id
+ * with the request's value at each level that asks for it. l's rule id
+ * suffix ("#name", several limits on one descriptor) follows. Writes at
+ * most len bytes (NUL included) to buf and returns the name's length, or
+ * 0 when l's name is its rule id (no dynamic part) or does not fit.
+ */
+size_t config_metric_name(const cfg_domain *d, const cfg_match *m,
+                          const cfg_entry *entries, size_t n,
+                          const cfg_limit *l, char *buf, size_t len);
 
 #endif /* SLUICE_CONFIG_H */

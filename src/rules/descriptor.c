@@ -3,7 +3,7 @@
  * them and with sluice's extensions, into the tree of config.h:
  *
  *   - key: KEY                  # required
- *     value: VALUE              # optional; "prefix*" matches by prefix
+ *     value: VALUE              # optional; each '*' matches any run
  *     rate_limit: {...}         # optional (limit.c)
  *     rate_limits: [{...}, ...] # sluice: several limits at once
  *     shadow_mode: true         # counted, never denies
@@ -11,6 +11,12 @@
  *     on_store_error: local     # sluice, fleet mode (store_error.c)
  *     local_fraction: 0.5
  *     descriptors: [...]        # nested, up to 32 levels
+ *     share_threshold: true     # envoy: a wildcard's values, one counter
+ *     value_to_metric: true     # envoy: the request's value in metrics
+ *     quota_mode: true          # envoy: over the limit denies only when
+ *                               # every quota limit of the request is
+ *     metadata: {...}           # envoy: any mapping, answered with the
+ *                               # limit (metadata.c)
  *
  * The flags are the descriptor's own limits', not its children's (as
  * envoy's shadow_mode). Each level's composite keys (key, or key_value)
@@ -30,6 +36,9 @@ typedef struct descriptor_keys {
   const yaml_node_t *rate_limit, *rate_limits, *descriptors;
   int shadow, detailed;
   store_error_keys store_error;
+  /* envoyproxy/ratelimit's later keys */
+  int share_threshold, value_to_metric, quota_mode;
+  const yaml_node_t *metadata;
 } descriptor_keys;
 
 static const rules_key descriptor_key_table[] = {
@@ -44,6 +53,13 @@ static const rules_key descriptor_key_table[] = {
      offsetof(descriptor_keys, store_error)},
     {"local_fraction", rules_set_local_fraction,
      offsetof(descriptor_keys, store_error)},
+    /* envoyproxy/ratelimit's later keys */
+    {"share_threshold", rules_set_flag,
+     offsetof(descriptor_keys, share_threshold)},
+    {"value_to_metric", rules_set_flag,
+     offsetof(descriptor_keys, value_to_metric)},
+    {"quota_mode", rules_set_flag, offsetof(descriptor_keys, quota_mode)},
+    {"metadata", rules_set_node, offsetof(descriptor_keys, metadata)},
     {NULL, NULL, 0},
 };
 
@@ -60,6 +76,7 @@ void rules_node_free(cfg_node *n) {
   free(n->limits); /* the limits themselves are owned by sl_config.limits */
   free(n->key);
   free(n->value);
+  free(n->pattern);
 }
 
 /*
@@ -74,8 +91,12 @@ static cfg_node *add_child(rules_loader *L, cfg_node *parent,
   for (size_t i = 0; i < parent->nchildren; i++) {
     const cfg_node *o = parent->children[i];
     if (!rules_node_cmp(o, &probe)) {
-      rules_err(L, map, "duplicate descriptor composite key '%s' (first at "
-                        "line %d)", sub, o->pos.line);
+      if (strcmp(o->pos.file, L->file)) /* merged domains: another file */
+        rules_err(L, map, "duplicate descriptor composite key '%s' (first "
+                          "in %s at line %d)", sub, o->pos.file, o->pos.line);
+      else
+        rules_err(L, map, "duplicate descriptor composite key '%s' (first "
+                          "at line %d)", sub, o->pos.line);
       return NULL;
     }
   }
@@ -86,12 +107,22 @@ static cfg_node *add_child(rules_loader *L, cfg_node *parent,
   }
   d->key = strdup(key);
   d->value = value ? strdup(value) : NULL;
-  d->wildcard = value && value[strlen(value) - 1] == '*';
+  /* As envoy: a '*' anywhere in the composite key makes a wildcard. */
+  d->wildcard = strchr(key, '*') || (value && strchr(value, '*'));
+  if (d->wildcard) {
+    size_t kl = strlen(key), vl = value ? strlen(value) : 0;
+    d->pattern = malloc(kl + 1 + vl + 1);
+    if (d->pattern && value)
+      sprintf(d->pattern, "%s_%s", key, value);
+    else if (d->pattern)
+      memcpy(d->pattern, key, kl + 1);
+  }
   d->pos = (cfg_pos){L->file, (int)map->start_mark.line + 1,
                      (int)map->start_mark.column + 1};
   cfg_node **grown =
       realloc(parent->children, (parent->nchildren + 1) * sizeof *grown);
-  if (!grown || !d->key || (value && !d->value)) {
+  if (!grown || !d->key || (value && !d->value) ||
+      (d->wildcard && !d->pattern)) {
     rules_err(L, map, "out of memory");
     if (grown) parent->children = grown;
     rules_node_free(d);
@@ -149,12 +180,31 @@ static void parse_descriptor(rules_loader *L, cfg_node *parent,
     snprintf(sub, sizeof sub, "%s%s_%s", path, key, value);
   else
     snprintf(sub, sizeof sub, "%s%s", path, key);
+  if (k.share_threshold && !strchr(sub + strlen(path), '*')) {
+    /* envoy's words, with the composite key as envoy names it */
+    rules_err(L, map, "share_threshold can only be used with wildcard values "
+                      "(containing '*'), but found key '%s'",
+              sub + strlen(path));
+    return;
+  }
   cfg_node *d = add_child(L, parent, map, key, value, sub);
   if (!d) return;
+  d->share_threshold = k.share_threshold;
+  d->value_to_metric = k.value_to_metric;
+  d->value_to_metric_path = k.value_to_metric || parent->value_to_metric_path;
 
-  limit_flags flags = {k.shadow, k.detailed, k.store_error.mode,
-                       k.store_error.fraction};
+  limit_flags flags = {.shadow = k.shadow,
+                       .detailed = k.detailed,
+                       .on_store_error = k.store_error.mode,
+                       .local_fraction = k.store_error.fraction,
+                       .quota_mode = k.quota_mode,
+                       .dynamic_metric =
+                           k.detailed || d->value_to_metric_path};
+  size_t errors_before = L->nerr;
+  if (k.metadata) flags.metadata = rules_metadata_json(L, k.metadata);
+  if (L->nerr > errors_before) return;
   parse_limits(L, d, &k, sub, &flags);
+  free(flags.metadata);
   if (k.descriptors) {
     strncat(sub, ".", sizeof sub - strlen(sub) - 1);
     rules_parse_descriptors(L, d, k.descriptors, sub, depth + 1);

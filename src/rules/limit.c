@@ -76,6 +76,7 @@ void rules_limit_free(cfg_limit *l) {
   free(l->rule);
   free(l->policy_str);
   free(l->split_by);
+  free(l->metadata);
   for (size_t i = 0; i < l->nreplaces; i++) free(l->replaces[i]);
   free(l->replaces);
   free(l);
@@ -119,6 +120,9 @@ static cfg_limit *new_limit(rules_loader *L, const yaml_node_t *map,
   l->detailed_metric = flags->detailed;
   l->on_store_error = flags->on_store_error;
   l->local_fraction = flags->local_fraction;
+  l->quota_mode = flags->quota_mode;
+  l->dynamic_metric = flags->dynamic_metric;
+  if (flags->metadata) l->metadata = strdup(flags->metadata);
   if (name) l->name = strdup(name);
 
   char rule[1100];

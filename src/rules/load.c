@@ -8,6 +8,10 @@
  *   hash_tag: KEY               # sluice, fleet mode's Redis Cluster slot
  *   descriptors: [...]          # descriptor.c
  *
+ * A domain named by several files is an error, unless the load merges
+ * them (CFG_LOAD_MERGE_DOMAINS, envoy's MERGE_DOMAIN_CONFIG): then each
+ * file's descriptors join the domain's tree, and a hash_tag must agree.
+ *
  * Unknown keys are errors, as in envoy. libyaml's document API gives every
  * node its position, so every error says file:line:col (walk.c). A load
  * either gives a whole config or none, with every error found.
@@ -19,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #define MAX_FILE_BYTES ((size_t)16 << 20)
@@ -85,6 +90,29 @@ void config_free(sl_config *c) {
 }
 
 /*
+ * Adds the descriptors of `extra` (a file's domain, as read into k, that
+ * names domain `into` again) to `into`, as envoy's merge does: its
+ * descriptors join the tree (a composite key already there is an error),
+ * and its hash_tag, if any, must be the domain's.
+ */
+static void merge_domain(rules_loader *L, cfg_domain *into,
+                         const cfg_domain *extra, const domain_keys *k) {
+  if (extra->hash_tag && !into->hash_tag) {
+    into->hash_tag = strdup(extra->hash_tag);
+    if (!into->hash_tag) rules_err(L, NULL, "out of memory");
+  } else if (extra->hash_tag && strcmp(extra->hash_tag, into->hash_tag)) {
+    rules_err(L, k->domain.at, "hash_tag '%s' differs from domain '%s''s "
+                               "'%s' (in %s)",
+              extra->hash_tag, into->name, into->hash_tag, into->file);
+    return;
+  }
+  char path[512];
+  snprintf(path, sizeof path, "%s.", into->name);
+  if (k->descriptors)
+    rules_parse_descriptors(L, &into->root, k->descriptors, path, 1);
+}
+
+/*
  * Parses the document's root mapping `root` into a new domain of L->cfg.
  * On errors (reported) the domain is dropped; the limits it made stay in
  * L->cfg->limits, which the failed load frees.
@@ -105,8 +133,13 @@ static void parse_domain(rules_loader *L, const yaml_node_t *root) {
   }
   for (size_t i = 0; i < cfg->ndomains; i++)
     if (!strcmp(cfg->domains[i]->name, d->name)) {
-      rules_err(L, domain_at, "duplicate domain '%s' (also in %s)", d->name,
-                cfg->domains[i]->file);
+      if (L->opts & CFG_LOAD_MERGE_DOMAINS) {
+        merge_domain(L, cfg->domains[i], d, &k);
+      } else {
+        /* (--merge-domains merges them: docs/server.md says so) */
+        rules_err(L, domain_at, "duplicate domain '%s' (also in %s)",
+                  d->name, cfg->domains[i]->file);
+      }
       goto done;
     }
   char path[512];
@@ -118,12 +151,11 @@ static void parse_domain(rules_loader *L, const yaml_node_t *root) {
   if (!L->failed) {
     cfg_domain **grown =
         realloc(cfg->domains, (cfg->ndomains + 1) * sizeof *grown);
-    if (grown && rules_index_tree(&d->root) == 0) {
+    if (grown) {
       cfg->domains = grown;
       cfg->domains[cfg->ndomains++] = d;
       d = NULL;
     } else {
-      if (grown) cfg->domains = grown;
       rules_err(L, NULL, "out of memory");
     }
   }
@@ -133,7 +165,7 @@ done:
 
 /* Parses one file's text into cfg as a domain. 0, or -1 (errors added). */
 static int load_text(sl_config *cfg, const char *text, size_t len,
-                     const char *file, cfg_errors *errs) {
+                     const char *file, unsigned opts, cfg_errors *errs) {
   char **files = realloc(cfg->files, (cfg->nfiles + 1) * sizeof *files);
   if (!files) return -1;
   cfg->files = files;
@@ -157,7 +189,8 @@ static int load_text(sl_config *cfg, const char *text, size_t len,
   }
   yaml_parser_delete(&parser);
 
-  rules_loader L = {.file = file, .doc = &doc, .errs = errs, .cfg = cfg};
+  rules_loader L = {
+      .file = file, .doc = &doc, .errs = errs, .cfg = cfg, .opts = opts};
   yaml_node_t *root = yaml_document_get_root_node(&doc);
   if (!root)
     rules_err(&L, NULL, "empty config (expected domain: and descriptors:)");
@@ -174,8 +207,15 @@ static int load_text(sl_config *cfg, const char *text, size_t len,
 
 static sl_config *new_config(void) { return calloc(1, sizeof(sl_config)); }
 
-/* Sorts the domains; frees and returns NULL when there were errors. */
+/* Indexes each domain's tree (once its every file is read: merged
+   domains grow until then) and sorts the domains; frees and returns NULL
+   when there were errors. */
 static sl_config *finish(sl_config *c, cfg_errors *errs, int failed) {
+  for (size_t i = 0; !failed && i < c->ndomains; i++)
+    if (rules_index_tree(&c->domains[i]->root)) {
+      rules_errorf(errs, c->domains[i]->file, 0, 0, "out of memory");
+      failed = 1;
+    }
   if (failed || (errs && errs->n)) {
     config_free(c);
     return NULL;
@@ -188,7 +228,7 @@ sl_config *config_load_string(const char *yaml, size_t len, const char *name,
                               cfg_errors *errs) {
   sl_config *c = new_config();
   if (!c) return NULL;
-  int failed = load_text(c, yaml, len, name, errs);
+  int failed = load_text(c, yaml, len, name, 0, errs);
   return finish(c, errs, failed);
 }
 
@@ -236,10 +276,11 @@ static char *read_file(const char *path, size_t *len, cfg_errors *errs) {
 }
 
 /* Loads the file at path into c: 0, or -1 (errors added). */
-static int load_file(sl_config *c, const char *path, cfg_errors *errs) {
+static int load_file(sl_config *c, const char *path, unsigned opts,
+                     cfg_errors *errs) {
   size_t len;
   char *text = read_file(path, &len, errs);
-  int failed = !text || load_text(c, text, len, path, errs);
+  int failed = !text || load_text(c, text, len, path, opts, errs);
   free(text);
   return failed ? -1 : 0;
 }
@@ -257,7 +298,8 @@ static int name_cmp(const void *a, const void *b) {
 
 /* Loads every config file of directory `path` into c, in name order: 0, or
    -1 (errors added; every file is read all the same). */
-static int load_dir(sl_config *c, const char *path, cfg_errors *errs) {
+static int load_dir(sl_config *c, const char *path, unsigned opts,
+                    cfg_errors *errs) {
   DIR *dir = opendir(path);
   if (!dir) {
     rules_errorf(errs, path, 0, 0, "%s", strerror(errno));
@@ -283,7 +325,7 @@ static int load_dir(sl_config *c, const char *path, cfg_errors *errs) {
     failed = 1;
   }
   for (size_t i = 0; i < n; i++) {
-    failed |= load_file(c, names[i], errs) != 0;
+    failed |= load_file(c, names[i], opts, errs) != 0;
     free(names[i]);
   }
   free(names);
@@ -291,6 +333,20 @@ static int load_dir(sl_config *c, const char *path, cfg_errors *errs) {
 }
 
 sl_config *config_load(const char *path, cfg_errors *errs) {
+  return config_load_opts(path, 0, errs);
+}
+
+int config_env_merge_domains(void) {
+  const char *v = getenv("MERGE_DOMAIN_CONFIG");
+  if (!v) return 0;
+  static const char *const yes[] = {"true", "1", "yes", "on"};
+  for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
+    if (!strcasecmp(v, yes[i])) return 1;
+  return 0;
+}
+
+sl_config *config_load_opts(const char *path, unsigned opts,
+                            cfg_errors *errs) {
   struct stat st;
   if (stat(path, &st) != 0) {
     rules_errorf(errs, path, 0, 0, "%s", strerror(errno));
@@ -298,7 +354,7 @@ sl_config *config_load(const char *path, cfg_errors *errs) {
   }
   sl_config *c = new_config();
   if (!c) return NULL;
-  int failed = S_ISDIR(st.st_mode) ? load_dir(c, path, errs)
-                                    : load_file(c, path, errs);
+  int failed = S_ISDIR(st.st_mode) ? load_dir(c, path, opts, errs)
+                                    : load_file(c, path, opts, errs);
   return finish(c, errs, failed != 0);
 }

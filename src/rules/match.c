@@ -112,25 +112,93 @@ static const cfg_node *find_child(const cfg_node *n, const cfg_entry *e,
   return NULL;
 }
 
-const cfg_node *config_match(const cfg_domain *d, const cfg_entry *entries,
-                             size_t n) {
-  const cfg_node *level = &d->root, *found = NULL;
-  for (size_t i = 0; i < n; i++) {
-    const cfg_entry *e = &entries[i];
-    const cfg_node *next = find_child(level, e, 1);
-    for (size_t w = 0; !next && w < level->nwildcards; w++) {
-      const cfg_node *c = level->wildcards[w];
-      size_t plen = strlen(c->value) - 1; /* without the '*' */
-      if (!cmp_n(c->key, e->key, e->key_len) && e->value_len >= plen &&
-          !memcmp(c->value, e->value, plen))
-        next = c;
+/*
+ * Whether `s` (slen bytes, any byte) matches the wildcard pattern `pat`
+ * (NUL-terminated), each '*' standing for any run of bytes, the empty one
+ * included — envoyproxy/ratelimit's wildcardMatch: the first literal part
+ * must begin s, the last must end it, and the parts between are found in
+ * order, each at its leftmost place, in what lies between. Linear in slen
+ * per part (memmem), so a hostile value costs no backtracking.
+ */
+static int glob_match(const char *pat, const char *s, size_t slen) {
+  const char *star = strchr(pat, '*');
+  if (!star) return strlen(pat) == slen && !memcmp(pat, s, slen);
+  size_t first = (size_t)(star - pat);
+  const char *last = strrchr(pat, '*') + 1;
+  size_t last_len = strlen(last);
+  if (slen < first + last_len || memcmp(s, pat, first) ||
+      memcmp(s + slen - last_len, last, last_len))
+    return 0;
+  const char *rest = s + first, *end = s + slen - last_len;
+  for (const char *p = star + 1; p < last;) {
+    const char *q = strchr(p, '*'); /* the next part is [p, q) */
+    size_t plen = (size_t)(q - p);
+    if (plen) {
+      const char *at = memmem(rest, (size_t)(end - rest), p, plen);
+      if (!at) return 0;
+      rest = at + plen;
     }
-    if (!next) next = find_child(level, e, 0);
+    p = q + 1;
+  }
+  return 1;
+}
+
+/*
+ * The first wildcard child of level (in file order) whose pattern matches
+ * the entry's composite "key_value", as envoy builds it, or NULL.
+ */
+static const cfg_node *find_wildcard(const cfg_node *level,
+                                     const cfg_entry *e) {
+  char small[512];
+  size_t len = e->key_len + 1 + e->value_len;
+  char *s = len <= sizeof small ? small : malloc(len);
+  if (!s) return NULL;
+  memcpy(s, e->key, e->key_len);
+  s[e->key_len] = '_';
+  if (e->value_len) memcpy(s + e->key_len + 1, e->value, e->value_len);
+  const cfg_node *found = NULL;
+  for (size_t w = 0; !found && w < level->nwildcards; w++)
+    if (glob_match(level->wildcards[w]->pattern, s, len))
+      found = level->wildcards[w];
+  if (s != small) free(s);
+  return found;
+}
+
+const cfg_node *config_match_path(const cfg_domain *d,
+                                  const cfg_entry *entries, size_t n,
+                                  cfg_match *m) {
+  const cfg_node *level = &d->root;
+  m->node = NULL;
+  m->n = 0;
+  m->shared = 0;
+  for (size_t i = 0; i < n && i < CFG_MATCH_MAX; i++) {
+    const cfg_entry *e = &entries[i];
+    int how = CFG_BY_VALUE;
+    const cfg_node *next = find_child(level, e, 1);
+    if (!next && level->nwildcards) {
+      next = find_wildcard(level, e);
+      how = CFG_BY_WILDCARD;
+    }
+    if (!next) {
+      next = find_child(level, e, 0);
+      how = CFG_BY_KEY;
+    }
     if (!next) break;
+    m->path[i] = next;
+    m->how[i] = (unsigned char)how;
+    m->n = i + 1;
+    /* envoy tracks a shared wildcard at any level, limit or not. */
+    if (how == CFG_BY_WILDCARD && next->share_threshold) m->shared |= 1u << i;
     /* A limit applies only at the depth of the descriptor's last entry. */
-    if (next->nlimits && i == n - 1) found = next;
+    if (next->nlimits && i == n - 1) m->node = next;
     if (!next->nchildren) break;
     level = next;
   }
-  return found;
+  return m->node;
+}
+
+const cfg_node *config_match(const cfg_domain *d, const cfg_entry *entries,
+                             size_t n) {
+  cfg_match m;
+  return config_match_path(d, entries, n, &m);
 }

@@ -7,6 +7,9 @@
  *   load.c         files, directories, a document, the top of a domain
  *   descriptor.c   a descriptor's keys, its limits and its children
  *   limit.c        a rate limit's keys -> a policy; replaces
+ *   metadata.c     a descriptor's metadata, as JSON
+ *   envoy.c        what a match says beyond its node: shared counters,
+ *                  metric names
  *   store_error.c  on_store_error / local_fraction, and the daemon's flag
  *   split.c        a limit split into sub-counters, and their shares
  *   match.c        sorting for lookup; domains and descriptors found
@@ -23,6 +26,8 @@
 typedef struct limit_flags {
   int shadow, detailed, on_store_error;
   double local_fraction;
+  int quota_mode, dynamic_metric;
+  char *metadata; /* JSON (metadata.c); each limit takes a copy */
 } limit_flags;
 
 /* ---- descriptor.c ---- */
@@ -66,6 +71,12 @@ void rules_check_split_policy(rules_loader *L, const cfg_limit *l,
 /* Once domain d is parsed: each split limit of L->cfg->limits[first..]
    splits by a key some descriptor of d has. */
 void rules_check_split_by(rules_loader *L, const cfg_domain *d, size_t first);
+
+/* ---- metadata.c ---- */
+
+/* A descriptor's metadata mapping as a malloc'd JSON object; NULL when it
+   is empty, or on an error (reported). */
+char *rules_metadata_json(rules_loader *L, const yaml_node_t *n);
 
 /* ---- store_error.c ---- */
 

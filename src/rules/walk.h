@@ -29,6 +29,7 @@ typedef struct rules_loader {
   yaml_document_t *doc;
   cfg_errors *errs; /* may be NULL: errors are only counted */
   sl_config *cfg;
+  unsigned opts; /* config_load's CFG_LOAD_* */
   int failed;  /* an error was reported for this file */
   size_t nerr; /* errors reported so far (even past RULES_MAX_ERRORS) */
 } rules_loader;

@@ -1059,8 +1059,9 @@ static void unknown_descriptor_key_is_an_error(void **state) {
                   "    rate_limt: {unit: second}\n",
                   "t.yaml:4:5: unknown key 'rate_limt' in a descriptor "
                   "(expected key, value, rate_limit, rate_limits, descriptors, "
-                  "shadow_mode, detailed_metric, on_store_error or "
-                  "local_fraction)",
+                  "shadow_mode, detailed_metric, on_store_error, "
+                  "local_fraction, share_threshold, value_to_metric, "
+                  "quota_mode or metadata)",
                   NULL);
 }
 
@@ -1485,8 +1486,9 @@ static void several_errors_in_one_file_are_all_reported(void **state) {
                   "second, minute, hour, day, week, month or year)",
                   "t.yaml:6:5: unknown key 'bogus' in a descriptor (expected "
                   "key, value, rate_limit, rate_limits, descriptors, "
-                  "shadow_mode, detailed_metric, on_store_error or "
-                  "local_fraction)",
+                  "shadow_mode, detailed_metric, on_store_error, "
+                  "local_fraction, share_threshold, value_to_metric, "
+                  "quota_mode or metadata)",
                   NULL);
 }
 
