@@ -130,6 +130,8 @@ static int worse(const eng_status *a, const eng_status *b) {
     int64_t rb = b->d.retry_after_ns < 0 ? INT64_MAX : b->d.retry_after_ns;
     return ra > rb;
   }
+  /* A limit not checked (its store failed open) says least. */
+  if (a->unchecked != b->unchecked) return b->unchecked;
   if (a->d.remaining != b->d.remaining) return a->d.remaining < b->d.remaining;
   return a->d.reset_ns > b->d.reset_ns;
 }
@@ -173,7 +175,8 @@ static void count_rules(engine_thread *t, eng_result *out,
       metric_bump(&c[s->shadow ? S_SHADOW_DENIED : S_DENIED], 1);
     } else if (out->allowed) {
       metric_bump(&c[S_ALLOWED], 1);
-      if (!s->unlimited && s->d.limit > 0 && s->d.remaining * 5 < s->d.limit)
+      if (!s->unlimited && !s->unchecked && s->d.limit > 0 &&
+          s->d.remaining * 5 < s->d.limit)
         metric_bump(&c[S_NEAR_LIMIT], 1);
     }
   }
@@ -194,7 +197,14 @@ static void finish(engine_thread *t, const finish_ctx *f, eng_result *out,
                1);
     return;
   }
-  for (size_t c = 0; c < f->nc; c++) out->st[f->check_of[c]].d = dec[c];
+  for (size_t c = 0; c < f->nc; c++) {
+    eng_status *s = &out->st[f->check_of[c]];
+    s->d = dec[c];
+    /* A backend that could not check a limit and let it pass says so with
+       a negative remaining (fleet mode's on_store_error: allow). */
+    s->unchecked = s->d.allowed && s->d.remaining < 0;
+    if (s->unchecked) s->d.remaining = 0;
+  }
   out->allowed = all && !f->blocked;
   if (f->nquota) { /* denied when every quota limit is over its limit */
     int quota_ok = 0;

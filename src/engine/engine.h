@@ -178,6 +178,9 @@ typedef struct eng_status {
   int shadow;              /* shadow rule: d says what it would have done */
   int quota;               /* quota_mode: denies only with the other quota
                               limits of the request */
+  int unchecked; /* its store failed and on_store_error allowed it: the
+                    limit was not checked (d.remaining means nothing; a
+                    backend says so with d.remaining < 0) */
   int unlimited;
 } eng_status;
 

@@ -102,7 +102,9 @@ static void fallback_fixed(const job_check *c, int deny, int64_t retry_ns,
     d->reset_ns = retry_ns;
   } else {
     d->allowed = 1;
-    d->remaining = deny ? 0 : B - c->rc.cost;
+    /* allow: the limit was not checked, so there is no remaining to tell
+       (the engine marks the status unchecked: ENG_REMAINING_UNKNOWN). */
+    d->remaining = deny ? 0 : -1;
   }
 }
 

@@ -64,7 +64,8 @@ typedef struct daemon_state {
 static int start_engine(daemon_state *d) {
   const serve_args *a = &d->args;
   server *srv = &d->srv;
-  sl_config *cfg = config_load_logged(srv->o.config_path, srv->fleet);
+  sl_config *cfg = config_load_logged(srv->o.config_path, srv->fleet,
+                                      srv->o.merge_domains);
   if (!cfg) return -1;
   char err[256];
   /* Where per-key state lives: this daemon's memory, or Redis, exactly
@@ -84,7 +85,8 @@ static int start_engine(daemon_state *d) {
   engine_opts eo = {.max_memory = srv->o.max_memory,
                     .on_store_error = a->on_store_error,
                     .local_fraction = a->local_fraction,
-                    .backend = d->backend};
+                    .backend = d->backend,
+                    .charging = a->charging};
   srv->eng = engine_new(&eo, cfg, err, sizeof err);
   if (!srv->eng) {
     log_msg("error", "%s", err);

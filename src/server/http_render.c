@@ -1,9 +1,11 @@
 /*
  * http_render.c — the HTTP front end's answers: the status and its reason,
  * the rate limit headers (the IETF draft's RateLimit-Policy and RateLimit,
- * X-RateLimit-Limit/Remaining/Reset, Retry-After on a denial), the JSON
+ * X-RateLimit-Limit/Remaining/Used/Reset, Retry-After on a denial;
+ * X-RateLimit-Unchecked when a limit failed open), the JSON
  * bodies of /v1/check (Envoy's RateLimitResponse, with sluice's figures),
- * /v1/throttle and the resets, and {"error": "..."} answers. Every answer
+ * /v1/throttle (a denial's with a human-readable "message") and the
+ * resets, and {"error": "..."} answers. Every answer
  * carries a Content-Length (h2o 2.2 closes the connection after a non-200
  * chunked one).
  */
@@ -201,6 +203,11 @@ static void add_limit_headers(h2o_req_t *req, server *srv, const eng_result *r,
         STRBUF_LIT(&pol, ";w=");
         strbuf_add_i64(&pol, window_s(s->policy));
       }
+      if (s->unchecked) { /* its policy, but no current figures */
+        if (cur.len >= 2 && !memcmp(cur.p + cur.len - 2, ", ", 2))
+          cur.len -= 2;
+        continue;
+      }
       sf_str(&cur, status_name(s));
       STRBUF_LIT(&cur, ";r=");
       strbuf_add_i64(&cur, s->d.remaining);
@@ -209,16 +216,29 @@ static void add_limit_headers(h2o_req_t *req, server *srv, const eng_result *r,
     }
     if (!pol.oom && !cur.oom) {
       http_add_header(req, "ratelimit-policy", pol.p, pol.len);
-      http_add_header(req, "ratelimit", cur.p, cur.len);
+      if (cur.len) http_add_header(req, "ratelimit", cur.p, cur.len);
     }
     strbuf_free(&pol);
     strbuf_free(&cur);
   }
   if (style & HDR_X) {
     add_int_header(req, "x-ratelimit-limit", worst->d.limit);
-    add_int_header(req, "x-ratelimit-remaining", worst->d.remaining);
-    add_int_header(req, "x-ratelimit-reset", ns_to_s_up(now + worst->d.reset_ns));
+    if (!worst->unchecked) { /* not checked: nothing true to say */
+      add_int_header(req, "x-ratelimit-remaining", worst->d.remaining);
+      /* GitHub's: what this window has used, limit - remaining. */
+      int64_t used = worst->d.limit - worst->d.remaining;
+      add_int_header(req, "x-ratelimit-used", used > 0 ? used : 0);
+      add_int_header(req, "x-ratelimit-reset",
+                     ns_to_s_up(now + worst->d.reset_ns));
+    }
   }
+  for (size_t i = 0; style && i < r->n; i++)
+    if (r->st[i].unchecked && !r->st[i].shadow) {
+      /* A limit failed open (on_store_error: allow): say so, whatever
+         the style, rather than show figures nobody counted. */
+      http_add_header(req, "x-ratelimit-unchecked", "store_error", 11);
+      break;
+    }
   if (!r->allowed && worst->d.retry_after_ns >= 0) {
     int64_t s = ns_to_s_up(worst->d.retry_after_ns);
     char *v = h2o_mem_alloc_pool(&req->pool, 20);
@@ -234,6 +254,13 @@ static void status_json(strbuf *b, const eng_status *s) {
   strbuf_addf(b, "{\"code\":\"%s\"", ok ? "OK" : "OVER_LIMIT");
   if (s->unlimited) {
     STRBUF_LIT(b, ",\"unlimited\":true,\"limit_remaining\":4294967295");
+  } else if (s->unchecked) { /* failed open: its limit, nothing counted */
+    if (s->limit && s->limit->unit_name)
+      strbuf_addf(b,
+             ",\"current_limit\":{\"requests_per_unit\":%u,\"unit\":\"%s\"}",
+             s->limit->requests_per_unit, s->limit->unit_name);
+    strbuf_addf(b, ",\"limit\":%lld,\"unchecked\":\"store_error\"",
+                (long long)s->d.limit);
   } else {
     if (s->limit && s->limit->unit_name)
       strbuf_addf(b,
@@ -264,7 +291,106 @@ static void status_json(strbuf *b, const eng_status *s) {
     }
   }
   if (s->shadow) strbuf_addf(b, ",\"shadow\":true");
+  if (s->quota) STRBUF_LIT(b, ",\"quota_mode\":true");
+  if (s->limit && s->limit->metadata) { /* JSON already (rules/metadata.c) */
+    STRBUF_LIT(b, ",\"metadata\":");
+    strbuf_add(b, s->limit->metadata, strlen(s->limit->metadata));
+  }
   STRBUF_LIT(b, "}");
+}
+
+/* ---- the denial's message ---- */
+
+#define DENY_MESSAGE "{limit} requests per {window}. Retry after " \
+                     "{retry_after} seconds."
+#define DENY_MESSAGE_BLOCKED "{rule} allows no requests."
+
+/* A period in words: "minute", "30 seconds", "2 hours". */
+static void add_window(strbuf *b, const eng_status *s) {
+  if (s->limit && s->limit->unit_name) { /* envoy's unit, as written */
+    for (const char *u = s->limit->unit_name; *u; u++) {
+      char ch = (char)(*u - 'A' + 'a');
+      strbuf_add(b, &ch, 1);
+    }
+    return;
+  }
+  static const struct {
+    int64_t s;
+    const char *one;
+  } units[] = {{86400, "day"}, {3600, "hour"}, {60, "minute"}, {1, "second"}};
+  int64_t ns = s->policy ? s->policy->period_ns : 1000000000;
+  int64_t sec = ns / 1000000000;
+  if (ns % 1000000000 || sec == 0) {
+    strbuf_add_i64(b, ns_to_ms_up(ns));
+    STRBUF_LIT(b, " milliseconds");
+    return;
+  }
+  for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+    if (sec % units[i].s == 0) {
+      if (sec != units[i].s) {
+        strbuf_add_i64(b, sec / units[i].s);
+        STRBUF_LIT(b, " ");
+      }
+      strbuf_addf(b, "%s%s", units[i].one, sec != units[i].s ? "s" : "");
+      return;
+    }
+}
+
+/*
+ * The human-readable message of a denial by status s: --deny-message's
+ * template (or the default, "{limit} requests per {window}. Retry after
+ * {retry_after} seconds."; a blocked rule's: "{rule} allows no
+ * requests.") with {limit}, {window}, {retry_after} (whole seconds, up;
+ * "never" for a blocked rule), {rule} and {policy} filled in.
+ */
+static void add_deny_message(strbuf *out, const server *srv,
+                             const eng_status *s) {
+  const char *t = srv->o.deny_message;
+  int never = s->d.retry_after_ns < 0;
+  if (!t) t = never ? DENY_MESSAGE_BLOCKED : DENY_MESSAGE;
+  ANSWER_BUF(m);
+  while (*t) {
+    const char *open = strchr(t, '{');
+    const char *close = open ? strchr(open, '}') : NULL;
+    if (!close) {
+      strbuf_add(&m, t, strlen(t));
+      break;
+    }
+    strbuf_add(&m, t, (size_t)(open - t));
+    size_t n = (size_t)(close - open - 1);
+    const char *name = open + 1;
+    if (n == 5 && !memcmp(name, "limit", 5)) {
+      strbuf_add_i64(&m, s->limit && s->limit->blocked ? 0
+                         : s->policy                   ? s->policy->limit
+                                                       : s->d.limit);
+    } else if (n == 6 && !memcmp(name, "window", 6)) {
+      add_window(&m, s);
+    } else if (n == 11 && !memcmp(name, "retry_after", 11)) {
+      if (never)
+        STRBUF_LIT(&m, "never");
+      else
+        strbuf_add_i64(&m, ns_to_s_up(s->d.retry_after_ns));
+    } else if (n == 4 && !memcmp(name, "rule", 4)) {
+      const char *r = status_name(s);
+      strbuf_add(&m, r, strlen(r));
+    } else if (n == 6 && !memcmp(name, "policy", 6)) {
+      strbuf_add(&m, s->policy_str, strlen(s->policy_str));
+    } else { /* not a placeholder: as written */
+      strbuf_add(&m, open, n + 2);
+    }
+    t = close + 1;
+  }
+  STRBUF_LIT(out, ",\"message\":");
+  add_json_str(out, m.p ? m.p : "", m.len);
+  strbuf_free(&m);
+}
+
+/* A denial's message field, unless --deny-message '' turned it off. */
+static void maybe_message(strbuf *b, const server *srv, const eng_result *r,
+                          int peek) {
+  if (r->allowed || peek || r->worst < 0) return;
+  if (srv->o.deny_message && !*srv->o.deny_message) return;
+  add_deny_message(b, srv, &r->st[r->worst]);
 }
 
 int http_engine_error(h2o_req_t *req, int rc, const char *msg) {
@@ -276,8 +402,15 @@ int http_render_check(h2o_req_t *req, server *srv, const eng_result *res,
                         size_t n, int peek, const int *skipped, size_t asked,
                         int64_t now) {
   ANSWER_BUF(b);
-  strbuf_addf(&b, "{\"overall_code\":\"%s\",\"allowed\":%s,\"statuses\":[",
+  strbuf_addf(&b, "{\"overall_code\":\"%s\",\"allowed\":%s",
          res->allowed ? "OK" : "OVER_LIMIT", res->allowed ? "true" : "false");
+  maybe_message(&b, srv, res, peek);
+  for (size_t i = 0; i < res->n; i++)
+    if (res->st[i].unchecked && !res->st[i].shadow) {
+      STRBUF_LIT(&b, ",\"unchecked\":true");
+      break;
+    }
+  STRBUF_LIT(&b, ",\"statuses\":[");
   if (!skipped) asked = n;
   for (size_t i = 0, used = 0; i < asked; i++) {
     if (i) STRBUF_LIT(&b, ",");
@@ -317,6 +450,7 @@ int http_render_throttle(h2o_req_t *req, server *srv, const eng_result *res,
   strbuf_add_i64(&b, ns_to_ms_up(d->delay_ns));
   STRBUF_LIT(&b, ",\"policy\":");
   add_json_str(&b, res->st[0].policy_str, strlen(res->st[0].policy_str));
+  maybe_message(&b, srv, res, 0);
   STRBUF_LIT(&b, "}\n");
   add_limit_headers(req, srv, res, now);
   return http_send_body(req, d->allowed ? 200 : srv->o.deny_status,

@@ -67,6 +67,9 @@ static const opt_word header_styles[] = {{"ietf", HDR_IETF},
                                          {"none", 0},
                                          {NULL, 0}};
 
+static const opt_word charging_models[] = {
+    {"sluice", ENG_CHARGE_ALLOWED}, {"envoy", ENG_CHARGE_ALL}, {NULL, 0}};
+
 static int parse_store(serve_args *a, const char *v, char *err, size_t len);
 static int parse_store_error(serve_args *a, const char *v, char *err,
                              size_t len);
@@ -84,12 +87,27 @@ static const serve_option options[] = {
      FIELD(o.config_path),
      .help = "YAML file, or directory of *.yaml (one domain each); default: "
              "the embedded domain 'default', key at sliding_window:100/m"},
+    {.name = "merge-domains", .kind = OPT_FLAG, FIELD(o.merge_domains),
+     .help = "config files that name the same domain add their descriptors "
+             "to it (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG=true, which "
+             "is read too)"},
+    {.name = "charging", .arg = "MODEL", .kind = OPT_ENUM, FIELD(charging),
+     .words = charging_models, .def = "sluice",
+     .help = "sluice: a denied request costs nothing; envoy: every matched "
+             "rule is charged, denied or not, and hits above a limit are a "
+             "denial, not a 400 (memory mode)"},
     {.name = "threads", .letter = 't', .arg = "N", .kind = OPT_INT,
      FIELD(o.threads), .min = 1, .max = ENG_MAX_THREADS - 8,
      .help = "worker threads (default: cores)"},
     {.name = "deny-status", .arg = "CODE", .kind = OPT_INT,
      FIELD(o.deny_status), .min = 400, .max = 599, .def = "429",
      .help = "HTTP status of a denial; 403 for nginx auth_request"},
+    {.name = "deny-message", .arg = "TEMPLATE", .kind = OPT_STRING,
+     FIELD(o.deny_message),
+     .help = "a denial's JSON \"message\": {limit}, {window}, "
+             "{retry_after}, {rule} and {policy} filled in (default: "
+             "\"{limit} requests per {window}. Retry after {retry_after} "
+             "seconds.\"); '' for none"},
     {.name = "max-memory", .letter = 'm', .arg = "BYTES", .kind = OPT_BYTES,
      FIELD(o.max_memory), .min = 1 << 20, .max = INT64_MAX, .def = "128M",
      .help = "store cap, K/M/G"},

@@ -27,6 +27,7 @@ typedef struct serve_args {
   rc_config redis;      /* --store's Redis, with its timeouts and breaker */
   int fleet;            /* --store named Redis: fleet mode, exact (every
                            decision in Redis) or approximate (--sync) */
+  int charging;         /* --charging: ENG_CHARGE_* (engine.h) */
   int on_store_error;   /* CFG_STORE_ERROR_*, for rules that set none */
   double local_fraction;
   int sync_ms;          /* --sync: approximate mode's interval; 0 = exact */

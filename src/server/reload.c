@@ -85,10 +85,12 @@ static int check_fleet_policies(const sl_config *c) {
   return bad;
 }
 
-sl_config *config_load_logged(const char *path, int fleet) {
+sl_config *config_load_logged(const char *path, int fleet, int merge) {
   cfg_errors errs = {0};
+  unsigned opts =
+      merge || config_env_merge_domains() ? CFG_LOAD_MERGE_DOMAINS : 0;
   sl_config *c =
-      path ? config_load(path, &errs)
+      path ? config_load_opts(path, opts, &errs)
            : config_load_string(config_default_yaml,
                                 strlen(config_default_yaml), "<default>", &errs);
   for (size_t i = 0; i < errs.n; i++) log_msg("error", "%s", errs.msgs[i]);
@@ -102,7 +104,7 @@ sl_config *config_load_logged(const char *path, int fleet) {
 
 void config_reload(server *srv, config_watch *wt) {
   const char *path = srv->o.config_path;
-  sl_config *c = config_load_logged(path, srv->fleet);
+  sl_config *c = config_load_logged(path, srv->fleet, srv->o.merge_domains);
   if (!c) {
     engine_note_reload_failure(srv->eng);
     log_msg("error", "config reload failed: keeping the running config");

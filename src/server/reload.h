@@ -24,10 +24,11 @@ typedef struct config_watch {
 /*
  * Loads the config at path (NULL: the embedded default), logging every
  * error. In fleet mode (either) every rule's policy must also be one the
- * Redis script decides exactly; each that is not is logged. The config, or
- * NULL.
+ * Redis script decides exactly; each that is not is logged. merge (or
+ * MERGE_DOMAIN_CONFIG=true in the environment): files may share a domain
+ * (CFG_LOAD_MERGE_DOMAINS). The config, or NULL.
  */
-sl_config *config_load_logged(const char *path, int fleet);
+sl_config *config_load_logged(const char *path, int fleet, int merge);
 
 /* Logs "WHAT: N domains, M rules". */
 void config_log(const char *what, const sl_config *c);

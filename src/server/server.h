@@ -31,6 +31,9 @@ typedef struct srv_opts {
   const char *config_path;
   unsigned threads;
   int deny_status;
+  const char *deny_message; /* a denial's "message" template; NULL: the
+                               default, "": none (http_render.c) */
+  int merge_domains; /* --merge-domains: files may share a domain */
   size_t max_memory;
   int header_style; /* HDR_IETF | HDR_X, 0 = none */
   const char *password;    /* RESP AUTH; NULL = none */
