@@ -59,7 +59,7 @@ SRV_LIBS = -lh2o-evloop -lyaml -ljansson -lhiredis -lssl -lcrypto
 # unit tests and test tools link.
 CORE_SRV_OBJ = $(RULES_SRC:%.c=$(BUILD)/obj/%.o) \
   $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o) $(FLEET_SRC:%.c=$(BUILD)/obj/%.o) \
-  $(BUILD)/obj/src/server/resp_parse.o
+  $(BUILD)/obj/src/server/resp_parse.o $(BUILD)/obj/src/server/resp_txn.o
 CORE_SRV_LIBS = -lyaml -lhiredis -lcrypto
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 # The library's objects with their internals linkable: what the daemon, the
@@ -307,7 +307,8 @@ FUZZ_CLI = src/cli/replay.c src/cli/sim.c src/cli/sim_parse.c \
   src/cli/sim_run.c src/cli/sim_print.c src/cli/lab.c src/cli/svg.c \
   src/cli/examples.c
 # The daemon's parts that need no h2o: YAML rules, engine, RESP parser.
-FUZZ_SRV = $(RULES_SRC) $(ENGINE_SRC) $(FLEET_SRC) src/server/resp_parse.c
+FUZZ_SRV = $(RULES_SRC) $(ENGINE_SRC) $(FLEET_SRC) src/server/resp_parse.c \
+  src/server/resp_txn.c
 build/fuzz/%_fuzz: fuzz/%_fuzz.c $(LIB_SRC) $(FUZZ_CLI) $(FUZZ_SRV)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc -o $@ $< $(LIB_SRC) $(FUZZ_CLI) \

@@ -89,7 +89,7 @@ void out_err(resp_conn *c, const char *fmt, ...) {
 }
 
 /* A header ("*", "$") or integer (":") line: TYPE, v, CRLF. */
-static void out_line(resp_conn *c, char type, int64_t v) {
+void out_hdr(resp_conn *c, char type, int64_t v) {
   char buf[24];
   buf[0] = type;
   size_t n = 1 + fmt_i64(buf + 1, v);
@@ -98,7 +98,7 @@ static void out_line(resp_conn *c, char type, int64_t v) {
   out_raw(c, buf, n);
 }
 
-void out_int(resp_conn *c, long long v) { out_line(c, ':', v); }
+void out_int(resp_conn *c, long long v) { out_hdr(c, ':', v); }
 
 /* An array of n integers, the throttle commands' reply. */
 static void out_ints(resp_conn *c, const int64_t *v, size_t n) {
@@ -118,7 +118,34 @@ static void out_ints(resp_conn *c, const int64_t *v, size_t n) {
 }
 
 void out_bulk(resp_conn *c, const char *s, size_t n) {
-  out_line(c, '$', (int64_t)n);
+  out_hdr(c, '$', (int64_t)n);
+  out_raw(c, s, n);
+  out_raw(c, "\r\n", 2);
+}
+
+void out_cstr(resp_conn *c, const char *s) { out_bulk(c, s, strlen(s)); }
+
+void out_map(resp_conn *c, size_t n) {
+  if (c->proto == 3)
+    out_hdr(c, '%', (int64_t)n);
+  else
+    out_hdr(c, '*', 2 * (int64_t)n);
+}
+
+void out_null(resp_conn *c) {
+  if (c->proto == 3)
+    out_raw(c, "_\r\n", 3);
+  else
+    out_raw(c, "$-1\r\n", 5);
+}
+
+void out_verbatim(resp_conn *c, const char *s, size_t n) {
+  if (c->proto != 3) {
+    out_bulk(c, s, n);
+    return;
+  }
+  out_hdr(c, '=', (int64_t)n + 4);
+  out_raw(c, "txt:", 4);
   out_raw(c, s, n);
   out_raw(c, "\r\n", 2);
 }
@@ -143,6 +170,10 @@ void resp_conn_close(resp_conn *c) {
   }
   h2o_linklist_unlink(&c->link);
   h2o_socket_close(c->sock);
+  resp_multi_end(c);
+  free(c->name);
+  free(c->lib_name);
+  free(c->lib_ver);
   strbuf_free(&c->out);
   strbuf_free(&c->wbuf);
   free(c);
@@ -252,7 +283,7 @@ static void reply_sl_check(resp_conn *c, const eng_result *r) {
   int64_t v[5] = {r->allowed, s->d.limit, s->d.remaining,
                   s->d.retry_after_ns < 0 ? -1 : ns_to_ms_up(s->d.retry_after_ns),
                   ns_to_ms_up(s->d.reset_ns)};
-  out_line(c, '*', 6);
+  out_hdr(c, '*', 6);
   for (size_t i = 0; i < 5; i++) out_int(c, v[i]);
   out_bulk(c, s->limit->rule, strlen(s->limit->rule));
 }
@@ -362,54 +393,71 @@ static void slot_done(void *ud, int rc, eng_result *r) {
   free(slot)
 
 /*
- * CL.THROTTLE's numbers, each named when it is wrong. redis-cell answers
- * "Zero rates are not supported" for a count or period of 0 (its words,
- * kept); for a negative one it has no message (its emission interval goes
- * negative and it answers nonsense), so sluice says which must be
- * positive. 1 after the error reply, 0 when all are in range.
+ * A number as redis-cell reads one (Rust's i64 parse): an optional sign,
+ * then digits only (no spaces, nothing after), within 64 bits. 0, or -1.
+ */
+static int cell_i64(const char *s, size_t n, long long *out) {
+  size_t i = n && (s[0] == '+' || s[0] == '-');
+  int neg = n && s[0] == '-';
+  if (i == n) return -1;
+  unsigned long long v = 0, most = neg ? (unsigned long long)INT64_MAX + 1
+                                        : (unsigned long long)INT64_MAX;
+  for (; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    unsigned d = (unsigned)(s[i] - '0');
+    if (v > (most - d) / 10) return -1;
+    v = v * 10 + d;
+  }
+  *out = neg ? (long long)(0 - v) : (long long)v;
+  return 0;
+}
+
+/*
+ * CL.THROTTLE's numbers. redis-cell prefixes every error with "Cell
+ * error: " (its module's harness), and answers "Zero rates are not
+ * supported" for a count or period of 0; for a negative one it has no
+ * message (its emission interval goes negative and it answers nonsense),
+ * so sluice says which must be positive, in the same form. 1 after the
+ * error reply, 0 when all are in range.
  */
 static int cl_args_bad(resp_conn *c, long long burst, long long count,
                        long long period, long long qty) {
   long long max_period = SL_PERIOD_MAX_NS / 1000000000;
   if (count == 0 || period == 0)
-    out_err(c, "ERR Zero rates are not supported");
+    out_err(c, "Cell error: Zero rates are not supported");
   else if (count < 0 || count > SL_LIMIT_MAX)
-    out_err(c, "ERR count per period must be positive, at most %u (got "
-               "%lld)", SL_LIMIT_MAX, count);
+    out_err(c, "Cell error: count per period must be positive, at most %u "
+               "(got %lld)", SL_LIMIT_MAX, count);
   else if (period < 0 || period > max_period)
-    out_err(c, "ERR period must be positive, at most %lld seconds (got "
-               "%lld)", max_period, period);
+    out_err(c, "Cell error: period must be positive, at most %lld seconds "
+               "(got %lld)", max_period, period);
   else if (burst < 0 || burst >= SL_LIMIT_MAX)
-    out_err(c, "ERR max_burst must be 0..%u (got %lld)", SL_LIMIT_MAX - 1,
-            burst);
+    out_err(c, "Cell error: max_burst must be 0..%u (got %lld)",
+            SL_LIMIT_MAX - 1, burst);
   else if (qty < 0)
-    out_err(c, "ERR quantity must be >= 0 (got %lld)", qty);
+    out_err(c, "Cell error: quantity must be >= 0 (got %lld)", qty);
   else
     return 0;
   return 1;
 }
 
 static void cmd_cl_throttle(resp_conn *c, const resp_cmd *cmd) {
-  long long burst, count, period, qty = 1;
-  for (int i = 2; i < cmd->argc; i++) {
-    long long dummy;
-    if (arg_i64(cmd, i, INT64_MIN + 1, INT64_MAX, &dummy)) {
-      out_err(c, "ERR Couldn't parse as integer: %.*s", (int)cmd->len[i],
-              cmd->argv[i]);
+  long long v[4] = {0, 0, 0, 1}; /* max_burst, count, period, quantity */
+  for (int i = 2; i < cmd->argc; i++)
+    if (cell_i64(cmd->argv[i], cmd->len[i], &v[i - 2])) {
+      out_err(c, "Cell error: Couldn't parse as integer: %.*s",
+              (int)(cmd->len[i] < 300 ? cmd->len[i] : 300), cmd->argv[i]);
       return;
     }
-  }
-  arg_i64(cmd, 2, INT64_MIN + 1, INT64_MAX, &burst);
-  arg_i64(cmd, 3, INT64_MIN + 1, INT64_MAX, &count);
-  arg_i64(cmd, 4, INT64_MIN + 1, INT64_MAX, &period);
-  if (cmd->argc == 6) arg_i64(cmd, 5, INT64_MIN + 1, INT64_MAX, &qty);
+  long long burst = v[0], count = v[1], period = v[2], qty = v[3];
   if (cl_args_bad(c, burst, count, period, qty)) return;
   /* GCRA, burst = max_burst + 1, emission interval = period / count. */
   sl_policy p = {SL_GCRA, (uint32_t)count, (uint32_t)(burst + 1),
                  period * 1000000000};
   char why[128];
   if (sl_policy_validate(&p, why, sizeof why)) {
-    out_err(c, "ERR max_burst %lld at %lld per %lld s: %s", burst, count,
+    out_err(c, "Cell error: max_burst %lld at %lld per %lld s: %s", burst,
+            count,
             period, why);
     return;
   }
@@ -532,30 +580,6 @@ static void cmd_sl_reset(resp_conn *c, const resp_cmd *cmd) {
   free(slot);
 }
 
-static void cmd_info(resp_conn *c, const resp_cmd *cmd) {
-  (void)cmd;
-  sl_store_stats st;
-  sl_store_stats_get(engine_store(c->w->srv->eng), &st);
-  char buf[1024];
-  int n = snprintf(buf, sizeof buf,
-                   "# Server\r\nsluice_version:%s\r\nredis_version:7.0.0\r\n"
-                   "process_id:%d\r\ntcp_port:%d\r\n\r\n"
-                   "# Clients\r\nconnected_clients:%ld\r\n\r\n"
-                   "# Memory\r\nused_memory:%llu\r\nmaxmemory:%llu\r\n\r\n"
-                   "# Stats\r\nexpired_keys:%llu\r\nevicted_keys:%llu\r\n"
-                   "limiters:%llu\r\n\r\n"
-                   "# Keyspace\r\ndb0:keys=%llu,expires=%llu,avg_ttl=0\r\n",
-                   sl_version_string(), (int)getpid(), c->w->srv->resp_port,
-                   atomic_load(&c->w->srv->connections),
-                   (unsigned long long)st.bytes,
-                   (unsigned long long)st.max_memory,
-                   (unsigned long long)st.expirations,
-                   (unsigned long long)st.evictions,
-                   (unsigned long long)st.limiters,
-                   (unsigned long long)st.keys, (unsigned long long)st.keys);
-  out_bulk(c, buf, (size_t)n);
-}
-
 static void cmd_quit(resp_conn *c, const resp_cmd *cmd) {
   (void)cmd;
   out_raw(c, "+OK\r\n", 5);
@@ -573,28 +597,9 @@ static void cmd_echo(resp_conn *c, const resp_cmd *cmd) {
   out_bulk(c, cmd->argv[1], cmd->len[1]);
 }
 
-static void cmd_dbsize(resp_conn *c, const resp_cmd *cmd) {
-  (void)cmd;
-  sl_store_stats st;
-  sl_store_stats_get(engine_store(c->w->srv->eng), &st);
-  out_int(c, (long long)st.keys);
-}
-
-/* SELECT n: there is nothing to select. */
-static void cmd_ok(resp_conn *c, const resp_cmd *cmd) {
-  (void)cmd;
-  out_raw(c, "+OK\r\n", 5);
-}
-
-/* COMMAND: nothing to tell; clients carry on. */
-static void cmd_empty(resp_conn *c, const resp_cmd *cmd) {
-  (void)cmd;
-  out_raw(c, "*0\r\n", 4);
-}
-
 /* "ERR unknown command 'FOO', with args beginning with: 'bar' ", as Redis
    words it. */
-static void reply_unknown(resp_conn *c, const resp_cmd *cmd) {
+void reply_unknown(resp_conn *c, const resp_cmd *cmd) {
   char args[128] = "";
   size_t used = 0;
   for (int i = 1; i < cmd->argc && used < 80; i++)
@@ -605,97 +610,104 @@ static void reply_unknown(resp_conn *c, const resp_cmd *cmd) {
           (int)(cmd->len[0] < 40 ? cmd->len[0] : 40), cmd->argv[0], args);
 }
 
-/* CONFIG GET ...: an empty array (redis-benchmark asks); nothing else. */
-static void cmd_config(resp_conn *c, const resp_cmd *cmd) {
-  if (cmd->argc >= 2 && resp_arg_is(cmd, 1, "GET"))
-    cmd_empty(c, cmd);
-  else
-    reply_unknown(c, cmd);
-}
-
-/* CLIENT SETNAME / SETINFO: OK (clients name themselves); nothing else. */
-static void cmd_client(resp_conn *c, const resp_cmd *cmd) {
-  if (cmd->argc >= 2 &&
-      (resp_arg_is(cmd, 1, "SETNAME") || resp_arg_is(cmd, 1, "SETINFO")))
-    cmd_ok(c, cmd);
-  else
-    reply_unknown(c, cmd);
-}
-
 /*
- * The commands. Arity counts the command's name: min_argc..max_argc
- * arguments (max -1: any number); a command outside it gets arity_err, or
- * when that is NULL, Redis's "wrong number of arguments for 'name'
- * command". Before AUTH (with --password), only the commands marked so run
- * (AUTH, HELLO, QUIT); anything else gets NOAUTH, an unknown command and
- * PING included, as Redis answers. With
- * --admin-token, an admin command runs only on a connection that gave it
- * (AUTH admin <token>): SL.RESET, which drops state that every client
- * shares (in fleet mode, every daemon's). The rest decide for, or read
- * about, their own keys, or show what /metrics shows anyway.
+ * The commands. A command outside its arity gets arity_err, or when that
+ * is NULL, Redis's "wrong number of arguments for 'name' command". Before
+ * AUTH (with --password), only the commands marked so run (AUTH, HELLO,
+ * QUIT, RESET); anything else gets NOAUTH, an unknown command and PING
+ * included, as Redis answers. With --admin-token, an admin command runs
+ * only on a connection that gave it (AUTH admin <token>): SL.RESET, which
+ * drops state that every client shares (in fleet mode, every daemon's).
+ * The rest decide for, or read about, their own keys, or show what
+ * /metrics shows anyway. Inside MULTI, every command but those marked
+ * RESP_CMD_TXN is queued (resp_multi.c).
  */
-typedef struct resp_command {
-  const char *name;
-  size_t name_len; /* (NAME() fills both: no strlen per row per command) */
-  int min_argc, max_argc;
-  int before_auth, admin;
-  void (*run)(resp_conn *c, const resp_cmd *cmd);
-  const char *arity_err;
-} resp_command;
 
 /* A row's name and its length. */
 #define NAME(s) s, sizeof(s) - 1
+#define BA RESP_CMD_BEFORE_AUTH
+#define TX RESP_CMD_TXN
+#define KW (RESP_CMD_KEY | RESP_CMD_WRITE)
 
 static const resp_command commands[] = {
-    {NAME("CL.THROTTLE"), 5, 6, 0, 0, cmd_cl_throttle,
-     "ERR Usage: cl.throttle <key> <max_burst> <count per period> <period> "
-     "[<quantity>]"},
-    {NAME("SL.THROTTLE"), 3, 4, 0, 0, cmd_sl_throttle,
+    {NAME("CL.THROTTLE"), 5, 6, KW, cmd_cl_throttle,
+     "Cell error: Usage: cl.throttle <key> <max_burst> <count per period> "
+     "<period> [<quantity>]",
+     "redis-cell's GCRA: [limited, limit, remaining, retry_after, reset]"},
+    {NAME("SL.THROTTLE"), 3, 4, KW, cmd_sl_throttle,
      "ERR wrong number of arguments for 'sl.throttle' command (SL.THROTTLE "
-     "key policy [cost])"},
-    {NAME("SL.CHECK"), 4, -1, 0, 0, cmd_sl_check, SL_CHECK_ARITY},
-    {NAME("SL.RESET"), 2, 3, 0, 1, cmd_sl_reset,
+     "key policy [cost])",
+     "Decides for key under an ad-hoc policy"},
+    {NAME("SL.CHECK"), 4, -1, RESP_CMD_WRITE, cmd_sl_check, SL_CHECK_ARITY,
+     "Decides one descriptor by the configured rules"},
+    {NAME("SL.RESET"), 2, 3, KW | RESP_CMD_ADMIN, cmd_sl_reset,
      "ERR wrong number of arguments for 'sl.reset' command (SL.RESET key "
-     "[policy])"},
-    {NAME("AUTH"), 2, 3, 1, 0, cmd_auth, NULL},
-    {NAME("HELLO"), 1, 7, 1, 0, cmd_hello, NULL},
-    {NAME("QUIT"), 1, -1, 1, 0, cmd_quit, NULL},
-    {NAME("PING"), 1, 2, 0, 0, cmd_ping, NULL},
-    {NAME("ECHO"), 2, 2, 0, 0, cmd_echo, NULL},
-    {NAME("INFO"), 1, -1, 0, 0, cmd_info, NULL},
-    {NAME("DBSIZE"), 1, -1, 0, 0, cmd_dbsize, NULL},
-    {NAME("SELECT"), 1, -1, 0, 0, cmd_ok, NULL},
-    {NAME("COMMAND"), 1, -1, 0, 0, cmd_empty, NULL},
-    {NAME("CONFIG"), 1, -1, 0, 0, cmd_config, NULL},
-    {NAME("CLIENT"), 1, -1, 0, 0, cmd_client, NULL},
+     "[policy])",
+     "Forgets a key's state"},
+    {NAME("AUTH"), 2, 3, BA, cmd_auth, NULL, "Authenticates the connection"},
+    {NAME("HELLO"), 1, 7, BA, cmd_hello, NULL,
+     "Handshakes: protocol 2 or 3, AUTH, SETNAME"},
+    {NAME("QUIT"), 1, -1, BA | TX, cmd_quit, NULL, "Closes the connection"},
+    {NAME("RESET"), 1, 1, BA | TX, cmd_reset, NULL,
+     "Resets the connection: RESP2, no name, no transaction, no AUTH"},
+    {NAME("PING"), 1, 2, 0, cmd_ping, NULL, "Returns PONG"},
+    {NAME("ECHO"), 2, 2, 0, cmd_echo, NULL, "Returns the given string"},
+    {NAME("MULTI"), 1, 1, TX, cmd_multi, NULL, "Starts a transaction"},
+    {NAME("EXEC"), 1, 1, TX, cmd_exec, NULL,
+     "Runs the commands queued since MULTI, in order"},
+    {NAME("DISCARD"), 1, 1, TX, cmd_discard, NULL,
+     "Drops the commands queued since MULTI"},
+    {NAME("WATCH"), 2, -1, TX, cmd_watch, NULL, "Not supported"},
+    {NAME("UNWATCH"), 1, 1, 0, cmd_unwatch, NULL, "Returns OK"},
+    {NAME("INFO"), 1, -1, 0, cmd_info, NULL, "The server's facts, by section"},
+    {NAME("DBSIZE"), 1, 1, 0, cmd_dbsize, NULL, "The number of keys"},
+    {NAME("SELECT"), 2, 2, 0, cmd_select, NULL, "Database 0 only"},
+    {NAME("TIME"), 1, 1, 0, cmd_time, NULL, "The server's time"},
+    {NAME("COMMAND"), 1, -1, 0, cmd_command, NULL,
+     "COUNT, INFO, DOCS, LIST: the commands"},
+    {NAME("CONFIG"), 2, -1, 0, cmd_config, NULL, "GET: nothing to show"},
+    {NAME("CLIENT"), 2, -1, 0, cmd_client, NULL,
+     "ID, GETNAME, SETNAME, SETINFO, INFO"},
 };
 
-/* Runs one command: the table's row for it, its arity, AUTH. */
-static void dispatch(resp_conn *c, const resp_cmd *cmd) {
-  if (cmd->argc == 0) return; /* an empty inline line: Redis ignores it */
-  engine_count(c->w->et, EC_RESP_COMMANDS, 1);
+const resp_command *resp_commands(size_t *n) {
+  *n = sizeof commands / sizeof commands[0];
+  return commands;
+}
+
+/* A command's lower-case name, as Redis names one in its errors. */
+static void lower_name(const resp_command *rc, char *name, size_t size) {
+  size_t n = 0;
+  for (; rc->name[n] && n + 1 < size; n++)
+    name[n] = (char)tolower((unsigned char)rc->name[n]);
+  name[n] = '\0';
+}
+
+/*
+ * The table's row for cmd, after checking AUTH, admin and arity; NULL
+ * when one failed (its error answered).
+ */
+static const resp_command *checked(resp_conn *c, const resp_cmd *cmd) {
   const resp_command *rc = NULL;
   for (size_t i = 0; i < sizeof commands / sizeof commands[0] && !rc; i++)
     if (cmd->len[0] == commands[i].name_len &&
         !strncasecmp(cmd->argv[0], commands[i].name, commands[i].name_len))
       rc = &commands[i];
-  if ((!rc || !rc->before_auth) && c->w->srv->o.password && !c->authed) {
+  if ((!rc || !(rc->flags & BA)) && c->w->srv->o.password && !c->authed) {
     out_err(c, "NOAUTH Authentication required.");
-    return;
+    return NULL;
   }
   if (!rc) {
     reply_unknown(c, cmd);
-    return;
+    return NULL;
   }
-  char name[16]; /* lower case, as Redis names a command in its errors */
-  size_t n = 0;
-  for (; rc->name[n] && n + 1 < sizeof name; n++)
-    name[n] = (char)tolower((unsigned char)rc->name[n]);
-  name[n] = '\0';
-  if (rc->admin && c->w->srv->o.admin_token && !c->admin) {
+  char name[16];
+  lower_name(rc, name, sizeof name);
+  if ((rc->flags & RESP_CMD_ADMIN) && c->w->srv->o.admin_token &&
+      !c->admin) {
     out_err(c, "NOPERM User default has no permissions to run the '%s' "
                "command (AUTH admin <token>: --admin-token)", name);
-    return;
+    return NULL;
   }
   if (cmd->argc < rc->min_argc ||
       (rc->max_argc >= 0 && cmd->argc > rc->max_argc)) {
@@ -703,9 +715,52 @@ static void dispatch(resp_conn *c, const resp_cmd *cmd) {
       out_err(c, "%s", rc->arity_err);
     else
       out_err(c, "ERR wrong number of arguments for '%s' command", name);
+    return NULL;
+  }
+  return rc;
+}
+
+void resp_dispatch(resp_conn *c, const resp_cmd *cmd) {
+  if (cmd->argc == 0) return; /* an empty inline line: Redis ignores it */
+  engine_count(c->w->et, EC_RESP_COMMANDS, 1);
+  resp_count_command(c->w);
+  const resp_command *rc = checked(c, cmd);
+  if (!rc) {
+    if (c->txn.on) c->txn.dirty = 1; /* as Redis: EXEC will abort */
     return;
   }
-  rc->run(c, cmd);
+  if (c->txn.on && !(rc->flags & TX))
+    resp_multi_queue(c, cmd);
+  else
+    rc->run(c, cmd);
+}
+
+/* Whatever was written since mark goes into a slot of its own when a
+   reply is still waiting ahead of it (behind: the queue's tail then). */
+static void keep_order(resp_conn *c, resp_slot *behind, size_t mark) {
+  if (!behind || c->out.len <= mark) return;
+  resp_slot *s = calloc(1, sizeof *s);
+  if (!s) {
+    c->closing = 1;
+    return;
+  }
+  s->c = c;
+  slot_fill(c, s, mark);
+  slot_link(c, s);
+}
+
+void resp_run_ordered(resp_conn *c, const resp_cmd *cmd) {
+  resp_slot *behind = c->tail;
+  size_t mark = c->out.len;
+  resp_dispatch(c, cmd);
+  keep_order(c, behind, mark);
+}
+
+void resp_header_ordered(resp_conn *c, size_t n) {
+  resp_slot *behind = c->tail;
+  size_t mark = c->out.len;
+  out_hdr(c, '*', (int64_t)n);
+  keep_order(c, behind, mark);
 }
 
 /* ---- reading ---- */
@@ -725,29 +780,19 @@ static void on_read(h2o_socket_t *sock, const char *err) {
     ssize_t n = resp_parse(sock->input->bytes, sock->input->size, &lim,
                            c->w->cmd, &c->need, &perr);
     if (n == 0) break;
-    /* Behind a waiting command, a reply waits in a slot of its own. */
-    resp_slot *behind = c->tail;
-    size_t mark = c->out.len;
     if (n < 0) {
+      resp_slot *behind = c->tail;
+      size_t mark = c->out.len;
       out_err(c, "ERR %s", perr);
+      keep_order(c, behind, mark);
       c->closing = 1;
       if (n == -2)
         resp_count_close(c->w, lim.unauthenticated ? RESP_CLOSE_UNAUTH_TOO_BIG
                                                    : RESP_CLOSE_TOO_BIG);
     } else {
       c->need = 0;
-      dispatch(c, c->w->cmd);
+      resp_run_ordered(c, c->w->cmd);
       h2o_buffer_consume(&sock->input, (size_t)n);
-    }
-    if (behind && c->out.len > mark) {
-      resp_slot *s = calloc(1, sizeof *s);
-      if (!s) {
-        c->closing = 1;
-      } else {
-        s->c = c;
-        slot_fill(c, s, mark);
-        slot_link(c, s);
-      }
     }
     if (n < 0) break;
     /* Replies past OUT_PAUSE wait until the ones before them are written,
@@ -782,6 +827,9 @@ void resp_accept(worker *w, h2o_socket_t *sock) {
   }
   c->w = w;
   c->sock = sock;
+  c->proto = 2;
+  c->opened_ns = clock_mono_ns();
+  c->id = resp_count_connection(w);
   sock->data = c;
   h2o_linklist_insert(&w->resp_list, &c->link);
   w->resp_conns++;

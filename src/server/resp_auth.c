@@ -193,36 +193,39 @@ void cmd_auth(resp_conn *c, const resp_cmd *cmd) {
 
 /*
  * HELLO [protover [AUTH username password] [SETNAME clientname]], as Redis
- * 6+ answers it for RESP2 (sluice speaks no RESP3: clients that ask for 3
- * get NOPROTO and fall back, as go-redis and redis-py do): the server's
- * facts as a flat array. Its AUTH is AUTH's, throttled the same way; a
- * connection that needs AUTH and gives none gets Redis's NOAUTH.
+ * 6+ answers it: protover 2 or 3 (3: RESP3 replies from then on: maps,
+ * sets, nulls as `_`, text as verbatim strings; the rest as in RESP2), any
+ * other number NOPROTO; then the server's facts as a map (a flat array in
+ * RESP2). Its AUTH is AUTH's, throttled the same way; a connection that
+ * needs AUTH and gives none gets Redis's NOAUTH; SETNAME names the
+ * connection as CLIENT SETNAME does. Nothing changes unless all is well.
  */
 void cmd_hello(resp_conn *c, const resp_cmd *cmd) {
-  static atomic_ullong next_id;
+  int proto = c->proto;
   if (cmd->argc >= 2) {
-    /* Redis reads a long long; any number but 2 is one sluice lacks. */
+    /* Redis reads a long long; any number but 2 or 3 is one it lacks. */
     size_t n = cmd->len[1], i = n && cmd->argv[1][0] == '-';
     while (i < n && i < 19 && isdigit((unsigned char)cmd->argv[1][i])) i++;
     if (!n || i != n || (n == 1 && cmd->argv[1][0] == '-')) {
       out_err(c, "ERR Protocol version is not an integer or out of range");
       return;
     }
-    if (n != 1 || cmd->argv[1][0] != '2') {
-      out_err(c, "NOPROTO unsupported protocol version (sluice speaks "
-                 "RESP2 only)");
+    if (n != 1 || (cmd->argv[1][0] != '2' && cmd->argv[1][0] != '3')) {
+      out_err(c, "NOPROTO unsupported protocol version");
       return;
     }
+    proto = cmd->argv[1][0] - '0';
   }
-  const char *user = NULL, *pass = NULL;
-  size_t ulen = 0, plen = 0;
+  const char *user = NULL, *pass = NULL, *name = NULL;
+  size_t ulen = 0, plen = 0, nlen = 0;
   for (int i = 2; i < cmd->argc; i++) {
     if (resp_arg_is(cmd, i, "AUTH") && i + 2 < cmd->argc) {
       user = cmd->argv[i + 1], ulen = cmd->len[i + 1];
       pass = cmd->argv[i + 2], plen = cmd->len[i + 2];
       i += 2;
     } else if (resp_arg_is(cmd, i, "SETNAME") && i + 1 < cmd->argc) {
-      i += 1; /* a name is not kept: nothing lists clients */
+      name = cmd->argv[i + 1], nlen = cmd->len[i + 1];
+      i += 1;
     } else {
       out_err(c, "ERR Syntax error in HELLO option '%.*s'",
               (int)(cmd->len[i] < 40 ? cmd->len[i] : 40), cmd->argv[i]);
@@ -237,20 +240,30 @@ void cmd_hello(resp_conn *c, const resp_cmd *cmd) {
                "select the RESP protocol version at the same time");
     return;
   }
+  if (name && !resp_name_ok(name, nlen)) {
+    out_err(c, "ERR Client names cannot contain spaces, newlines or "
+               "special characters.");
+    return;
+  }
+  if (name && resp_name_set(&c->name, name, nlen)) {
+    out_err(c, "ERR out of memory");
+    return;
+  }
+  c->proto = proto;
   const char *version = sl_version_string();
-  out_raw(c, "*14\r\n", 5);
-  out_bulk(c, "server", 6);
-  out_bulk(c, "sluice", 6);
-  out_bulk(c, "version", 7);
-  out_bulk(c, version, strlen(version));
-  out_bulk(c, "proto", 5);
-  out_int(c, 2);
-  out_bulk(c, "id", 2);
-  out_int(c, (long long)atomic_fetch_add(&next_id, 1) + 1);
-  out_bulk(c, "mode", 4);
-  out_bulk(c, "standalone", 10);
-  out_bulk(c, "role", 4);
-  out_bulk(c, "master", 6);
-  out_bulk(c, "modules", 7);
+  out_map(c, 7);
+  out_cstr(c, "server");
+  out_cstr(c, "sluice");
+  out_cstr(c, "version");
+  out_cstr(c, version);
+  out_cstr(c, "proto");
+  out_int(c, proto);
+  out_cstr(c, "id");
+  out_int(c, c->id);
+  out_cstr(c, "mode");
+  out_cstr(c, "standalone");
+  out_cstr(c, "role");
+  out_cstr(c, "master");
+  out_cstr(c, "modules");
   out_raw(c, "*0\r\n", 4);
 }

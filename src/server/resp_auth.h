@@ -23,7 +23,7 @@ void resp_auth_free(resp_shared *g);
 
 /* AUTH [user] secret: the command table's handler. */
 void cmd_auth(resp_conn *c, const resp_cmd *cmd);
-/* HELLO [2 [AUTH user secret] [SETNAME name]]: the table's handler. */
+/* HELLO [2|3 [AUTH user secret] [SETNAME name]]: the table's handler. */
 void cmd_hello(resp_conn *c, const resp_cmd *cmd);
 
 #endif /* SLUICE_SERVER_RESP_AUTH_H */

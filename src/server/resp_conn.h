@@ -9,7 +9,10 @@
 #define SLUICE_SERVER_RESP_CONN_H
 
 #include "resp_parse.h"
+#include "resp_txn.h"
 #include "server.h"
+
+#define RESP_NAME_MAX 128 /* CLIENT SETNAME's name, SETINFO's values */
 
 struct resp_slot; /* a reply held back behind a waiting command (resp.c) */
 
@@ -30,7 +33,46 @@ typedef struct resp_conn {
   strbuf wbuf; /* the replies being written (h2o holds them until done) */
   struct resp_slot *head, *tail; /* replies held back behind a waiting one */
   size_t nslots;
+  int proto;         /* 2, or 3 after HELLO 3: RESP3's maps and nulls */
+  long long id;      /* CLIENT ID (HELLO's id) */
+  int64_t opened_ns; /* clock_mono_ns at accept (CLIENT INFO's age) */
+  resp_txn txn;      /* MULTI ... EXEC */
+  char *name, *lib_name, *lib_ver; /* CLIENT SETNAME / SETINFO; NULL */
 } resp_conn;
+
+/*
+ * One row of resp.c's command table. Arity counts the command's name:
+ * min_argc..max_argc arguments (max -1: any number). flags: RESP_CMD_*.
+ */
+typedef struct resp_command {
+  const char *name;
+  size_t name_len; /* (NAME() fills both: no strlen per row per command) */
+  int min_argc, max_argc;
+  int flags;
+  void (*run)(resp_conn *c, const resp_cmd *cmd);
+  const char *arity_err; /* NULL: Redis's "wrong number of arguments" */
+  const char *summary;   /* COMMAND DOCS */
+} resp_command;
+
+enum {
+  RESP_CMD_BEFORE_AUTH = 1, /* runs before AUTH (with --password) */
+  RESP_CMD_ADMIN = 2,       /* needs AUTH admin (with --admin-token) */
+  RESP_CMD_TXN = 4,         /* runs at once inside MULTI (EXEC, DISCARD..) */
+  RESP_CMD_KEY = 8,         /* its first argument is a key (COMMAND INFO) */
+  RESP_CMD_WRITE = 16,      /* changes state (COMMAND INFO's flags) */
+};
+
+/* The table and its length (resp.c). */
+const resp_command *resp_commands(size_t *n);
+
+/* Runs one command as if it had just been read: the table, AUTH, arity,
+   MULTI's queueing (resp.c). */
+void resp_dispatch(resp_conn *c, const resp_cmd *cmd);
+/* Runs cmd, keeping its reply behind any reply still waiting for Redis
+   (resp.c): what EXEC does for each queued command. */
+void resp_run_ordered(resp_conn *c, const resp_cmd *cmd);
+/* Writes an array header "*n" behind any waiting reply (EXEC's). */
+void resp_header_ordered(resp_conn *c, size_t n);
 
 /* Appends raw reply bytes (out of memory: the connection closes). */
 void out_raw(resp_conn *c, const char *s, size_t n);
@@ -39,6 +81,18 @@ void out_err(resp_conn *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void out_int(resp_conn *c, long long v);
 void out_bulk(resp_conn *c, const char *s, size_t n);
+void out_cstr(resp_conn *c, const char *s); /* a bulk of a C string */
+/* A header line: "*n" (array), "$n", ... */
+void out_hdr(resp_conn *c, char type, int64_t n);
+/* A map of n pairs: "%n" in RESP3, an array of 2n in RESP2. */
+void out_map(resp_conn *c, size_t n);
+/* A null: "_" in RESP3, "$-1" (a null bulk) in RESP2. */
+void out_null(resp_conn *c);
+/* Text for a human (INFO, CLIENT INFO): RESP3's verbatim "=N txt:", else
+   a bulk. */
+void out_verbatim(resp_conn *c, const char *s, size_t n);
+/* "ERR unknown command ..." as Redis words it. */
+void reply_unknown(resp_conn *c, const resp_cmd *cmd);
 
 /* Whether argument i of cmd is word, in any case (as Redis reads its
    keywords). */
@@ -47,5 +101,32 @@ int resp_arg_is(const resp_cmd *cmd, int i, const char *word);
 /* Closes the connection now and frees it (its waiting commands' slots are
    freed by their answers). */
 void resp_conn_close(resp_conn *c);
+
+/* The table's handlers in resp_multi.c: MULTI, EXEC, DISCARD, WATCH,
+   UNWATCH, RESET; and what queues a command inside MULTI. */
+void cmd_multi(resp_conn *c, const resp_cmd *cmd);
+void cmd_exec(resp_conn *c, const resp_cmd *cmd);
+void cmd_discard(resp_conn *c, const resp_cmd *cmd);
+void cmd_watch(resp_conn *c, const resp_cmd *cmd);
+void cmd_unwatch(resp_conn *c, const resp_cmd *cmd);
+void cmd_reset(resp_conn *c, const resp_cmd *cmd);
+void resp_multi_queue(resp_conn *c, const resp_cmd *cmd);
+/* Ends c's transaction, if any (its queue freed, the gauge updated). */
+void resp_multi_end(resp_conn *c);
+
+/* ... in resp_info.c: INFO, DBSIZE, SELECT, TIME, COMMAND, CONFIG,
+   CLIENT. */
+void cmd_info(resp_conn *c, const resp_cmd *cmd);
+void cmd_dbsize(resp_conn *c, const resp_cmd *cmd);
+void cmd_select(resp_conn *c, const resp_cmd *cmd);
+void cmd_time(resp_conn *c, const resp_cmd *cmd);
+void cmd_command(resp_conn *c, const resp_cmd *cmd);
+void cmd_config(resp_conn *c, const resp_cmd *cmd);
+void cmd_client(resp_conn *c, const resp_cmd *cmd);
+/* Whether s[0..n) may be a client's name or SETINFO value: '!'..'~'
+   only, as Redis allows, and at most RESP_NAME_MAX bytes. */
+int resp_name_ok(const char *s, size_t n);
+/* Replaces *slot with a copy of s[0..n) (n 0: NULL). 0, or -1 (memory). */
+int resp_name_set(char **slot, const char *s, size_t n);
 
 #endif /* SLUICE_SERVER_RESP_CONN_H */

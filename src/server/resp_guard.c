@@ -60,6 +60,17 @@ static int register_metrics(worker *w, resp_shared *g) {
                   "unsent replies (all of it counts against "
                   "--max-input-buffer)."};
   if ((g->m_input = metrics_add(m, &d)) < 0) return -1;
+  d = (metric_def){"sluice_resp_multi_queued_commands", NULL, METRIC_GAUGE,
+                   METRIC_THREADS, METRIC_GROUP_DAEMON,
+                   "Commands queued by RESP connections between MULTI and "
+                   "EXEC (at most 1024 each; their bytes count against "
+                   "--max-input-buffer)."};
+  if ((g->m_queued = metrics_add(m, &d)) < 0) return -1;
+  d = (metric_def){"sluice_resp_multi_refused_total", NULL, METRIC_COUNTER,
+                   METRIC_THREADS, METRIC_GROUP_DAEMON,
+                   "Commands refused inside MULTI because the transaction "
+                   "was full (1024 commands or 1 MiB): its EXEC aborts."};
+  if ((g->m_txn_full = metrics_add(m, &d)) < 0) return -1;
   for (int i = 0; i < RESP_CLOSE_N; i++) {
     d = (metric_def){"sluice_resp_closed_total", reasons[i], METRIC_COUNTER,
                      METRIC_THREADS, METRIC_GROUP_DAEMON,
@@ -83,6 +94,7 @@ static int register_metrics(worker *w, resp_shared *g) {
 static resp_shared *shared_new(worker *w) {
   resp_shared *g = calloc(1, sizeof *g);
   if (!g) return NULL;
+  g->started_ns = clock_mono_ns();
   if (register_metrics(w, g)) {
     log_msg("error", "resp: too many metrics");
     free(g);
@@ -127,6 +139,25 @@ void resp_count_close(worker *w, resp_close_reason why) {
 
 void resp_count_auth(worker *w, int kind) {
   metric_add(engine_thread_metrics(w->et), w->srv->resp->m_auth[kind], 1);
+}
+
+void resp_count_command(worker *w) {
+  atomic_fetch_add_explicit(&w->srv->resp->commands, 1,
+                            memory_order_relaxed);
+}
+
+long long resp_count_connection(worker *w) {
+  atomic_fetch_add_explicit(&w->srv->resp->clients, 1, memory_order_relaxed);
+  return atomic_fetch_add(&w->srv->resp->accepted, 1) + 1;
+}
+
+void resp_count_queued(worker *w, int64_t delta) {
+  metric_add(engine_thread_metrics(w->et), w->srv->resp->m_queued,
+             (uint64_t)delta); /* a gauge: wraps back */
+}
+
+void resp_count_txn_full(worker *w) {
+  metric_add(engine_thread_metrics(w->et), w->srv->resp->m_txn_full, 1);
 }
 
 /* ---- the input budget ---- */
@@ -179,14 +210,17 @@ static int enforce_budget(worker *w, resp_conn *self) {
 
 int resp_guard_account(resp_conn *c) {
   h2o_buffer_t *in = c->sock->input;
-  /* Input not yet parsed, and the replies not yet sent: both are what a
-     client that stops reading makes the daemon hold. */
-  hold(c, (in->bytes ? in->capacity : 0) + c->out.cap + c->wbuf.cap);
+  /* Input not yet parsed, the replies not yet sent, and the commands
+     MULTI queued: all are what a client makes the daemon hold. */
+  hold(c, (in->bytes ? in->capacity : 0) + c->out.cap + c->wbuf.cap +
+              c->txn.q.cap);
   return enforce_budget(c->w, c);
 }
 
 void resp_guard_forget(resp_conn *c) {
   hold(c, 0);
+  atomic_fetch_sub_explicit(&c->w->srv->resp->clients, 1,
+                            memory_order_relaxed);
   if (h2o_timeout_is_linked(&c->timer)) h2o_timeout_unlink(&c->timer);
 }
 

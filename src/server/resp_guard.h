@@ -41,6 +41,14 @@ typedef struct resp_shared {
   atomic_size_t input;      /* input bytes held by every connection */
   atomic_long holders;      /* connections holding any */
   int m_closed[RESP_CLOSE_N], m_auth[RESP_AUTH_N], m_input; /* metric ids */
+  int m_queued, m_txn_full; /* MULTI's queued commands; refused as over */
+  /* For INFO (relaxed counters: figures, not decisions). */
+  atomic_ullong commands;   /* commands read, every connection */
+  atomic_llong accepted;    /* connections accepted: the last CLIENT ID */
+  atomic_long clients;      /* RESP connections open */
+  atomic_llong ops_at_ns, ops_at; /* instantaneous_ops_per_sec's sample */
+  atomic_llong ops_rate;
+  int64_t started_ns;       /* clock_mono_ns when made (INFO's uptime) */
   struct resp_auth *auth;   /* resp_auth.c's */
 } resp_shared;
 
@@ -68,5 +76,13 @@ void resp_guard_forget(resp_conn *c);
 /* Counts a close (by the caller) for `why`; a failed AUTH (RESP_AUTH_*). */
 void resp_count_close(worker *w, resp_close_reason why);
 void resp_count_auth(worker *w, int kind);
+/* A command read (INFO's total_commands_processed). */
+void resp_count_command(worker *w);
+/* A connection accepted: its id (CLIENT ID), from 1. */
+long long resp_count_connection(worker *w);
+/* Commands queued by MULTI, up or down by delta (the gauge). */
+void resp_count_queued(worker *w, int64_t delta);
+/* A command refused for the queue's bounds. */
+void resp_count_txn_full(worker *w);
 
 #endif /* SLUICE_SERVER_RESP_GUARD_H */
