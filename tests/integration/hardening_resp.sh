@@ -77,7 +77,7 @@ if [ "$(metric sluice_resp_input_buffer_bytes)" = 0 ]; then pass; else
 fi
 # A command within the bound still works: 15 arguments of 60 KiB.
 $PY -c 'import sys; v = "$61440\r\n" + "v" * 61440 + "\r\n"
-sys.stdout.write("*16\r\n$7\r\nCOMMAND\r\n" + v * 15)' >"$tmp/big.in"
+sys.stdout.write("*17\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n" + v * 15)' >"$tmp/big.in"
 _got=$($RAW "$RESP" send "$tmp/big.in" 2 | paste -sd'|' -)
 if [ "$_got" = '*0 []|OPEN' ]; then pass; else
   fail "a 900 KB command under the 1 MiB bound: got '$_got'"
@@ -107,9 +107,9 @@ closed_is "the authenticated one too" command_too_big 1
 
 # Before AUTH: HELLO, whose AUTH opens the connection as AUTH does;
 # anything else is NOAUTH, PING included (as Redis answers).
-raw_is "before AUTH: PING's NOAUTH, HELLO's, NOPROTO for 3, a NOAUTH command" \
+raw_is "before AUTH: PING's NOAUTH, HELLO's (2 or 3), a NOAUTH command" \
   'PING\r\nHELLO\r\nHELLO 3\r\nDBSIZE\r\n' \
-  '-NOAUTH Authentication required.|-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time|-NOPROTO unsupported protocol version (sluice speaks RESP2 only)|-NOAUTH Authentication required.|OPEN'
+  '-NOAUTH Authentication required.|-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time|-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time|-NOAUTH Authentication required.|OPEN'
 printf 'HELLO 2 AUTH default sesame SETNAME t\r\nDBSIZE\r\n' >"$tmp/hello.in"
 _got=$($RAW "$RESP" send "$tmp/hello.in" 2 | paste -sd'|' -)
 case $_got in
@@ -163,16 +163,16 @@ expect_cmd "a wrong token is a wrong password" 0 WRONGPASS \
   rcli --user admin --pass nope --no-auth-warning SL.RESET k
 expect_cmd "deciding needs no token" 0 '^0$' rcli CL.THROTTLE k 1 1 1
 expect_cmd "a negative period names the period" 0 \
-  "ERR period must be positive, at most 315360000 seconds (got -5)" \
+  "Cell error: period must be positive, at most 315360000 seconds (got -5)" \
   rcli CL.THROTTLE k 1 1 -5
 expect_cmd "a negative count names the count" 0 \
-  "ERR count per period must be positive" rcli CL.THROTTLE k 1 -1 5
+  "Cell error: count per period must be positive" rcli CL.THROTTLE k 1 -1 5
 expect_cmd "a zero rate keeps redis-cell's words" 0 \
-  "ERR Zero rates are not supported" rcli CL.THROTTLE k 1 0 5
+  "Cell error: Zero rates are not supported" rcli CL.THROTTLE k 1 0 5
 expect_cmd "a negative max_burst names it" 0 \
-  "ERR max_burst must be 0..4294967294 (got -1)" rcli CL.THROTTLE k -1 1 5
+  "Cell error: max_burst must be 0..4294967294 (got -1)" rcli CL.THROTTLE k -1 1 5
 expect_cmd "a negative quantity names it" 0 \
-  "ERR quantity must be >= 0 (got -2)" rcli CL.THROTTLE k 1 1 5 -2
+  "Cell error: quantity must be >= 0 (got -2)" rcli CL.THROTTLE k 1 1 5 -2
 sv_stop admin
 sv_start open -t 2 || lib_finish
 expect_cmd "without --admin-token, SL.RESET is open as before" 0 '^0$' \

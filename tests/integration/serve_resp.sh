@@ -72,8 +72,11 @@ eq "ECHO" 'a b c' "$(rc ECHO 'a b c')"
 eq "ECHO an empty string" '""' "$(rcn ECHO '')"
 eq "ECHO without argument" \
   "(error) ERR wrong number of arguments for 'echo' command" "$(rcn ECHO)"
-eq "SELECT" OK "$(rc SELECT 3)"
-eq "COMMAND (for clients that ask)" '(empty array)' "$(rcn COMMAND)"
+eq "SELECT 0" OK "$(rc SELECT 0)"
+eq "SELECT 3: one database, as Redis with databases 1" \
+  "(error) ERR DB index is out of range" "$(rcn SELECT 3)"
+like "COMMAND COUNT (for clients that ask)" '^\(integer\) [0-9]+$' \
+  "$(rcn COMMAND COUNT)"
 eq "CONFIG GET (for redis-benchmark)" '(empty array)' "$(rcn CONFIG GET save)"
 eq "CLIENT SETNAME" OK "$(rc CLIENT SETNAME me)"
 like "an unknown command" "^\(error\) ERR unknown command 'FLUSHALL'" \
@@ -127,16 +130,29 @@ like "CL.THROTTLE: quantity 17 can never pass: limited, retry -1" \
   '^1 16 [0-9]+ -1 [0-9]+$' "$(rc CL.THROTTLE q17 15 30 60 17)"
 eq "CL.THROTTLE: max_burst 0, 1 per 1 s" '0 1 0 -1 1' "$(rc CL.THROTTLE b0 0 1 1)"
 like "CL.THROTTLE: max_burst 0, again" '^1 1 0 1 1$' "$(rc CL.THROTTLE b0 0 1 1)"
-like "CL.THROTTLE: too few arguments" '^\(error\) ERR .*[Uu]sage' \
+# redis-cell's errors, byte for byte: its module prefixes each with "Cell
+# error: ", and parses numbers as Rust's i64 does.
+eq "CL.THROTTLE: too few arguments" \
+  '(error) Cell error: Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]' \
   "$(rcn CL.THROTTLE k 1 1)"
-like "CL.THROTTLE: too many arguments" '^\(error\) ERR ' \
+like "CL.THROTTLE: too many arguments" '^\(error\) Cell error: Usage: ' \
   "$(rcn CL.THROTTLE k 1 1 1 1 1)"
-like "CL.THROTTLE: not a number" '^\(error\) ERR .*integer' \
-  "$(rcn CL.THROTTLE k x 1 1)"
-like "CL.THROTTLE: a zero rate" '^\(error\) ERR ' "$(rcn CL.THROTTLE k 1 0 1)"
-like "CL.THROTTLE: a zero period" '^\(error\) ERR ' "$(rcn CL.THROTTLE k 1 1 0)"
-like "CL.THROTTLE: a negative burst" '^\(error\) ERR ' "$(rcn CL.THROTTLE k -1 1 1)"
-like "CL.THROTTLE: a negative quantity" '^\(error\) ERR ' \
+eq "CL.THROTTLE: not a number" \
+  "(error) Cell error: Couldn't parse as integer: x" "$(rcn CL.THROTTLE k x 1 1)"
+eq "CL.THROTTLE: a leading space is not a number" \
+  "(error) Cell error: Couldn't parse as integer:  1" "$(rcn CL.THROTTLE k ' 1' 1 1)"
+eq "CL.THROTTLE: past 64 bits is not a number" \
+  "(error) Cell error: Couldn't parse as integer: 9223372036854775808" \
+  "$(rcn CL.THROTTLE k 9223372036854775808 1 1)"
+like "CL.THROTTLE: a sign is a number (as Rust reads one)" '^0 2 ' \
+  "$(rc CL.THROTTLE plus +1 1 1)"
+eq "CL.THROTTLE: a zero rate" '(error) Cell error: Zero rates are not supported' \
+  "$(rcn CL.THROTTLE k 1 0 1)"
+eq "CL.THROTTLE: a zero period" '(error) Cell error: Zero rates are not supported' \
+  "$(rcn CL.THROTTLE k 1 1 0)"
+like "CL.THROTTLE: a negative burst" '^\(error\) Cell error: max_burst' \
+  "$(rcn CL.THROTTLE k -1 1 1)"
+like "CL.THROTTLE: a negative quantity" '^\(error\) Cell error: quantity' \
   "$(rcn CL.THROTTLE k 1 1 1 -1)"
 
 # --- SL.THROTTLE: [allowed, limit, remaining, retry_after_ms, reset_ms,
