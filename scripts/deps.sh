@@ -4,6 +4,10 @@
 #   scripts/deps.sh [GROUP...]     GROUP: build (default), bench, bench-server, fuzz,
 #                                  test (the integration tests' peers)
 #
+# The test group also installs the npm clients pinned in tests/clients
+# (package-lock.json) with `npm ci`, when node_modules is missing or older
+# than the lock file.
+#
 # Idempotent: checks each package with dpkg first and installs only what is
 # missing, in one apt-get call. Without root it says what to run instead and
 # fails, so `make check` never half-works on a machine that lacks a package.
@@ -13,7 +17,7 @@ build="gcc make binutils libc6-dev libsodium-dev libcmocka-dev libh2o-evloop-dev
 bench="golang-go golang-golang-x-time-dev"
 bench_server="redis-server redis-tools nginx wrk"
 fuzz="clang libclang-rt-dev"
-test="python3 curl redis-server redis-tools nginx wrk pkgconf groff-base"
+test="python3 curl redis-server redis-tools nginx wrk pkgconf groff-base nodejs npm python3-redis"
 
 [ $# -gt 0 ] || set -- build
 want=""
@@ -28,15 +32,28 @@ for group in "$@"; do
   esac
 done
 
+# npm ci for tests/clients (the test group), once the packages are in.
+npm_clients() {
+  case " $* " in *" test "*) ;; *) return 0 ;; esac
+  dir=$(cd "$(dirname "$0")/../tests/clients" && pwd)
+  [ -d "$dir/node_modules" ] && [ ! "$dir/package-lock.json" -nt "$dir/node_modules" ] && return 0
+  echo "deps.sh: npm ci in tests/clients"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) && touch "$dir/node_modules"
+}
+
 missing=""
 for pkg in $want; do
   status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$pkg" 2>/dev/null || true)
   case "$status" in
     ii*) ;;
-    *) missing="$missing $pkg" ;;
+    # (a nodejs from elsewhere, e.g. NodeSource's, brings its own npm)
+    *) [ "$pkg" = npm ] && command -v npm >/dev/null 2>&1 || missing="$missing $pkg" ;;
   esac
 done
-[ -n "$missing" ] || exit 0
+if [ -z "$missing" ]; then
+  npm_clients "$@"
+  exit 0
+fi
 
 echo "deps.sh: installing:$missing"
 if [ "$(id -u)" -ne 0 ]; then
@@ -53,3 +70,4 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq || echo "deps.sh: apt-get update failed; trying the cached lists" >&2
 # shellcheck disable=SC2086
 $SUDO apt-get install -y -qq --no-install-recommends $missing
+npm_clients "$@"
