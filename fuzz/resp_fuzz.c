@@ -18,13 +18,21 @@
  *   - "incomplete" asks for more bytes than it has (need > len);
  *   - an error is one of the known messages; a limit's (-2) only when
  *     the command would pass the limit's bytes or arguments.
+ * The commands of the whole pass then drive a transaction as resp.c and
+ * resp_multi.c do (src/server/resp_txn.c): MULTI starts queueing, EXEC
+ * and DISCARD end it, anything else between is queued. Properties: the
+ * queue never passes its bounds (commands, bytes); a command refused is
+ * refused only at a bound, and makes the transaction dirty; EXEC reads
+ * back exactly the commands queued, in order, byte for byte.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "server/resp_parse.h"
+#include "server/resp_txn.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -121,6 +129,68 @@ static ssize_t parse_one(const char *buf, size_t len, size_t at, outcome *o,
   return n;
 }
 
+/* The transaction the whole pass's commands drive, and a hash of what it
+   queued (FNV-1a over each argument's length and bytes) to check EXEC's
+   read-back against. */
+static resp_txn txn;
+static resp_cmd back;
+static uint64_t queued_hash;
+
+static uint64_t cmd_hash(uint64_t h, const resp_cmd *c) {
+  for (int i = 0; i < c->argc; i++) {
+    size_t n = c->len[i];
+    for (size_t k = 0; k < sizeof n; k++)
+      h = (h ^ (uint8_t)(n >> (8 * k))) * UINT64_C(0x100000001b3);
+    for (size_t k = 0; k < n; k++)
+      h = (h ^ (uint8_t)c->argv[i][k]) * UINT64_C(0x100000001b3);
+  }
+  return h;
+}
+
+static int is_word(const resp_cmd *c, const char *w) {
+  return c->argc >= 1 && c->len[0] == strlen(w) &&
+         !strncasecmp(c->argv[0], w, c->len[0]);
+}
+
+/* One command of the whole pass into the transaction (see the top). */
+static void txn_step(const resp_cmd *c) {
+  if (c->argc == 0) return;
+  if (is_word(c, "MULTI")) {
+    if (!txn.on) {
+      resp_txn_begin(&txn);
+      queued_hash = UINT64_C(0xcbf29ce484222325);
+    }
+    return;
+  }
+  if (is_word(c, "EXEC") || is_word(c, "DISCARD")) {
+    if (!txn.on) return;
+    size_t off = 0, n = 0;
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    while (resp_txn_next(&txn, &off, &back)) {
+      h = cmd_hash(h, &back);
+      n++;
+    }
+    if (n != txn.n || off != txn.q.len || h != queued_hash) abort();
+    resp_txn_end(&txn);
+    return;
+  }
+  if (!txn.on) return;
+  size_t before = txn.q.len, cost = resp_txn_cost(c);
+  int rc = resp_txn_add(&txn, c);
+  if (rc == 0) {
+    if (txn.q.len != before + cost) abort();
+    queued_hash = cmd_hash(queued_hash, c);
+  } else if (rc == -1) {
+    if (!txn.dirty || txn.q.len != before ||
+        (txn.n < RESP_TXN_MAX_COMMANDS && before + cost <= RESP_TXN_MAX_BYTES))
+      abort();
+  } else if (rc != -2) {
+    abort();
+  }
+  if (txn.n > RESP_TXN_MAX_COMMANDS || txn.q.len > RESP_TXN_MAX_BYTES)
+    abort();
+}
+
 static uint64_t next_rand(uint64_t *x) {
   uint64_t z = (*x += UINT64_C(0x9e3779b97f4a7c15));
   z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
@@ -150,8 +220,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ssize_t n = parse_one(copy + off, len - off, off, &whole, &need);
     if (n == -2) stopped = 1;
     if (n <= 0) break;
+    txn_step(&cmd); /* (cmd's arguments still point into copy) */
     off += (size_t)n;
   }
+  resp_txn_end(&txn);
   free(copy);
   if (stopped) return 0;
 

@@ -91,4 +91,19 @@ wait $p1 $p2 $p3 2>/dev/null || true
 for c in py ioredis node-redis; do tally "$tmp/re/$c.out" "$c (reconnect)"; done
 
 sv_stop b
+
+# --- MULTI's bound: 1024 commands (or 1 MiB) queued per connection ----------
+sv_start m -t 1 || lib_finish
+$PY -c 'import sys; sys.stdout.write("MULTI\r\n" + "PING\r\n" * 1025 + "EXEC\r\nPING\r\n")' >"$tmp/multi.in"
+$PY "$(dirname "$0")/resp_raw.py" "$RESP" send "$tmp/multi.in" 5 >"$tmp/multi.out"
+eq "MULTI: 1024 commands queue" 1024 "$(grep -c '^+QUEUED$' "$tmp/multi.out")"
+like "MULTI: the 1025th is refused, and says why" \
+  '^-ERR the transaction is too big \(at most 1024 commands, 1048576 bytes\)' \
+  "$(grep '^-ERR' "$tmp/multi.out")"
+eq "MULTI: EXEC then aborts; the connection goes on" \
+  '-EXECABORT Transaction discarded because of previous errors.|+PONG|OPEN' \
+  "$(tail -n 3 "$tmp/multi.out" | paste -sd'|' -)"
+eq "MULTI: the refusal is counted" 1 "$(metric sluice_resp_multi_refused_total)"
+eq "MULTI: nothing stays queued" 0 "$(metric sluice_resp_multi_queued_commands)"
+sv_stop m
 lib_finish
