@@ -43,23 +43,26 @@ LDFLAGS += $(SANFLAGS) -pthread
 # that includes point only down). The library is the leaf helpers, the
 # algorithms, the store, the limiters and the policy syntax: it needs only
 # libsodium. The daemon's layers (rules, engine, fleet, server) need
-# libyaml, hiredis and (the server) h2o, jansson; the CLI is the binary.
+# libyaml, hiredis and (the server) h2o, jansson; the simulator (sim) needs
+# only the library; the CLI is the binary.
 BASE_SRC   = $(wildcard src/base/*.c)
 LIB_SRC    = $(BASE_SRC) $(wildcard src/*.c src/algo/*.c src/store/*.c)
 RULES_SRC  = $(wildcard src/rules/*.c)
 ENGINE_SRC = $(wildcard src/engine/*.c)
 FLEET_SRC  = $(wildcard src/fleet/*.c)
+SIM_SRC    = $(wildcard src/sim/*.c)
 SERVER_SRC = $(wildcard src/server/*.c)
 CLI_SRC    = $(wildcard src/cli/*.c)
-SRV_SRC  = $(RULES_SRC) $(ENGINE_SRC) $(FLEET_SRC) $(SERVER_SRC)
+SRV_SRC  = $(RULES_SRC) $(ENGINE_SRC) $(FLEET_SRC) $(SIM_SRC) $(SERVER_SRC)
 SRV_OBJ  = $(SRV_SRC:%.c=$(BUILD)/obj/%.o)
 SRV_LIBS = -lh2o-evloop -lyaml -ljansson -lhiredis -lssl -lcrypto
 # The daemon's layers that need no h2o (rules, engine, fleet: its clients
-# reach the event loop through an adapter; the RESP parser): an archive the
-# unit tests and test tools link.
+# reach the event loop through an adapter; the simulator's engine; the RESP
+# parser): an archive the unit tests and test tools link.
 CORE_SRV_OBJ = $(RULES_SRC:%.c=$(BUILD)/obj/%.o) \
   $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o) $(FLEET_SRC:%.c=$(BUILD)/obj/%.o) \
-  $(BUILD)/obj/src/server/resp_parse.o $(BUILD)/obj/src/server/resp_txn.o
+  $(SIM_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/src/server/resp_parse.o \
+  $(BUILD)/obj/src/server/resp_txn.o
 CORE_SRV_LIBS = -lyaml -lhiredis -lcrypto
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 # The library's objects with their internals linkable: what the daemon, the
@@ -196,10 +199,6 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/helpers.h $(LIB_INTERNAL) \
 	  $(filter %.o,$^) $(BUILD)/libsluice-server.a $(LIB_INTERNAL) \
 	  -lcmocka $(CORE_SRV_LIBS) $(LIBS) -lm
 
-# A test of a CLI module links that module's object (no test includes a .c
-# file): name it here, and the rule above links it.
-$(BUILD)/tests/test_lab: $(BUILD)/obj/src/cli/lab.o
-
 $(BUILD)/tests/tools/%: tests/tools/%.c $(LIB_INTERNAL) \
     $(BUILD)/libsluice-server.a
 	@mkdir -p $(dir $@)
@@ -303,9 +302,7 @@ FUZZ_BIN = $(patsubst fuzz/%.c,build/fuzz/%,$(wildcard fuzz/*_fuzz.c))
 FUZZ_CFLAGS = -std=c17 -g -O1 -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=all $(CPPFLAGS) -pthread
 
-FUZZ_CLI = src/cli/replay.c src/cli/sim.c src/cli/sim_parse.c \
-  src/cli/sim_run.c src/cli/sim_print.c src/cli/lab.c src/cli/svg.c \
-  src/cli/examples.c
+FUZZ_CLI = src/cli/replay.c src/cli/sim.c $(SIM_SRC)
 # The daemon's parts that need no h2o: YAML rules, engine, RESP parser.
 FUZZ_SRV = $(RULES_SRC) $(ENGINE_SRC) $(FLEET_SRC) src/server/resp_parse.c \
   src/server/resp_txn.c

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/cli/sim.h"
+#include "../src/sim/sim.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

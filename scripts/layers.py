@@ -11,8 +11,9 @@ sluice is built in layers, each allowed to use only those below it:
     rules     src/rules/   YAML -> rule set        4
     engine    src/engine/  decisions, backends     5
     fleet     src/fleet/   everything that speaks Redis   6
-    server    src/server/  the daemon (h2o)        7
-    cli       src/cli/     the subcommands         8
+    sim       src/sim/     the simulator's engine  7
+    server    src/server/  the daemon (h2o)        8
+    cli       src/cli/     the subcommands         9
 
 A file may include a file of its own layer (its own directory) or of a lower
 one; an include that points up, or sideways into another directory of the
@@ -27,7 +28,8 @@ import sys
 
 LAYERS = [("base", "src/base"), ("algo", "src/algo"), ("store", "src/store"),
           ("library", "src"), ("rules", "src/rules"), ("engine", "src/engine"),
-          ("fleet", "src/fleet"), ("server", "src/server"), ("cli", "src/cli")]
+          ("fleet", "src/fleet"), ("sim", "src/sim"),
+          ("server", "src/server"), ("cli", "src/cli")]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 

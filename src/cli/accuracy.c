@@ -21,9 +21,9 @@
 #include <sys/stat.h>
 
 #include "cli.h"
-#include "lab.h"
+#include "../sim/lab.h"
 #include "sluice.h"
-#include "svg.h"
+#include "../sim/svg.h"
 
 #define MAX_TRACE_REQUESTS 20000000u
 

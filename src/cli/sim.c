@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "sim.h"
+#include "../sim/sim.h"
 
 static void sim_usage(FILE *f) {
   fprintf(f,

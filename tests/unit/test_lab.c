@@ -1,13 +1,13 @@
 /*
  * test_lab.c — what `sluice sim` and `sluice accuracy` stand on
- * (src/cli/lab.c): exact durations as text both ways, the PRNG, and the
+ * (src/sim/lab.c): exact durations as text both ways, the PRNG, and the
  * trailing-window judge that computes max_in_window and false allows and
  * denies. The module is CLI code, not library code: the test links its
  * object (the Makefile names it).
  */
 #include "helpers.h"
 
-#include "cli/lab.h"
+#include "sim/lab.h"
 
 #define MIN_NS (INT64_C(60) * NS_PER_S)
 #define MAX_NS (INT64_C(36500) * 86400 * NS_PER_S)

@@ -7,7 +7,8 @@
  *   sim_run.c    the runner: commands merged by time, retries per policy,
  *                every decision the library's, the exact window judge
  *   sim_print.c  the timeline, the retry report, the plot's captions
- *   sim.c        the command line
+ *   ../cli/sim.c the command line (the sim layer holds the rest, so that
+ *                the daemon serves the same engine at POST /v1/sim)
  */
 #ifndef SLUICE_SIM_IMPL_H
 #define SLUICE_SIM_IMPL_H

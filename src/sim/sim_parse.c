@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "../base/hash.h"
-#include "cli.h"
+#include "../base/num.h"
 #include "sim_impl.h"
 
 static int perr(char *err, size_t err_len, int line, const char *fmt, ...) {
