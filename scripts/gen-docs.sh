@@ -23,7 +23,7 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 mkdir -p "$DOCS/img"
 
 ALGOS="token_bucket gcra leaky_bucket fixed_window sliding_log sliding_window"
-EXAMPLES="boundary-burst idle-burst smoothing retry-storm"
+EXAMPLES="boundary-burst idle-burst smoothing retry-storm fleet-quiz store-down"
 CHARTS="poisson-2x boundary many-keys" # of the six accuracy charts
 
 # ---- the runs -------------------------------------------------------------
@@ -303,6 +303,29 @@ printf 'Under gcra, the eager wave takes %s attempts to serve the 40 requests, t
   "$(retry_attempts "$tmp/retry-storm.out" after fixed)"
 printf '![retry-storm](img/sim-retry-storm.svg)\n\n```\n%s\n```\n\n' \
   "$(sed -n '/^line [0-9]*: retry/,$p' "$tmp/retry-storm.out")"
+cat <<'EOF'
+### fleet-quiz
+
+The seeds' quiz: ten daemons behind a round-robin load balancer enforce 100
+per minute, each counting on its own, and a client sends 1000 requests just
+before a minute boundary and 1000 right after it.
+EOF
+printf 'Every node lets its own 100 through per window: the fixed window allows %s in one window of a minute, twenty times the limit, and even the sliding window %s. With `store exact` (one shared count, as in exact fleet mode) the fixed window is back to its own boundary burst, 200. The page of `sluice serve` at `/ui/` runs this quiz in its Fleet panel.\n\n' \
+  "$(summ "$tmp/fleet-quiz.out" fixed max_in_window)" \
+  "$(summ "$tmp/fleet-quiz.out" sliding max_in_window)"
+printf '![fleet-quiz](img/sim-fleet-quiz.svg)\n\n```\n%s\n```\n\n' \
+  "$(grep '^summary ' "$tmp/fleet-quiz.out")"
+cat <<'EOF'
+### store-down
+
+Four daemons share one exact count (10 per second) and the client sends 20
+per second; from 2 s to 4 s the store is down and each request is answered
+by `on_store_error`: here `allow`, so everything passes, uncounted.
+EOF
+printf 'The most in one second is %s against a limit of 10 (the seconds the store is down); `deny` would refuse everything instead, `local` fall back to each node counting on its own.\n\n' \
+  "$(summ "$tmp/store-down.out" gcra max_in_window)"
+printf '![store-down](img/sim-store-down.svg)\n\n```\n%s\n```\n\n' \
+  "$(grep '^summary ' "$tmp/store-down.out")"
 cat <<'EOF'
 ## The accuracy lab
 

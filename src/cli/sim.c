@@ -47,6 +47,16 @@ static void sim_usage(FILE *f) {
           "                             policy's retry_after plus a random\n"
           "                             jitter in [0, D] (seeded); at most N\n"
           "                             attempts (default 100)\n"
+          "  fleet N [lb round-robin|sticky] [store local|exact|sync D]\n"
+          "          [on_store_error allow|deny|local]\n"
+          "                             N daemons (1 to 64) behind a load\n"
+          "                             balancer, each counting on its own\n"
+          "                             (local, default), sharing one store\n"
+          "                             (exact) or syncing with it every D;\n"
+          "                             before any request\n"
+          "  store down | store up      the fleet's store fails or recovers:\n"
+          "                             exact mode answers by on_store_error\n"
+          "                             (allow: fail open, default)\n"
           "KEY defaults to 'client', COST to 1 (0 peeks). Durations: a number\n"
           "with optional fraction and a unit ms, s, m, h or d, or several\n"
           "(1m30s); exact to the nanosecond. At most %llu decisions per\n"
@@ -63,6 +73,9 @@ static void sim_usage(FILE *f) {
           "  -a, --all-steps       one timeline row per step (default: alike\n"
           "                        consecutive steps of a command are grouped)\n"
           "  -q, --summary-only    print only the summary lines\n"
+          "  -j, --json            print the run as one JSON document (every\n"
+          "                        decision, the summary), as POST /v1/sim\n"
+          "                        of sluice serve answers\n"
           "      --color WHEN      auto (default: if stdout is a terminal and\n"
           "                        NO_COLOR is unset), always or never\n"
           "  -s, --seed S          seed of the retry jitter (default 1)\n"
@@ -111,7 +124,7 @@ static int read_all(FILE *f, char **out, size_t *len) {
 /* The command line, read. */
 typedef struct sim_cli {
   const char *example, *svg_path;
-  int list, print;
+  int list, print, json;
   sim_options so;
 } sim_cli;
 
@@ -126,6 +139,7 @@ static int parse_args(int argc, char **argv, sim_cli *a) {
       {"all-steps", no_argument, NULL, 'a'},
       {"summary-only", no_argument, NULL, 'q'},
       {"quiet", no_argument, NULL, 'q'},
+      {"json", no_argument, NULL, 'j'},
       {"color", required_argument, NULL, 'C'},
       {"seed", required_argument, NULL, 's'},
       {"help", no_argument, NULL, 'h'},
@@ -135,7 +149,7 @@ static int parse_args(int argc, char **argv, sim_cli *a) {
   int64_t seed;
   *a = (sim_cli){.so = {.seed = 1}};
   optind = 1;
-  while ((c = getopt_long(argc, argv, "e:lPo:aqs:h", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "e:lPo:aqjs:h", opts, NULL)) != -1) {
     switch (c) {
     case 'e': a->example = optarg; break;
     case 'l': a->list = 1; break;
@@ -143,6 +157,7 @@ static int parse_args(int argc, char **argv, sim_cli *a) {
     case 'o': a->svg_path = optarg; break;
     case 'a': a->so.all_steps = 1; break;
     case 'q': a->so.summary_only = 1; break;
+    case 'j': a->json = 1; break;
     case 'C': color_when = optarg; break;
     case 's':
       if (parse_int(optarg, 0, INT64_MAX, 0, &seed)) {
@@ -226,6 +241,7 @@ static int run_text(sim_cli *a, char *text, size_t len, const char *name) {
     sim_free(sc);
     return 1;
   }
+  if (a->json) a->so.json = stdout;
   int rc = sim_run(sc, &a->so, stdout, err, sizeof err);
   if (rc) fprintf(stderr, "sluice sim: %s: %s\n", name, err);
   if (a->so.svg && fclose(a->so.svg) != 0 && !rc) {

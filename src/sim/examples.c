@@ -76,6 +76,42 @@ const sim_example sim_examples[] = {
      "at 20s\n"
      "retry after jitter 1s max 1000\n"
      "burst 40 api\n"},
+
+    {"fleet-quiz",
+     "10 nodes counting on their own let 20x the limit through",
+     "# The quiz: 10 daemons behind a round-robin load balancer enforce 100 "
+     "per minute,\n"
+     "# each counting on its own. A client sends 1000 requests just before a "
+     "minute boundary\n"
+     "# and 1000 right after it: how many get through? Every node lets 100 "
+     "through per\n"
+     "# window, twice: 2000 in 100 ms. With 'store exact' (one shared count) "
+     "the fixed window\n"
+     "# lets 200 through and the sliding window 100.\n"
+     "fleet 10 lb round-robin store local\n"
+     "policy fixed    fixed_window:100/m\n"
+     "policy sliding  sliding_window:100/m\n"
+     "at 59.9s\n"
+     "burst 1000\n"
+     "at 1m\n"
+     "burst 1000\n"},
+
+    {"store-down",
+     "the shared store fails: on_store_error decides",
+     "# 4 daemons share one exact count in the store: 10 per second, and "
+     "the client sends 20.\n"
+     "# At 2 s the store goes down; with on_store_error allow every request "
+     "passes, uncounted\n"
+     "# (fail open), until it is back at 4 s. deny fails closed; local falls "
+     "back to each\n"
+     "# node's own count (4 nodes: up to 4x the limit).\n"
+     "fleet 4 lb round-robin store exact on_store_error allow\n"
+     "policy gcra  gcra:10/s\n"
+     "every 50ms for 6s\n"
+     "at 2s\n"
+     "store down\n"
+     "at 4s\n"
+     "store up\n"},
 };
 
 const size_t sim_nexamples = sizeof sim_examples / sizeof sim_examples[0];

@@ -12,6 +12,10 @@
  *                                         a steady stream starting now
  *   retry off | immediate [every D] [max N] | after [jitter D] [max N]
  *                                         what clients do when denied
+ *   fleet N [lb round-robin|sticky] [store local|exact|sync D]
+ *           [on_store_error allow|deny|local]
+ *                                         N daemons behind a load balancer
+ *   store down | store up                 the shared store fails, recovers
  * The runner decides every request through the public API, one limiter per
  * policy on one store, on a virtual clock, and reports a timeline, one
  * summary line per policy and, on request, an SVG plot.
@@ -54,12 +58,15 @@ typedef struct sim_options {
   int color;        /* ANSI colours in the timeline */
   uint64_t seed;    /* retry jitter */
   FILE *svg;        /* NULL: no plot */
+  FILE *json;       /* set: the run as one JSON document here (sim_json.c),
+                       instead of the timeline and the summary lines */
 } sim_options;
 
 /*
  * Runs the scenario: writes the timeline (unless summary_only), then
  *   summary policy=NAME allowed=N denied=M max_in_window=K
- * per policy, to out, and the plot to opts->svg when set. The result is a
+ * per policy, to out, the plot to
+ * opts->svg when set, and only the JSON document when opts->json is set. The result is a
  * function of the scenario and the seed alone. Returns 0, or -1 with a
  * message in err (out of memory, an I/O error on the plot).
  */

@@ -35,7 +35,7 @@
 #define SIM_MAX_KEYS 100000
 #define SIM_MAX_RETRY_SETTINGS 64
 
-enum { CMD_REQUEST, CMD_BURST, CMD_EVERY };
+enum { CMD_REQUEST, CMD_BURST, CMD_EVERY, CMD_STORE };
 enum { RETRY_OFF, RETRY_IMMEDIATE, RETRY_AFTER };
 
 typedef struct sim_policy {
@@ -53,7 +53,28 @@ typedef struct sim_retry {
   char text[128]; /* as shown in the report */
 } sim_retry;
 
-/* One request-making command: `instants` instants, every_ns apart from t0,
+/* A fleet (sim_fleet.c): `nodes` daemons behind a load balancer, each
+   counting on its own (local), sharing one store exactly (exact), or
+   counting locally and syncing with the store every sync_ns (sync). While
+   the store is down, exact mode answers by on_error. nodes == 0: no fleet,
+   one process deciding everything (the language before fleets). */
+#define SIM_MAX_NODES 64
+#define SIM_SYNC_KEYS 4 /* keys a scenario in sync mode may use */
+enum { LB_ROUND_ROBIN, LB_STICKY };
+enum { FLEET_LOCAL, FLEET_EXACT, FLEET_SYNC };
+enum { ONERR_ALLOW, ONERR_DENY, ONERR_LOCAL };
+/* How a decision was reached (JSON's "via"): by the policy's state, or
+   while the store was down, by on_store_error. */
+enum { VIA_STATE, VIA_DOWN_ALLOW, VIA_DOWN_DENY, VIA_DOWN_LOCAL };
+
+typedef struct sim_fleet {
+  int nodes, lb, mode, on_error;
+  int64_t sync_ns;
+  char text[128]; /* as shown in the timeline's heading */
+} sim_fleet;
+
+/* One request-making command (or, CMD_STORE, the store going down or up:
+   per_instant 0, cost 1 for down, 0 for up): `instants` instants, every_ns apart from t0,
    each with per_instant requests of `cost` for `key`. */
 typedef struct sim_cmd {
   int line;
@@ -77,6 +98,7 @@ struct sim_scenario {
   sim_retry *retry;
   size_t nretry, capretry;
   uint64_t requests; /* first attempts */
+  sim_fleet fleet;
   char description[640]; /* up to 6 lines */
 };
 
@@ -142,7 +164,51 @@ typedef struct run_state {
   cell step[SIM_MAX_POLICIES];
   int name_w, label_w;
   int oom;
+  /* The fleet (sim_fleet.c): every node's own limiter per policy
+     (nlim[p * nodes + n]; lim[p] is the shared store's), the charges each
+     node made since its last sync, the balancer's turn, the store's state. */
+  sl_limiter **nlim;
+  int64_t *charges;
+  int64_t next_sync[SIM_MAX_POLICIES];
+  uint64_t turn[SIM_MAX_POLICIES];
+  int store_down;
+  int node, via; /* the last decision's node and how it was reached */
+  uint64_t delayed[SIM_MAX_POLICIES];
 } run_state;
+
+/* ---- fleets (sim_fleet.c) ---- */
+
+/* Parses 'fleet N [lb round-robin|sticky] [store local|exact|sync D]
+   [on_store_error allow|deny|local]' (w[0] is "fleet") into *f. 0, or -1
+   with "line N: message" in err. */
+int sim_fleet_parse(sim_fleet *f, int line, char **w, int n, char *err,
+                    size_t err_len);
+
+/* Makes the run's per-node limiters (none without a fleet). 0, or an
+   SL_E* code. */
+int sim_fleet_init(run_state *rs);
+void sim_fleet_free(run_state *rs);
+
+/* Decides one request of key under policy p at t, as the fleet would:
+   picks the node, syncs when due, routes to the node's or the shared
+   state, or answers by on_store_error while the store is down. Sets
+   rs->node and rs->via. Returns 0 with *d, or an SL_E* code. */
+int sim_fleet_take(run_state *rs, int p, int64_t t, uint32_t key,
+                   int64_t cost, sl_decision *d);
+
+/* The limiter whose key-0 state the plot draws for policy p. */
+sl_limiter *sim_fleet_plot_lim(run_state *rs, int p);
+
+/* ---- JSON (sim_json.c) ---- */
+
+/* The document's head: the scenario, its fleet, its policies, and the
+   opening of the events array. */
+void sim_json_head(const run_state *rs);
+/* One decision (after sim_fleet_take), as an array of numbers. */
+void sim_json_event(run_state *rs, int p, int64_t t, uint32_t key,
+                    const sl_decision *d);
+/* The events' end and the summary per policy. */
+void sim_json_tail(const run_state *rs);
 
 /* ---- reporting (sim_print.c) ---- */
 
@@ -166,6 +232,10 @@ void sim_print_retries(run_state *rs);
 /* The plot's titles, legends and lanes, from the first pass's figures. */
 void sim_fill_chart(const sim_scenario *sc, const sim_options *opts,
                     const run_state *first, svg_chart *c);
+
+/* What the plotted level is for an algorithm: "tokens", "queue",
+   "count" or "estimate". */
+const char *sim_level_name(sl_algo a);
 
 /* The plotted level of a decision, in the policy's own terms. */
 int64_t sim_level_of(const sl_policy *p, const sl_decision *d);

@@ -131,6 +131,10 @@ static int add_requests(parse_state *ps, int kind, int64_t every_ns,
   if (sc->nkeys > before && sc->nkeys > SIM_MAX_KEYS)
     return perr(ps->err, ps->err_len, ps->line,
                 "more than %d distinct keys", SIM_MAX_KEYS);
+  if (sc->fleet.mode == FLEET_SYNC && sc->nkeys > SIM_SYNC_KEYS)
+    return perr(ps->err, ps->err_len, ps->line,
+                "more than %d distinct keys in a fleet that syncs (every "
+                "sync round visits every key)", SIM_SYNC_KEYS);
   if (sc->ncmd == sc->capcmd) {
     size_t ncap = sc->capcmd ? sc->capcmd * 2 : 16;
     sim_cmd *n = realloc(sc->cmd, ncap * sizeof *n);
@@ -263,12 +267,46 @@ static int parse_retry(parse_state *ps, char **w, int n) {
   return 0;
 }
 
+/* 'store down' or 'store up': the fleet's shared store fails or comes
+   back at the current time (a command of its own, so that it takes its
+   place among the requests of the same instant in scenario order). */
+static int parse_store(parse_state *ps, char **w, int n) {
+  sim_scenario *sc = ps->sc;
+  if (n != 2 || (strcmp(w[1], "down") && strcmp(w[1], "up")))
+    return perr(ps->err, ps->err_len, ps->line, "expected 'store down' or "
+                "'store up'");
+  if (sc->fleet.nodes == 0)
+    return perr(ps->err, ps->err_len, ps->line, "store %s needs a fleet "
+                "first: 'fleet N store exact on_store_error allow|deny|"
+                "local'", w[1]);
+  if (sc->ncmd == sc->capcmd) {
+    size_t ncap = sc->capcmd ? sc->capcmd * 2 : 16;
+    sim_cmd *nc = realloc(sc->cmd, ncap * sizeof *nc);
+    if (!nc) return perr(ps->err, ps->err_len, ps->line, "out of memory");
+    sc->cmd = nc;
+    sc->capcmd = ncap;
+  }
+  sc->cmd[sc->ncmd++] = (sim_cmd){.line = ps->line, .kind = CMD_STORE,
+                                  .t0 = ps->now, .instants = 1,
+                                  .cost = w[1][0] == 'd', .retry = -1};
+  return 0;
+}
+
 /* One line, already split into n words. */
 static int parse_line(parse_state *ps, char **w, int n) {
   const char *cmd = w[0];
   int64_t v;
   if (!strcmp(cmd, "policy")) return parse_policy(ps, w, n);
   if (!strcmp(cmd, "retry")) return parse_retry(ps, w, n);
+  if (!strcmp(cmd, "fleet")) {
+    if (ps->sc->ncmd)
+      return perr(ps->err, ps->err_len, ps->line,
+                  "fleet comes after the first request: describe the fleet "
+                  "before the traffic");
+    return sim_fleet_parse(&ps->sc->fleet, ps->line, w, n, ps->err,
+                           ps->err_len);
+  }
+  if (!strcmp(cmd, "store")) return parse_store(ps, w, n);
   if (!strcmp(cmd, "at") || !strcmp(cmd, "advance")) {
     int at = cmd[0] == 'a' && cmd[1] == 't';
     if (n != 2)
@@ -328,7 +366,7 @@ static int parse_line(parse_state *ps, char **w, int n) {
   }
   return perr(ps->err, ps->err_len, ps->line,
               "unknown command '%.40s' (expected policy, at, advance, "
-              "request, burst, every or retry)", cmd);
+              "request, burst, every, retry, fleet or store)", cmd);
 }
 
 int sim_parse(const char *text, size_t len, uint64_t max_requests,

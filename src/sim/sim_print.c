@@ -18,6 +18,9 @@ const char *sim_cmd_label(const sim_scenario *sc, size_t i, char *buf,
   if (c->cost != 1)
     snprintf(costpart, sizeof costpart, " cost %lld", (long long)c->cost);
   switch (c->kind) {
+  case CMD_STORE:
+    snprintf(buf, len, "store %s", c->cost ? "down" : "up");
+    break;
   case CMD_REQUEST:
     snprintf(buf, len, "request %.24s%s", key, costpart);
     break;
@@ -181,6 +184,7 @@ void sim_print_header(run_state *rs) {
   }
   for (int p = 0; p < sc->npol; p++)
     fprintf(f, "  %-*s  %s\n", rs->name_w, sc->pol[p].name, sc->pol[p].spec);
+  if (sc->fleet.nodes) fprintf(f, "  fleet: %s\n", sc->fleet.text);
   fprintf(f, "\n%s%12s  %-*s  %-*s  %-24s %9s  %s%s\n", color ? C_DIM : "",
           "time", rs->label_w, "step", rs->name_w, "policy", "result",
           "remaining", "note", color ? C_OFF : "");
@@ -208,8 +212,7 @@ void sim_print_retries(run_state *rs) {
   }
 }
 
-/* What the plot's line shows for an algorithm. */
-static const char *level_name(sl_algo a) {
+const char *sim_level_name(sl_algo a) {
   switch (a) {
   case SL_TOKEN_BUCKET:
   case SL_GCRA:
@@ -250,7 +253,7 @@ void sim_fill_chart(const sim_scenario *sc, const sim_options *opts,
              (unsigned long long)first->allowed[p],
              (unsigned long long)first->denied[p],
              (long long)first->win[p].worst, pol->limit, d);
-    l->level_name = level_name(pol->algo);
+    l->level_name = sim_level_name(pol->algo);
     l->level_max = sc->pol[p].capacity;
     l->ref = sc->pol[p].capacity;
     snprintf(l->ref_name, sizeof l->ref_name, "%s %lld",

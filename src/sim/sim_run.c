@@ -99,7 +99,8 @@ static void peek_until(run_state *rs, int64_t t) {
     int64_t at = svg_bin_start(c, rs->next_peek + 1) - 1;
     for (int p = 0; p < rs->sc->npol; p++) {
       sl_decision d;
-      if (sl_limiter_take(rs->lim[p], key, strlen(key), 0, at, &d) == 0)
+      if (sl_limiter_take(sim_fleet_plot_lim(rs, p), key, strlen(key), 0, at,
+                          &d) == 0)
         svg_level(c, (size_t)p, at, sim_level_of(&rs->sc->pol[p].pol, &d));
     }
     rs->next_peek++;
@@ -111,10 +112,10 @@ static void peek_until(run_state *rs, int64_t t) {
 static int decide(run_state *rs, int p, int64_t t, uint32_t key, int64_t cost,
                   int32_t retry, uint32_t attempt, int64_t first_t) {
   const sim_scenario *sc = rs->sc;
-  const char *k = sc->keys[key];
   sl_decision d;
-  int e = sl_limiter_take(rs->lim[p], k, strlen(k), cost, t, &d);
+  int e = sim_fleet_take(rs, p, t, key, cost, &d);
   if (e) return e;
+  if (rs->opts->json) sim_json_event(rs, p, t, key, &d);
   if (!rs->any) rs->t_min = t;
   rs->any = 1;
   rs->t_max = t;
@@ -132,6 +133,7 @@ static int decide(run_state *rs, int p, int64_t t, uint32_t key, int64_t cost,
     c->allowed++;
     if (d.delay_ns > 0) {
       c->delayed++;
+      rs->delayed[p]++;
       if (d.delay_ns > rs->max_delay[p]) rs->max_delay[p] = d.delay_ns;
       if (d.delay_ns > c->max_delay) c->max_delay = d.delay_ns;
     }
@@ -195,6 +197,7 @@ static int run_pass(run_state *rs, char *err, size_t err_len) {
     uint64_t s = rs->opts->seed + (uint64_t)p * UINT64_C(0x9e3779b97f4a7c15);
     rs->rng[p] = lab_rand(&s);
   }
+  if (sim_fleet_init(rs)) goto oom;
   rs->rstats = calloc(sc->nretry * (size_t)np + 1, sizeof *rs->rstats);
   heap = malloc((sc->ncmd + 1) * sizeof *heap);
   if (!rs->rstats || !heap) goto oom;
@@ -212,11 +215,12 @@ static int run_pass(run_state *rs, char *err, size_t err_len) {
       cmd_pos cp = heap[0];
       const sim_cmd *c = &sc->cmd[cp.cmd];
       peek_until(rs, cp.t);
+      if (c->kind == CMD_STORE) rs->store_down = (int)c->cost;
       for (int p = 0; p < np; p++)
         for (uint64_t i = 0; i < c->per_instant; i++)
           if ((rc = decide(rs, p, cp.t, c->key, c->cost, c->retry, 1, cp.t)))
             goto fail;
-      sim_end_step(rs, cp.t, cp.cmd);
+      if (c->kind != CMD_STORE) sim_end_step(rs, cp.t, cp.cmd);
       if (++cp.instant < c->instants) {
         cp.t = c->t0 + (int64_t)cp.instant * c->every_ns;
         heap[0] = cp;
@@ -249,6 +253,7 @@ fail:
 }
 
 static void run_free(run_state *rs) {
+  sim_fleet_free(rs);
   for (int p = 0; p < SIM_MAX_POLICIES; p++) {
     sl_limiter_free(rs->lim[p]);
     rs->lim[p] = NULL;
@@ -269,7 +274,7 @@ int sim_run(const sim_scenario *sc, const sim_options *opts, FILE *out,
   rs.sc = sc;
   rs.opts = opts;
   rs.out = out;
-  rs.show = !opts->summary_only;
+  rs.show = !opts->summary_only && !opts->json;
   rs.name_w = 6;
   for (int p = 0; p < sc->npol; p++)
     if ((int)strlen(sc->pol[p].name) > rs.name_w)
@@ -282,9 +287,15 @@ int sim_run(const sim_scenario *sc, const sim_options *opts, FILE *out,
   }
   if (sc->nretry && rs.label_w < 5) rs.label_w = 5;
   if (rs.show) sim_print_header(&rs);
+  if (opts->json) sim_json_head(&rs);
   if (run_pass(&rs, err, err_len)) {
     run_free(&rs);
     return -1;
+  }
+  if (opts->json) {
+    sim_json_tail(&rs);
+    run_free(&rs);
+    return 0;
   }
   if (rs.show) sim_print_retries(&rs);
   if (rs.show) fprintf(out, "\n");

@@ -333,4 +333,92 @@ sl --help
 has "sluice --help lists sim" "$tmp/out" '^  sim '
 
 # --------------------------------------------------------------------------
+# (e) fleets: N nodes behind a load balancer, the store going down
+# --------------------------------------------------------------------------
+# The seeds' quiz: 10 nodes, fixed window 100/min, 1000 requests at 59.9 s
+# and 1000 at 1 min. Counting on their own, every node allows 100 per
+# window twice: 2000. One shared count (exact): 100 + 100 = 200, the fixed
+# window's own boundary burst.
+Q='policy fixed fixed_window:100/m'
+quiz() { scenario "fleet 10 $1" "$Q" 'at 59.9s' 'burst 1000' 'at 1m' 'burst 1000'; }
+quiz 'store local'
+sl sim - --summary-only
+summary "fleet quiz, local" fixed 2000 0 2000
+quiz 'lb sticky store local'
+sl sim - --summary-only
+# Sticky: one client, one node: the fleet holds like one daemon.
+summary "fleet quiz, sticky" fixed 200 1800 200
+quiz 'store exact'
+sl sim - --summary-only
+summary "fleet quiz, exact" fixed 200 1800 200
+# Syncing every 7 s (at 56 s, 63 s): both bursts fall between two syncs, so every node
+# counts alone, as in local mode.
+quiz 'store sync 7s'
+sl sim - --summary-only
+summary "fleet quiz, sync 7s" fixed 2000 0 2000
+# A burst of 100 a node at 0 s, synced at 1 s: from then on every node
+# knows the window is full and denies.
+scenario 'fleet 10 store sync 1s' "$Q" 'burst 1000' 'at 2s' 'burst 1000'
+sl sim - --summary-only
+summary "fleet, sync after a burst" fixed 1000 1000 1000
+sl sim - --color never
+has "the heading names the fleet" "$tmp/out" '^  fleet: 10 nodes, lb round-robin, store sync 1s, on_store_error allow$'
+
+# The store down: 2 nodes, 10 per minute exact; 20 requests while it is
+# down. allow: all 20 pass, uncounted; deny: none; local: each node's own
+# count, 10 each.
+down() { scenario "fleet 2 store exact on_store_error $1" 'policy w fixed_window:10/m' 'store down' 'burst 20' 'store up' 'burst 20'; }
+down allow
+sl sim - --summary-only
+summary "store down, allow" w 30 10 30
+down deny
+sl sim - --summary-only
+summary "store down, deny" w 10 30 10
+down local
+sl sim - --summary-only
+summary "store down, local" w 30 10 30
+
+# JSON: the same run, every decision, the same summary line.
+sl sim --example boundary-burst --json
+want_rc "--json" 0
+if python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d["events"]) == 600, len(d["events"])
+assert [s["line"] for s in d["summary"]] == [
+  "summary policy=fixed allowed=200 denied=0 max_in_window=200",
+  "summary policy=sliding allowed=100 denied=100 max_in_window=100",
+  "summary policy=log allowed=100 denied=100 max_in_window=100"], d["summary"]
+assert d["policies"][0]["algorithm"] == "fixed_window"
+assert d["events"][0][:5] == [59900, 0, 0, 0, 0], d["events"][0]
+' "$tmp/out" 2>"$tmp/pyerr"; then pass; else
+  fail "--json: $(tail -n 1 "$tmp/pyerr")"
+fi
+scenario 'fleet 3 store exact on_store_error deny' "$P" 'at 1s' 'store down' 'request' 'store up'
+sl sim - --json
+if python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["fleet"]["nodes"] == 3 and d["fleet"]["on_store_error"] == "deny", d["fleet"]
+assert d["store"] == [[1000, "down"], [1000, "up"]], d["store"]
+assert d["events"][0][4] == 2 and d["events"][0][7] == 2, d["events"]
+' "$tmp/out" 2>"$tmp/pyerr"; then pass; else
+  fail "--json, fleet and store: $(tail -n 1 "$tmp/pyerr")"
+fi
+
+line_err "fleet of 0 nodes" 1 "number of nodes must be 1 to 64, not '0'" 'fleet 0'
+line_err "fleet of 65 nodes" 1 "1 to 64, not '65'" 'fleet 65'
+line_err "bad balancer" 1 "lb is round-robin or sticky, not 'random'" 'fleet 2 lb random'
+line_err "bad store mode" 1 "store is local, exact or sync" 'fleet 2 store redis'
+line_err "sync without interval" 1 "store sync needs an interval" 'fleet 2 store sync'
+line_err "sync too often" 1 "at least 1ms" 'fleet 2 store sync 1us'
+line_err "bad on_store_error" 1 "on_store_error is allow, deny or local" 'fleet 2 on_store_error maybe'
+line_err "fleet setting without value" 1 "a value must follow 'lb'" 'fleet 2 lb'
+line_err "fleet after a request" 3 "fleet comes after the first request" "$P" 'request' 'fleet 2'
+line_err "store down without fleet" 2 "store down needs a fleet" "$P" 'store down'
+line_err "store sideways" 3 "expected 'store down' or 'store up'" 'fleet 2' "$P" 'store sideways'
+line_err "too many keys syncing" 7 "more than 4 distinct keys in a fleet that syncs" \
+  'fleet 2 store sync 1s' "$P" 'request a' 'request b' 'request c' 'request d' 'request e'
+
+# --------------------------------------------------------------------------
 lib_finish
