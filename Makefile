@@ -208,6 +208,8 @@ $(BUILD)/tests/tools/%: tests/tools/%.c $(LIB_INTERNAL) \
 
 # The script is embedded in script.o (.incbin).
 $(BUILD)/obj/src/fleet/script.o: src/fleet/decide.lua
+# The page at /ui/ is embedded in http_ui.o (.incbin).
+$(BUILD)/obj/src/server/http_ui.o: ui/index.html ui/ui.js ui/ui.css
 
 deps:
 	@scripts/deps.sh build test

@@ -591,7 +591,8 @@ void engine_connections(engine_thread *t, int protocol, int delta) {
              (uint64_t)(int64_t)delta);
 }
 
-char *engine_metrics(engine *e, size_t *len) {
+/* The metrics as text (json 0) or JSON (1), the store's figures fresh. */
+static char *render_metrics(engine *e, size_t *len, int json) {
   /* The store's figures, as of this scrape. */
   sl_store_stats st;
   sl_store_stats_get(e->store, &st);
@@ -614,7 +615,16 @@ char *engine_metrics(engine *e, size_t *len) {
   pthread_mutex_lock(&e->threads_lock);
   for (unsigned i = 0; i < ENG_MAX_THREADS; i++)
     if (e->threads[i]) slots[n++] = &e->threads[i]->m;
-  char *text = metrics_render(e->metrics, slots, n, len);
+  char *text = json ? metrics_render_json(e->metrics, slots, n, len)
+                    : metrics_render(e->metrics, slots, n, len);
   pthread_mutex_unlock(&e->threads_lock);
   return text;
+}
+
+char *engine_metrics(engine *e, size_t *len) {
+  return render_metrics(e, len, 0);
+}
+
+char *engine_metrics_json(engine *e, size_t *len) {
+  return render_metrics(e, len, 1);
 }

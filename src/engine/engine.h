@@ -281,5 +281,7 @@ void engine_connections(engine_thread *t, int protocol, int delta);
  * string (*len bytes). NULL when out of memory.
  */
 char *engine_metrics(engine *e, size_t *len);
+/* The same, as JSON (metrics.h: metrics_render_json): GET /v1/stats. */
+char *engine_metrics_json(engine *e, size_t *len);
 
 #endif /* SLUICE_ENGINE_H */

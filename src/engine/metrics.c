@@ -274,8 +274,66 @@ static uint64_t *sum_series(metrics *m, metric_slots *const *threads, size_t n,
   return ser;
 }
 
-char *metrics_render(metrics *m, metric_slots *const *threads, size_t n,
-                     size_t *len) {
+/* Writes s as a JSON string (bytes above 0x7f as \u00XX: always valid). */
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\')
+      fprintf(f, "\\%c", *p);
+    else if (*p < 0x20 || *p >= 0x7f)
+      fprintf(f, "\\u%04x", *p);
+    else
+      fputc(*p, f);
+  }
+  fputc('"', f);
+}
+
+/* The same figures as JSON (metrics_render_json): a histogram as its
+   count, sum and cumulative buckets; the series as one object each. */
+static void json_histogram(FILE *f, int id, metric_slots *const *threads,
+                           size_t n) {
+  uint64_t b[HIST_BUCKETS + 1] = {0}, sum_ns = 0, count = 0;
+  for (size_t t = 0; t < n; t++) {
+    metric_histogram *h = &threads[t]->h[id];
+    for (size_t k = 0; k <= HIST_BUCKETS; k++) b[k] += get(&h->b[k]);
+    sum_ns += get(&h->sum_ns);
+    count += get(&h->count);
+  }
+  fprintf(f, ",\"count\":%llu,\"sum_ns\":%llu,\"buckets\":[",
+          (unsigned long long)count, (unsigned long long)sum_ns);
+  uint64_t cum = 0;
+  for (size_t k = 0; k <= HIST_BUCKETS; k++) {
+    cum += b[k];
+    if (k < HIST_BUCKETS)
+      fprintf(f, "%s[%lld,%llu]", k ? "," : "", (long long)hist_bounds[k],
+              (unsigned long long)cum);
+    else
+      fprintf(f, ",[null,%llu]", (unsigned long long)cum);
+  }
+  fputc(']', f);
+}
+
+static void json_series(FILE *f, metrics *m, const uint64_t *ser, size_t ns) {
+  pthread_mutex_lock(&m->series_lock);
+  for (size_t s = 0; ser && s < ns; s++) {
+    fputs(s ? ",{\"domain\":" : "{\"domain\":", f);
+    json_str(f, m->series[s].domain);
+    fputs(",\"rule\":", f);
+    json_str(f, m->series[s].rule);
+    const uint64_t *v = &ser[s * S_N];
+    fprintf(f, ",\"allowed\":%llu,\"denied\":%llu,\"shadow_denied\":%llu,"
+               "\"near_limit\":%llu}",
+            (unsigned long long)v[S_ALLOWED], (unsigned long long)v[S_DENIED],
+            (unsigned long long)v[S_SHADOW_DENIED],
+            (unsigned long long)v[S_NEAR_LIMIT]);
+  }
+  pthread_mutex_unlock(&m->series_lock);
+}
+
+/* Both formats from one walk over the registry (json: 0 Prometheus text,
+   1 JSON), so /metrics and /v1/stats cannot disagree. */
+static char *render(metrics *m, metric_slots *const *threads, size_t n,
+                    size_t *len, int json) {
   char *text = NULL;
   size_t tlen = 0;
   FILE *f = open_memstream(&text, &tlen);
@@ -283,11 +341,35 @@ char *metrics_render(metrics *m, metric_slots *const *threads, size_t n,
   size_t ns;
   uint64_t *ser = sum_series(m, threads, n, &ns);
   const char *family = NULL;
+  if (json) fputs("{\"metrics\":[", f);
+  int first = 1;
   for (int group = METRIC_GROUP_DECISIONS; group <= METRIC_GROUP_DAEMON;
        group++)
     for (size_t i = 0; i < m->ndefs; i++) {
       const metric_def *d = &m->defs[i];
       if (d->group != group) continue;
+      if (json) {
+        if (d->scope == METRIC_SERIES_NEAR) continue; /* in "series" */
+        fprintf(f, "%s{\"name\":\"%s\",\"kind\":\"%s\"", first ? "" : ",",
+                d->name, type_name(d->kind));
+        first = 0;
+        if (d->labels) {
+          fputs(",\"labels\":", f);
+          json_str(f, d->labels);
+        }
+        if (d->kind == METRIC_HISTOGRAM)
+          json_histogram(f, m->id[i], threads, n);
+        else if (d->scope == METRIC_SERIES)
+          fputs(",\"in\":\"series\"", f);
+        else if (d->kind == METRIC_GAUGE)
+          fprintf(f, ",\"value\":%lld",
+                  (long long)(int64_t)value_of(m, i, threads, n));
+        else
+          fprintf(f, ",\"value\":%llu",
+                  (unsigned long long)value_of(m, i, threads, n));
+        fputc('}', f);
+        continue;
+      }
       if (!family || strcmp(family, d->name))
         fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", d->name, d->help, d->name,
                 type_name(d->kind));
@@ -306,6 +388,11 @@ char *metrics_render(metrics *m, metric_slots *const *threads, size_t n,
           fprintf(f, "%llu\n", (unsigned long long)v);
       }
     }
+  if (json) {
+    fputs("],\"series\":[", f);
+    json_series(f, m, ser, ns);
+    fputs("]}\n", f);
+  }
   free(ser);
   if (fclose(f) != 0) {
     free(text);
@@ -313,4 +400,14 @@ char *metrics_render(metrics *m, metric_slots *const *threads, size_t n,
   }
   *len = tlen;
   return text;
+}
+
+char *metrics_render(metrics *m, metric_slots *const *threads, size_t n,
+                     size_t *len) {
+  return render(m, threads, n, len, 0);
+}
+
+char *metrics_render_json(metrics *m, metric_slots *const *threads, size_t n,
+                          size_t *len) {
+  return render(m, threads, n, len, 1);
 }

@@ -138,4 +138,14 @@ void metric_slots_dispose(metric_slots *s);
 char *metrics_render(metrics *m, metric_slots *const *threads, size_t n,
                      size_t *len);
 
+/*
+ * The same figures as one JSON document (GET /v1/stats, the page's live
+ * view): {"metrics": [{"name", "kind", "labels"?, "value" | "count",
+ * "sum_ns", "buckets": [[le_ns|null, cumulative], ...]}], "series":
+ * [{"domain", "rule", "allowed", "denied", "shadow_denied",
+ * "near_limit"}]}. A malloc'd string of *len bytes, or NULL.
+ */
+char *metrics_render_json(metrics *m, metric_slots *const *threads, size_t n,
+                          size_t *len);
+
 #endif /* SLUICE_ENGINE_METRICS_H */

@@ -352,6 +352,14 @@ static const http_route routes[] = {
     {"/readyz", M_GET, 0, route_readyz},
     {"/admin/reset", M_POST, 1, admin_reset},
     {"/admin/inspect", M_GET | M_POST, 1, route_inspect},
+    /* The page and what it reads (http_ui.c). */
+    {"/v1/sim", M_POST, 0, http_sim},
+    {"/v1/sim/examples", M_GET, 0, http_sim_examples},
+    {"/v1/stats", M_GET, 0, http_stats},
+    {"/ui", M_GET, 0, http_ui},
+    {"/ui/", M_GET, 0, http_ui},
+    {"/ui/ui.js", M_GET, 0, http_ui},
+    {"/ui/ui.css", M_GET, 0, http_ui},
 };
 
 /* The route for req's path, or NULL. */

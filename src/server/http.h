@@ -131,4 +131,17 @@ int http_render_reset(h2o_req_t *req, int rc, const eng_reset *r);
    made sluice's JSON {"error": "..."}. */
 void http_register_errors(h2o_hostconf_t *host, server *srv);
 
+/* ---- the page and what it reads (http_ui.c; --ui off: 404s) ---- */
+
+/* GET /ui, /ui/, /ui/ui.js, /ui/ui.css: the page, embedded at build time. */
+int http_ui(h2o_req_t *req, server *srv);
+/* POST /v1/sim: a scenario (the body, sluice sim's language) run by the
+   simulator's engine, answered as its JSON document (sim_json.c). */
+int http_sim(h2o_req_t *req, server *srv);
+/* GET /v1/sim/examples: the built-in scenarios, [{"name", "what",
+   "text"}]. */
+int http_sim_examples(h2o_req_t *req, server *srv);
+/* GET /v1/stats: /metrics' figures as JSON (metrics_render_json). */
+int http_stats(h2o_req_t *req, server *srv);
+
 #endif /* SLUICE_SERVER_HTTP_H */

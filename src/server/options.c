@@ -166,6 +166,10 @@ static const serve_option options[] = {
      .def = "300000",
      .help = "RESP: a connection that neither reads nor writes this long is "
              "closed; 0 = never"},
+    {.name = "ui", .arg = "on|off", .kind = OPT_ENUM, FIELD(o.ui),
+     .words = on_off, .def = "on",
+     .help = "the page at /ui/ (the simulator and a live view of this "
+             "daemon) with its POST /v1/sim and GET /v1/stats (docs/ui.md)"},
     {.name = "trust-forwarded", .kind = OPT_FLAG, FIELD(o.trust_forwarded),
      .help = "take $remote_addr from X-Forwarded-For from any peer "
              "(default: loopback peers only)"},

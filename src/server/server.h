@@ -53,6 +53,7 @@ typedef struct srv_opts {
   size_t max_input_buffer;  /* RESP: unparsed input, all connections */
   int resp_auth_timeout_ms; /* RESP: accept to AUTH (--password); 0 = none */
   int resp_idle_timeout_ms; /* RESP: no read or write; 0 = none */
+  int ui; /* --ui on: the page at /ui/, POST /v1/sim, GET /v1/stats */
 } srv_opts;
 
 typedef struct server {
