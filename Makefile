@@ -78,7 +78,7 @@ TOOL_BIN = $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
 INTEG    = $(filter-out %_lib.sh,$(wildcard tests/integration/*.sh))
 
 
-.PHONY: all check unit integration examples layers sizes run demo docs bench fuzz deps deps-bench deps-fuzz clean
+.PHONY: all check unit integration examples layers sizes run demo docs screenshots bench fuzz deps deps-bench deps-fuzz clean
 all: $(BUILD)/libsluice.a $(BUILD)/libsluice.so $(BUILD)/sluice
 
 $(BUILD)/obj/%.o: %.c
@@ -257,6 +257,12 @@ run: deps
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@SLUICE=$(BUILD)/sluice scripts/demo.sh
+
+# docs/img/ui-*.png: the page at /ui/ in headless Chromium (tests/integration/
+# ui.sh with SHOTS), for the README and docs/ui.md.
+screenshots: deps
+	@$(MAKE) --no-print-directory all
+	@SHOTS=$(CURDIR)/docs/img SLUICE=$(BUILD)/sluice sh tests/integration/ui.sh
 
 # docs/algorithms.md and docs/img/, written from the program's own output
 # (sluice sim and sluice accuracy), so the figures are always its own.

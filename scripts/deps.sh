@@ -4,9 +4,11 @@
 #   scripts/deps.sh [GROUP...]     GROUP: build (default), bench, bench-server, fuzz,
 #                                  test (the integration tests' peers)
 #
-# The test group also installs the npm clients pinned in tests/clients
-# (package-lock.json) with `npm ci`, when node_modules is missing or older
-# than the lock file.
+# The test group also installs the npm packages pinned in tests/clients (the
+# Redis client libraries) and tests/ui (puppeteer-core for the page's browser
+# tests), each by its package-lock.json with `npm ci`, when node_modules is
+# missing or older than the lock file. The browser is Debian's chromium,
+# never a download.
 #
 # Idempotent: checks each package with dpkg first and installs only what is
 # missing, in one apt-get call. Without root it says what to run instead and
@@ -17,7 +19,7 @@ build="gcc make binutils libc6-dev libsodium-dev libcmocka-dev libh2o-evloop-dev
 bench="golang-go golang-golang-x-time-dev"
 bench_server="redis-server redis-tools nginx wrk"
 fuzz="clang libclang-rt-dev"
-test="python3 curl redis-server redis-tools nginx wrk pkgconf groff-base nodejs npm python3-redis"
+test="python3 curl redis-server redis-tools nginx wrk pkgconf groff-base nodejs npm python3-redis chromium"
 
 [ $# -gt 0 ] || set -- build
 want=""
@@ -32,13 +34,18 @@ for group in "$@"; do
   esac
 done
 
-# npm ci for tests/clients (the test group), once the packages are in.
-npm_clients() {
-  case " $* " in *" test "*) ;; *) return 0 ;; esac
-  dir=$(cd "$(dirname "$0")/../tests/clients" && pwd)
+# npm_ci DIR: npm ci in tests/DIR (the test group only), when its
+# node_modules is missing or older than its lock file.
+npm_ci() {
+  dir=$(cd "$(dirname "$0")/../tests/$1" && pwd)
   [ -d "$dir/node_modules" ] && [ ! "$dir/package-lock.json" -nt "$dir/node_modules" ] && return 0
-  echo "deps.sh: npm ci in tests/clients"
-  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) && touch "$dir/node_modules"
+  echo "deps.sh: npm ci in tests/$1"
+  (cd "$dir" && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error) &&
+    touch "$dir/node_modules"
+}
+npm_all() {
+  case " $* " in *" test "*) ;; *) return 0 ;; esac
+  npm_ci clients && npm_ci ui
 }
 
 missing=""
@@ -46,12 +53,17 @@ for pkg in $want; do
   status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$pkg" 2>/dev/null || true)
   case "$status" in
     ii*) ;;
-    # (a nodejs from elsewhere, e.g. NodeSource's, brings its own npm)
-    *) [ "$pkg" = npm ] && command -v npm >/dev/null 2>&1 || missing="$missing $pkg" ;;
+    # A node and npm of another origin (NodeSource's nodejs bundles npm, and
+    # conflicts with Debian's npm package) serve as well as Debian's.
+    *) case "$pkg" in
+         nodejs) command -v node >/dev/null 2>&1 && continue ;;
+         npm) command -v npm >/dev/null 2>&1 && continue ;;
+       esac
+       missing="$missing $pkg" ;;
   esac
 done
 if [ -z "$missing" ]; then
-  npm_clients "$@"
+  npm_all "$@"
   exit 0
 fi
 
@@ -70,4 +82,4 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq || echo "deps.sh: apt-get update failed; trying the cached lists" >&2
 # shellcheck disable=SC2086
 $SUDO apt-get install -y -qq --no-install-recommends $missing
-npm_clients "$@"
+npm_all "$@"

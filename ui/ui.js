@@ -222,8 +222,21 @@ function verdict(s) {
   return { text: "kept the limit", cls: "within" };
 }
 
+/* What the fleet is, in words, above the lanes. */
+function fleetBanner(doc) {
+  const b = $("fleet-banner");
+  if (!doc.fleet) { b.hidden = true; return; }
+  const f = doc.fleet;
+  const how = { local: "each node counts on its own, so the fleet lets up to N times the limit through",
+    exact: "every node counts in one shared store, so the fleet holds the limit while the store is up",
+    sync: `each node counts on its own and syncs with the store every ${fmtTime(f.sync_ms)}, so the fleet can overshoot between syncs` }[f.store];
+  b.textContent = `A fleet of ${f.nodes} daemons behind a ${f.lb} load balancer: ${how}. While the store is down, on_store_error ${f.on_store_error} decides.`;
+  b.hidden = false;
+}
+
 function render(doc) {
   legend();
+  fleetBanner(doc);
   const lanes = $("lanes");
   lanes.replaceChildren();
   const ev = doc.events;
@@ -262,7 +275,8 @@ function render(doc) {
       if ((hi - lo) / P < 60)
         for (let t = Math.ceil(lo / P) * P; t <= hi; t += P) {
           s.append(svg("line", { x1: X(t), x2: X(t), y1: top, y2: bottom, stroke: "#5f6368", "stroke-dasharray": "4 3" }));
-          s.append(svg("text", { x: X(t) + 3, y: bottom - 3, "font-size": 10, fill: "#5f6368" }, `window starts ${fmtTime(t)}`));
+          const right = X(t) > W - 160;
+          s.append(svg("text", { x: X(t) + (right ? -4 : 4), y: bottom - 4, "font-size": 11, "text-anchor": right ? "end" : "start", fill: "#333" }, `a new window starts at ${fmtTime(t)}`));
         }
     }
     /* axis */
@@ -294,7 +308,8 @@ function render(doc) {
       for (const e of pts.slice(1)) d += ` H${X(e[0])} V${Y(e[5])}`;
       s.append(svg("path", { d, fill: "none", stroke: "#1f4fbf", "stroke-width": 2 }));
       s.append(svg("line", { x1: L, x2: W - R, y1: Y(pol.capacity), y2: Y(pol.capacity), stroke: "#1f4fbf", "stroke-dasharray": "2 3" }));
-      s.append(svg("text", { x: W - R - 2, y: Y(pol.capacity) - 3, "font-size": 10, "text-anchor": "end", fill: "#1f4fbf" }, `${pol.level}: ${pol.level === "tokens" ? "full at" : "limit"} ${pol.capacity}`));
+      const whose = shared ? "" : "node 0's ";
+      s.append(svg("text", { x: (L + W - R) / 2, y: Y(pol.capacity) - 4, "font-size": 11, "text-anchor": "middle", fill: "#1f4fbf" }, `line: ${whose}${pol.level} (${pol.level === "tokens" ? "full at" : "limit"} ${pol.capacity})`));
     }
     const lane = el("div", { class: "lane", "data-policy": pol.name });
     lane.append(el("h4", {}, `${pol.name} `, el("code", { text: pol.spec })));

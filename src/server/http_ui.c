@@ -16,9 +16,11 @@
  * every answer of the daemon), so that a new binary's page is never stale.
  *
  * A scenario is untrusted: its size (SIM_HTTP_MAX_BYTES) and its decisions
- * (SIM_HTTP_MAX_DECISIONS per policy, retries counted) are capped, so one
- * request runs for milliseconds and answers at most a few megabytes; a bad
- * one gets 400 with the parser's "line N: message" and "line": N.
+ * (SIM_HTTP_MAX_DECISIONS per policy, retries counted: the retry-storm
+ * example needs 80000) are capped, so one request runs for at most a few
+ * hundred milliseconds and answers at most 8 x 100000 events of ~35 bytes
+ * (the built-in examples: under 1 MB); a bad one gets 400 with the
+ * parser's "line N: message" and "line": N.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +30,7 @@
 #include "http.h"
 
 #define SIM_HTTP_MAX_BYTES ((size_t)64 << 10)
-#define SIM_HTTP_MAX_DECISIONS UINT64_C(10000)
+#define SIM_HTTP_MAX_DECISIONS UINT64_C(100000)
 
 /* The page's files, embedded (their paths are relative to the build's
    working directory, the project's root, as the Makefile runs the
@@ -114,16 +116,26 @@ static long error_line(const char *err) {
   return parse_int(digits, 0, INT32_MAX, 0, &v) ? 0 : (long)v;
 }
 
-/* A 400 for a scenario the parser refused: {"error", "line"}. */
+/* A 400 for a scenario the parser refused: {"error", "line"}. The
+   parser's messages quote the input, which may not be UTF-8: such bytes
+   become U+FFFD, so the answer is always valid JSON. */
 static int sim_error(h2o_req_t *req, const char *err) {
-  strbuf b = STRBUF_INIT;
+  strbuf b = STRBUF_INIT, clean = STRBUF_INIT;
+  for (size_t i = 0, n = strlen(err); i < n;) {
+    size_t k = http_utf8_len((const unsigned char *)err + i, n - i);
+    if (k) strbuf_add(&clean, err + i, k);
+    else STRBUF_LIT(&clean, "\xef\xbf\xbd");
+    i += k ? k : 1;
+  }
+  strbuf_add(&clean, "", 1);
   STRBUF_LIT(&b, "{\"error\":");
-  json_t *s = json_string(err); /* (the parser's messages quote the input) */
+  json_t *s = clean.oom ? NULL : json_string(clean.p);
+  strbuf_free(&clean);
   char *quoted = s ? json_dumps(s, JSON_ENCODE_ANY) : NULL;
   if (quoted)
     strbuf_add(&b, quoted, strlen(quoted));
   else
-    STRBUF_LIT(&b, "\"the scenario is not valid (its message is not UTF-8)\"");
+    STRBUF_LIT(&b, "\"out of memory\"");
   free(quoted);
   json_decref(s);
   strbuf_addf(&b, ",\"line\":%ld}\n", error_line(err));

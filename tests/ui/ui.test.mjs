@@ -91,7 +91,7 @@ try {
   const ex = await sameAsCli(page, "boundary-burst example", "boundary-burst");
   check("boundary burst: the fixed window lets 2x through", ex.fixed?.max_in_window === 200, JSON.stringify(ex));
   check("three lanes, one per policy", (await page.$$("#lanes .lane")).length === 3);
-  if (SHOTS) await page.screenshot({ path: `${SHOTS}/ui-simulator.png`, fullPage: false, clip: { x: 0, y: 0, width: 1280, height: 1700 }, captureBeyondViewport: true });
+  if (SHOTS) await page.screenshot({ path: `${SHOTS}/ui-simulator.png`, clip: { x: 0, y: 0, width: 1280, height: 1320 }, captureBeyondViewport: true });
 
   // The same, pressed: reset, advance 59.9s, burst 100, advance 100ms, burst 100.
   await andWait(page, () => page.click("#btn-reset"));
@@ -127,7 +127,7 @@ try {
   const quiz = await sameAsCli(page, "fleet quiz", "fleet-quiz");
   check("fleet quiz: 10 nodes let 2000 through against 100 a minute", quiz.fixed?.max_in_window === 2000, JSON.stringify(quiz));
   check("the fleet controls follow the quiz", await page.$eval("#fleet-on", (e) => e.checked) && (await page.$eval("#fleet-nodes", (e) => e.value)) === "10");
-  if (SHOTS) await page.screenshot({ path: `${SHOTS}/ui-fleet.png`, clip: { x: 0, y: 0, width: 1280, height: 1500 }, captureBeyondViewport: true });
+  if (SHOTS) await page.screenshot({ path: `${SHOTS}/ui-fleet.png`, clip: { x: 0, y: 0, width: 1280, height: 1080 }, captureBeyondViewport: true });
 
   // One shared store, exact: 200; then the store goes down, deny.
   await andWait(page, () => setValue(page, "#fleet-store", "exact"));
@@ -164,6 +164,14 @@ try {
   await new Promise((r) => setTimeout(r, 4500));
   for (let i = 0; i < 30; i++) await fetch(`${URL}/v1/throttle?key=ui-test&policy=gcra:10/m`);
   await new Promise((r) => setTimeout(r, 2500));
+  if (SHOTS) { // a minute of traffic to draw: a client over its limit, on and off
+    const until = Date.now() + 40000;
+    for (let i = 0; Date.now() < until; i++) {
+      await fetch(`${URL}/v1/throttle?key=shot&policy=gcra:5/s`);
+      if (Math.floor(i / 100) % 2) await fetch(`${URL}/v1/check?domain=default&key=k${i % 7}`);
+      await new Promise((r) => setTimeout(r, 60));
+    }
+  }
   const cards = await page.$eval("#live-cards", (e) => e.textContent);
   check("the live view shows decisions since start", /\d+ since start/.test(cards) && cards.includes("denied per second"), cards.slice(0, 200));
   check("the live view shows the store against its cap", /keys; cap/.test(cards), cards.slice(0, 300));
