@@ -5,7 +5,10 @@
  * summary and the plot written to memory.
  * Properties: no crash or sanitizer report; a rejected scenario has a
  * "line N: " message; an accepted one runs to completion with exactly one
- * summary line per policy, and its plot is a complete SVG document.
+ * summary line per policy, and its plot is a complete SVG document; its
+ * JSON (what the daemon's POST /v1/sim answers) is one document that
+ * starts with '{' and ends with "]}\n", with no byte below 0x20 or above
+ * 0x7e inside (every string is escaped).
  * The request cap is lowered so that every input runs in milliseconds.
  */
 #include <stdint.h>
@@ -43,6 +46,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (svg_len < 6 || strncmp(svg, "<?xml", 5) != 0 ||
       !strstr(svg, "</svg>\n"))
     abort();
+  char *js = NULL;
+  size_t js_len = 0;
+  FILE *fjs = open_memstream(&js, &js_len);
+  if (!fjs) abort();
+  sim_options jo = {.name = "fuzz", .seed = size, .json = fjs};
+  if (sim_run(sc, &jo, fjs, err, sizeof err)) abort();
+  fclose(fjs);
+  if (js_len < 4 || js[0] != '{' || strcmp(js + js_len - 3, "]}\n") != 0)
+    abort();
+  for (size_t i = 0; i + 1 < js_len; i++)
+    if ((unsigned char)js[i] < 0x20 || (unsigned char)js[i] > 0x7e) abort();
+  free(js);
   free(out);
   free(svg);
   sim_free(sc);

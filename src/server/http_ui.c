@@ -121,6 +121,7 @@ static long error_line(const char *err) {
    become U+FFFD, so the answer is always valid JSON. */
 static int sim_error(h2o_req_t *req, const char *err) {
   strbuf b = STRBUF_INIT, clean = STRBUF_INIT;
+  engine_count(worker_of(req->conn->ctx)->et, EC_HTTP_ERRORS, 1);
   for (size_t i = 0, n = strlen(err); i < n;) {
     size_t k = http_utf8_len((const unsigned char *)err + i, n - i);
     if (k) strbuf_add(&clean, err + i, k);
