@@ -17,10 +17,10 @@
  *
  * A scenario is untrusted: its size (SIM_HTTP_MAX_BYTES) and its decisions
  * (SIM_HTTP_MAX_DECISIONS per policy, retries counted: the retry-storm
- * example needs 80000) are capped, so one request runs for at most a few
- * hundred milliseconds and answers at most 8 x 100000 events of ~35 bytes
- * (the built-in examples: under 1 MB); a bad one gets 400 with the
- * parser's "line N: message" and "line": N.
+ * example needs 80000) are capped, so one request runs for at most about
+ * half a second and answers at most 8 x 100000 events, ~17 MB (the
+ * built-in examples: 16-250 KB in milliseconds); a bad one gets 400 with
+ * the parser's "line N: message" and "line": N.
  */
 #include <stdlib.h>
 #include <string.h>
