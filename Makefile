@@ -53,6 +53,7 @@ FLEET_SRC  = $(wildcard src/fleet/*.c)
 SIM_SRC    = $(wildcard src/sim/*.c)
 SERVER_SRC = $(wildcard src/server/*.c)
 CLI_SRC    = $(wildcard src/cli/*.c)
+MODULE_SRC = $(wildcard src/module/*.c)
 SRV_SRC  = $(RULES_SRC) $(ENGINE_SRC) $(FLEET_SRC) $(SIM_SRC) $(SERVER_SRC)
 SRV_OBJ  = $(SRV_SRC:%.c=$(BUILD)/obj/%.o)
 SRV_LIBS = -lh2o-evloop -lyaml -ljansson -lhiredis -lssl -lcrypto
@@ -69,6 +70,7 @@ LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 # unit tests and the test tools link (see "The library exports only sl_").
 LIB_INTERNAL = $(BUILD)/libsluice-internal.a
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+MODULE_OBJ = $(MODULE_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC = $(wildcard tests/unit/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 # Programs the integration scripts drive (e.g. the Redis parity checker).
@@ -79,7 +81,7 @@ INTEG    = $(filter-out %_lib.sh,$(wildcard tests/integration/*.sh))
 
 
 .PHONY: all check unit integration examples layers sizes run demo docs screenshots bench fuzz deps deps-bench deps-fuzz clean
-all: $(BUILD)/libsluice.a $(BUILD)/libsluice.so $(BUILD)/sluice
+all: $(BUILD)/libsluice.a $(BUILD)/libsluice.so $(BUILD)/sluice $(MODULE_ALL)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -140,6 +142,25 @@ $(BUILD)/$(SO_FILE): $(LIB_OBJ)
 $(BUILD)/libsluice.so: $(BUILD)/$(SO_FILE)
 	ln -sf $(SO_FILE) $(BUILD)/$(SO_NAME)
 	ln -sf $(SO_NAME) $@
+
+# ---- The Redis module (docs/fleet.md, "The Redis module") ----
+#
+# build/sluice-redis.so: src/module/ linked with the library's own objects
+# (the algorithms, the policy syntax), so the module and the library decide
+# with the same code. Nothing else is linked in: every Redis function comes
+# through RedisModule_GetApi at load, and -z defs proves no symbol is left
+# for the loader. A sanitized module cannot load into a plain redis-server
+# (the sanitizer runtime must come first), so sanitized builds test the
+# module through tests/unit/test_module.c instead.
+ifeq ($(SANITIZE),)
+MODULE_ALL = $(BUILD)/sluice-redis.so
+endif
+# Only RedisModule_OnLoad is exported (the library's sl_ API stays inside).
+$(MODULE_OBJ): ALL_CFLAGS += -fvisibility=hidden
+$(MODULE_OBJ): Makefile
+$(BUILD)/sluice-redis.so: $(MODULE_OBJ) $(LIB_INTERNAL)
+	$(CC) -shared $(LDFLAGS) -Wl,-z,defs -Wl,--exclude-libs,ALL -o $@ \
+	  $(MODULE_OBJ) $(LIB_INTERNAL)
 
 # ---- make install ----
 #
@@ -335,5 +356,5 @@ deps-fuzz:
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(TEST_BIN:=.d) \
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(MODULE_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(TEST_BIN:=.d) \
   $(TOOL_BIN:=.d)

@@ -6,6 +6,7 @@ sluice is built in layers, each allowed to use only those below it:
     include/  the public API (sluice.h)            anyone
     base      src/base/    leaf helpers            0
     algo      src/algo/    the pure algorithms     1
+    module    src/module/  the Redis module: algo inside Redis   1.5
     store     src/store/   the key table           2
     library   src/*.c      limiters, policies      3
     rules     src/rules/   YAML -> rule set        4
@@ -26,7 +27,8 @@ import os
 import re
 import sys
 
-LAYERS = [("base", "src/base"), ("algo", "src/algo"), ("store", "src/store"),
+LAYERS = [("base", "src/base"), ("algo", "src/algo"), ("module", "src/module"),
+          ("store", "src/store"),
           ("library", "src"), ("rules", "src/rules"), ("engine", "src/engine"),
           ("fleet", "src/fleet"), ("sim", "src/sim"),
           ("server", "src/server"), ("cli", "src/cli")]

@@ -115,6 +115,16 @@ int rs_prepare_force(const rs_check *checks, size_t n, rs_call *call,
 int rs_format_batch(const rs_request *reqs, size_t n, int mode, int64_t now_ns,
                     char **cmd, size_t *len);
 
+/*
+ * The module's native form of a call (docs/fleet.md, "The Redis module"):
+ * turns the EVALSHA that rs_format or rs_format_batch wrote into cmd[0..
+ * len) into SL.DECIDE with the same arguments, in place, and returns the
+ * offset at which the SL.DECIDE command starts (it is shorter: it ends
+ * where the EVALSHA did). The reply is the script's, read by rs_parse.
+ * Returns (size_t)-1 when cmd is not such an EVALSHA (nothing changed).
+ */
+size_t rs_native(char *cmd, size_t len);
+
 /* Sets call's place in the reply back to that of a call of its own (a
    batch's request sent again alone). */
 void rs_call_alone(rs_call *call);

@@ -32,6 +32,9 @@
  * checks real expiry: charged keys of 20 ms policies are gone 60 ms later,
  * and peeks or denials of a missing key create none.
  *
+ * --native sends every call as the Redis module's SL.DECIDE (rs_native)
+ * instead of EVALSHA: the same traces, decided by build/sluice-redis.so.
+ *
  * --time leaves the clock to Redis (TIME): the engine then decides at the
  * instant the script reports, and keys expire for real; a last check sees
  * first requests allowed with the right figures.
@@ -119,6 +122,23 @@ static int64_t rnd(int64_t lo, int64_t hi) {
 static int pct(int p) { return rnd(0, 99) < p; }
 
 static int time_mode; /* --time: Redis's clock */
+static redisContext *rc;
+static int native;    /* --native: the module's SL.DECIDE, not EVALSHA */
+
+/* Queues one formatted call of the script: as it is, or (--native) as
+   the module's SL.DECIDE (rs_native rewrites it in place). */
+static void append_call(const char *cmd, size_t len) {
+  if (native) {
+    size_t at = rs_native((char *)cmd, len);
+    if (at == (size_t)-1) {
+      fprintf(stderr, "parity: rs_native refused a call\n");
+      exit(2);
+    }
+    cmd += at;
+    len -= at;
+  }
+  redisAppendFormattedCommand(rc, cmd, len);
+}
 
 /* ---- policies ---- */
 
@@ -292,7 +312,6 @@ typedef struct fixed_trace {
 
 static const char *const knames[NKEYS] = {"a", "b", "c"};
 
-static redisContext *rc;
 static long decisions[SL_ALGO_COUNT], mismatches[SL_ALGO_COUNT];
 /* What the traces exercised, per algorithm: checks allowed and denied,
    requests that were ECOST, dry, and denied while a check would allow. */
@@ -580,7 +599,7 @@ enum { PROBE_FULL, PROBE_PERSIST };
 static redisReply *exec_call(const char *cmd, size_t len, int n,
                              char keys[][96], const int *slog, int probes) {
   redisAppendCommand(rc, "MULTI");
-  redisAppendFormattedCommand(rc, cmd, len);
+  append_call(cmd, len);
   int queued = 1;
   for (int u = 0; u < n; u++) {
     if (probes == PROBE_FULL) {
@@ -682,7 +701,7 @@ static redisReply *send_req(const char *cmd, size_t len, int nu,
                         char keys[][96], const int *slog,
                         const redisReply **out) {
   if (time_mode) {
-    redisAppendFormattedCommand(rc, cmd, len);
+    append_call(cmd, len);
     redisReply *r = NULL;
     if (redisGetReply(rc, (void **)&r) != REDIS_OK) die_reply("EVALSHA", r);
     *out = r;
@@ -1605,7 +1624,7 @@ static int one(const char *spec, const char *key, int64_t cost, int64_t now,
   char *cmd;
   size_t len;
   if (rs_format(&c, 1, 0, now, &call, &cmd, &len)) exit(2);
-  redisAppendFormattedCommand(rc, cmd, len);
+  append_call(cmd, len);
   free(cmd);
   redisReply *r = NULL;
   if (redisGetReply(rc, (void **)&r) != REDIS_OK) die_reply("EVALSHA", r);
@@ -1695,7 +1714,7 @@ static void time_smoke(void) {
 static void usage(void) {
   fprintf(stderr,
           "usage: parity --port P [--host H] [--seed S] [--steps N] "
-          "[--traces T] [--time]\n");
+          "[--traces T] [--time] [--native]\n");
   exit(2);
 }
 
@@ -1707,6 +1726,10 @@ int main(int argc, char **argv) {
     const char *a = argv[i];
     if (!strcmp(a, "--time")) {
       time_mode = 1;
+      continue;
+    }
+    if (!strcmp(a, "--native")) {
+      native = 1;
       continue;
     }
     if (i + 1 >= argc) usage();

@@ -1,0 +1,282 @@
+/*
+ * decide.c — SL.DECIDE, exact fleet mode's native command, and the
+ * decision of one request over several keys that every command uses.
+ *
+ * SL.DECIDE takes decide.lua's arguments and answers its reply, word for
+ * word, so the daemon formats one call and sends it either as
+ *   EVALSHA sha numkeys key... now mode (algo shadow nums)...
+ * or, where the module is loaded, as
+ *   SL.DECIDE numkeys key... now mode (algo shadow nums)...
+ * and reads either reply with the same parser (src/fleet/script.c). The
+ * arguments and reply are documented at the top of src/fleet/decide.lua.
+ * The decisions are the algorithms' own (algo/), not a second copy.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../base/fmt.h"
+#include "module.h"
+#include "state.h"
+
+#define MS INT64_C(1000000)
+#define MALFORMED "ERR sluice SL.DECIDE: malformed arguments"
+
+static int64_t test_clock = -1;
+
+void md_set_clock(int64_t ns) { test_clock = ns; }
+
+int64_t md_now(void) {
+  if (test_clock >= 0) return test_clock;
+  if (RedisModule_Microseconds) return RedisModule_Microseconds() * 1000;
+  return RedisModule_Milliseconds() * MS;
+}
+
+/* The state algorithms read: NULL for a fresh key. */
+static const algo_state *state_of(const mkey *m) {
+  return m->fresh ? NULL : &m->st;
+}
+
+/* Opens every key of the request; -1 (all closed) on a foreign one. */
+static int open_all(RedisModuleCtx *ctx, const mcheck *c, size_t n, mkey *k) {
+  for (size_t i = 0; i < n; i++)
+    if (mkey_open(ctx, &k[i], c[i].key, &c[i].p)) {
+      while (i > 0) mkey_close(&k[--i]);
+      return -1;
+    }
+  return 0;
+}
+
+int md_request(RedisModuleCtx *ctx, const mcheck *c, size_t n, int mode,
+               int64_t now, long long real_ms, sl_decision *out, int *all) {
+  mkey k[SL_CHECKS_MAX];
+  algo_state next[SL_CHECKS_MAX];
+  int charge[SL_CHECKS_MAX];
+  if (open_all(ctx, c, n, k)) return -1;
+  *all = 1;
+  for (size_t i = 0; i < n; i++) {
+    const algo_policy *p = &c[i].p;
+    if (mode == MD_FORCE) {
+      int64_t cost = c[i].cost, level;
+      if (p->ops->force(p, state_of(&k[i]), now, &cost, &level, &next[i]))
+        mkey_save(ctx, &k[i], p, &next[i], now, cost, real_ms);
+      out[i] = (sl_decision){1, p->B, level, 0, 0, 0};
+      continue;
+    }
+    charge[i] = p->ops->decide(p, state_of(&k[i]), now, c[i].cost, &out[i],
+                               &next[i]);
+    if (!out[i].allowed && !c[i].shadow) *all = 0;
+  }
+  for (size_t i = 0; mode == MD_DECIDE && i < n; i++) {
+    if (!charge[i]) continue;
+    const algo_policy *p = &c[i].p;
+    if (*all) {
+      mkey_save(ctx, &k[i], p, &next[i], now, c[i].cost, real_ms);
+    } else { /* not charged because another denied: a peek's figures */
+      algo_state unused;
+      p->ops->decide(p, state_of(&k[i]), now, 0, &out[i], &unused);
+    }
+  }
+  for (size_t i = 0; i < n; i++) mkey_close(&k[i]);
+  return 0;
+}
+
+/* ---- SL.DECIDE's arguments ---- */
+
+static int64_t get64le(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  return (int64_t)v;
+}
+
+/* A decimal 0 <= v < max of s[0..n); -1 when it is not one. */
+static int parse_dec(const char *s, size_t n, int64_t max, int64_t *v) {
+  if (n == 0 || n > 19) return -1;
+  int64_t x = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    x = x * 10 + (s[i] - '0');
+  }
+  if (x >= max) return -1;
+  *v = x;
+  return 0;
+}
+
+static int is_bucket(sl_algo a) {
+  return a == SL_TOKEN_BUCKET || a == SL_LEAKY_BUCKET || a == SL_GCRA;
+}
+
+/*
+ * Check c from one key's (algo, shadow, nums) words, as script.c's
+ * prepare() writes them; the bounds are the script's (rs_policy_check),
+ * so that the module decides exactly what the script would. -1 when
+ * malformed.
+ */
+static int parse_check(RedisModuleString **w, int force, mcheck *c) {
+  size_t la, ls, ln;
+  const char *a = RedisModule_StringPtrLen(w[0], &la);
+  const char *sh = RedisModule_StringPtrLen(w[1], &ls);
+  const unsigned char *nums =
+      (const unsigned char *)RedisModule_StringPtrLen(w[2], &ln);
+  if (la != 1 || a[0] < '0' || a[0] >= '0' + SL_ALGO_COUNT || ln != 32)
+    return -1;
+  sl_algo algo = (sl_algo)(a[0] - '0');
+  int64_t v[4];
+  for (int i = 0; i < 4; i++) v[i] = get64le(nums + 8 * i);
+  c->shadow = ls == 1 && sh[0] == '1';
+  c->cost = v[0];
+  if (is_bucket(algo)) { /* cap = burst*Wg, Lg, Wg */
+    int64_t cap = v[1], Lg = v[2], Wg = v[3];
+    if (Lg < 1 || Wg < 1 || cap < Wg || cap % Wg ||
+        cap / Wg > SL_LIMIT_MAX || 2 * (i128)cap + 2 * (i128)Lg > (i128)1 << 53)
+      return -1;
+    memset(&c->p, 0, sizeof c->p);
+    c->p.pub = (sl_policy){algo, (uint32_t)(cap / Wg), (uint32_t)(cap / Wg), 0};
+    c->p.ops = algo_ops_of(algo);
+    c->p.B = cap / Wg;
+    c->p.L = Lg;
+    c->p.W = Wg;
+    c->p.Lg = Lg;
+    c->p.Wg = Wg;
+    c->p.cap = cap;
+  } else { /* LIMIT, PERIOD in ms */
+    if (v[1] < 1 || v[1] > SL_LIMIT_MAX || v[2] < 1 ||
+        v[2] > SL_PERIOD_MAX_NS / MS || v[3] != 0)
+      return -1;
+    sl_policy p = {algo, (uint32_t)v[1], 0, v[2] * MS};
+    if (algo_policy_compile(&p, &c->p, NULL, 0)) return -1;
+    if (algo == SL_SLIDING_WINDOW && c->p.W > (INT64_C(1) << 52)) return -1;
+  }
+  if (c->cost < 0 || c->cost > (force ? INT64_MAX / 4 : c->p.B)) return -1;
+  return 0;
+}
+
+/* The requests' sizes from the mode word: n requests; -1 if malformed. */
+static int parse_mode(RedisModuleString *w, long long nk, int *mode,
+                      uint8_t *sizes, size_t *n) {
+  size_t len;
+  const char *m = RedisModule_StringPtrLen(w, &len);
+  if (len == 1 && (m[0] == '0' || m[0] == '1')) {
+    *mode = m[0] == '1' ? MD_DRY : MD_DECIDE;
+    if (nk > SL_CHECKS_MAX) return -1;
+    sizes[0] = (uint8_t)nk;
+    *n = 1;
+    return 0;
+  }
+  if (len < 2 || len > 256 || (m[0] != 'g' && m[0] != 'f')) return -1;
+  *mode = m[0] == 'f' ? MD_FORCE : MD_DECIDE;
+  long long sum = 0;
+  for (size_t i = 1; i < len; i++) {
+    uint8_t s = (uint8_t)m[i];
+    if (s == 0 || s > SL_CHECKS_MAX) return -1;
+    sizes[i - 1] = s;
+    sum += s;
+  }
+  *n = len - 1;
+  return sum == nk ? 0 : -1;
+}
+
+/* Whether a key repeats among c[0..n) (one request's keys are distinct). */
+static int repeats(const mcheck *c, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < i; j++) {
+      size_t a, b;
+      const char *x = RedisModule_StringPtrLen(c[i].key, &a);
+      const char *y = RedisModule_StringPtrLen(c[j].key, &b);
+      if (a == b && !memcmp(x, y, a)) return 1;
+    }
+  return 0;
+}
+
+/* The reply: { now, per request: allowed, six per key } or, forced,
+   { now, (level, limit) '<i8i8' per key }. */
+static void reply(RedisModuleCtx *ctx, int mode, int64_t now,
+                  const sl_decision *d, const int *all, const uint8_t *sizes,
+                  size_t nreq, size_t nk) {
+  char num[24];
+  if (mode == MD_FORCE) {
+    RedisModule_ReplyWithArray(ctx, 2);
+    RedisModule_ReplyWithStringBuffer(ctx, num, fmt_i64(num, now));
+    unsigned char *lv = RedisModule_Alloc(16 * nk);
+    for (size_t i = 0; i < nk; i++)
+      for (int b = 0; b < 8; b++) {
+        lv[16 * i + b] = (unsigned char)((uint64_t)d[i].remaining >> (8 * b));
+        lv[16 * i + 8 + b] = (unsigned char)((uint64_t)d[i].limit >> (8 * b));
+      }
+    RedisModule_ReplyWithStringBuffer(ctx, (const char *)lv, 16 * nk);
+    RedisModule_Free(lv);
+    return;
+  }
+  RedisModule_ReplyWithArray(ctx, (long)(1 + nreq + 6 * nk));
+  RedisModule_ReplyWithStringBuffer(ctx, num, fmt_i64(num, now));
+  size_t k = 0;
+  for (size_t r = 0; r < nreq; r++) {
+    RedisModule_ReplyWithLongLong(ctx, all[r]);
+    for (size_t i = 0; i < sizes[r]; i++, k++) {
+      const sl_decision *x = &d[k];
+      const long long v[6] = {x->allowed, x->limit, x->remaining,
+                              x->reset_ns, x->retry_after_ns, x->delay_ns};
+      for (int j = 0; j < 6; j++) RedisModule_ReplyWithLongLong(ctx, v[j]);
+    }
+  }
+}
+
+/* Positions of SL.DECIDE's keys, for Redis Cluster (getkeys-api). */
+static int report_keys(RedisModuleCtx *ctx, RedisModuleString **argv,
+                       int argc) {
+  long long nk;
+  size_t len;
+  const char *s = RedisModule_StringPtrLen(argv[1], &len);
+  int64_t v;
+  if (parse_dec(s, len, argc, &v) == 0) {
+    nk = v;
+    for (long long i = 0; i < nk && 2 + i < argc; i++)
+      RedisModule_KeyAtPos(ctx, (int)(2 + i));
+  }
+  return REDISMODULE_OK;
+}
+
+int md_cmd_decide(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  if (RedisModule_IsKeysPositionRequest(ctx)) {
+    if (argc >= 2) report_keys(ctx, argv, argc);
+    return REDISMODULE_OK;
+  }
+  if (argc < 8) return RedisModule_WrongArity(ctx);
+  size_t len;
+  const char *s = RedisModule_StringPtrLen(argv[1], &len);
+  int64_t nk;
+  if (parse_dec(s, len, argc, &nk) || nk < 1 || argc != 4 + 4 * nk)
+    return RedisModule_ReplyWithError(ctx, MALFORMED);
+  int mode;
+  uint8_t sizes[256];
+  size_t nreq;
+  if (parse_mode(argv[3 + nk], nk, &mode, sizes, &nreq))
+    return RedisModule_ReplyWithError(ctx, MALFORMED);
+  int64_t now;
+  s = RedisModule_StringPtrLen(argv[2 + nk], &len);
+  if (len == 0 || (len == 2 && !memcmp(s, "-1", 2)))
+    now = md_now();
+  else if (parse_dec(s, len, SL_TIME_MAX_NS, &now))
+    return RedisModule_ReplyWithError(ctx, MALFORMED);
+  mcheck *c = RedisModule_Alloc(sizeof *c * (size_t)nk);
+  sl_decision *d = RedisModule_Alloc(sizeof *d * (size_t)nk);
+  int all[256];
+  const char *err = NULL;
+  for (int64_t i = 0; i < nk && !err; i++) {
+    c[i].key = argv[2 + i];
+    if (parse_check(argv + 4 + nk + 3 * i, mode == MD_FORCE, &c[i]))
+      err = MALFORMED;
+  }
+  for (size_t r = 0, at = 0; r < nreq && !err; at += sizes[r++])
+    if (repeats(c + at, sizes[r])) err = MALFORMED " (a key repeats)";
+  long long real_ms = RedisModule_Milliseconds();
+  for (size_t r = 0, at = 0; r < nreq && !err; at += sizes[r++])
+    if (md_request(ctx, c + at, sizes[r], mode, now, real_ms, d + at, &all[r]))
+      err = REDISMODULE_ERRORMSG_WRONGTYPE;
+  if (err)
+    RedisModule_ReplyWithError(ctx, err);
+  else
+    reply(ctx, mode, now, d, all, sizes, nreq, (size_t)nk);
+  RedisModule_Free(c);
+  RedisModule_Free(d);
+  return REDISMODULE_OK;
+}

@@ -1,0 +1,251 @@
+/*
+ * module.c — sluice's Redis module (build/sluice-redis.so): its commands
+ * and RedisModule_OnLoad.
+ *
+ *   SL.THROTTLE key policy [cost]   [allowed, limit, remaining,
+ *                                    retry_after_ms, reset_ms, delay_ms],
+ *                                    as the daemon's RESP command
+ *   CL.THROTTLE key max_burst count period [quantity]   redis-cell's,
+ *                                    reply and errors word for word
+ *   SL.RESET key [policy]            DEL of the state: 1 or 0
+ *   SL.DECIDE numkeys key... now mode args...   exact fleet mode's
+ *                                    decision of several keys (decide.c)
+ *   SL.CLOCK ns                      only when loaded with TESTCLOCK:
+ *                                    a fixed clock for parity tests
+ *                                    (-1: Redis's clock again)
+ *
+ * Every command names its keys to Redis (first/last/step, or getkeys-api
+ * for SL.DECIDE), so Redis Cluster routes them and refuses cross-slot
+ * calls itself. State keys are plain strings and hashes (state.h).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../base/fmt.h"
+#include "module.h"
+
+#define SEC INT64_C(1000000000)
+
+/* A decimal argument as redis-cell reads it (Rust's i64 parse: an optional
+   sign, digits, nothing else); -1 when it is not one. */
+static int arg_i64(RedisModuleString *s, long long *out) {
+  size_t n;
+  const char *p = RedisModule_StringPtrLen(s, &n);
+  size_t i = n && (p[0] == '-' || p[0] == '+');
+  if (i == n || n > 20) return -1;
+  unsigned long long v = 0, max = p[0] == '-' ? (1ULL << 63) : (1ULL << 63) - 1;
+  for (; i < n; i++) {
+    if (p[i] < '0' || p[i] > '9' || v > (max - (unsigned)(p[i] - '0')) / 10)
+      return -1;
+    v = v * 10 + (unsigned)(p[i] - '0');
+  }
+  *out = p[0] == '-' ? (long long)(0 - v) : (long long)v;
+  return 0;
+}
+
+/* Replies with an array of n integers. */
+static int reply_ints(RedisModuleCtx *ctx, const int64_t *v, int n) {
+  RedisModule_ReplyWithArray(ctx, n);
+  for (int i = 0; i < n; i++) RedisModule_ReplyWithLongLong(ctx, v[i]);
+  return REDISMODULE_OK;
+}
+
+/* Decides one check now; replies WRONGTYPE itself (returns -1). */
+static int decide_one(RedisModuleCtx *ctx, mcheck *c, sl_decision *d) {
+  int all;
+  if (md_request(ctx, c, 1, MD_DECIDE, md_now(), RedisModule_Milliseconds(),
+                 d, &all)) {
+    RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    return -1;
+  }
+  return 0;
+}
+
+/* A policy argument, parsed and compiled; replies the error (-1). */
+static int arg_policy(RedisModuleCtx *ctx, RedisModuleString *s,
+                      algo_policy *p) {
+  size_t n;
+  const char *spec = RedisModule_StringPtrLen(s, &n);
+  char buf[128], why[160] = "", msg[200];
+  sl_policy pub;
+  if (n >= sizeof buf) {
+    snprintf(why, sizeof why, "policy is too long");
+  } else {
+    memcpy(buf, spec, n);
+    buf[n] = '\0';
+    if (!sl_policy_parse(buf, &pub, why, sizeof why) &&
+        !algo_policy_compile(&pub, p, why, sizeof why))
+      return 0;
+  }
+  snprintf(msg, sizeof msg, "ERR invalid policy%s%s", why[0] ? ": " : "",
+           why);
+  RedisModule_ReplyWithError(ctx, msg);
+  return -1;
+}
+
+int md_cmd_throttle(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  if (argc < 3 || argc > 4) return RedisModule_WrongArity(ctx);
+  long long cost = 1;
+  if (argc == 4 && (arg_i64(argv[3], &cost) || cost < 0))
+    return RedisModule_ReplyWithError(ctx, "ERR cost must be an integer >= 0");
+  mcheck c = {.key = argv[1], .cost = cost};
+  if (arg_policy(ctx, argv[2], &c.p)) return REDISMODULE_OK;
+  if (cost > c.p.B) {
+    size_t n;
+    const char *spec = RedisModule_StringPtrLen(argv[2], &n);
+    char msg[200];
+    snprintf(msg, sizeof msg, "ERR cost %lld can never be allowed by %.*s",
+             cost, (int)(n < 100 ? n : 100), spec);
+    return RedisModule_ReplyWithError(ctx, msg);
+  }
+  sl_decision d;
+  if (decide_one(ctx, &c, &d)) return REDISMODULE_OK;
+  int64_t v[6] = {d.allowed,
+                  d.limit,
+                  d.remaining,
+                  ns_to_ms_up(d.retry_after_ns),
+                  ns_to_ms_up(d.reset_ns),
+                  ns_to_ms_up(d.delay_ns)};
+  return reply_ints(ctx, v, 6);
+}
+
+/* redis-cell's seconds: whole seconds, plus one if >= 1 ms is left over. */
+static int64_t cell_secs(int64_t ns) {
+  return ns / SEC + ((ns % SEC) / 1000000 > 0);
+}
+
+/*
+ * CL.THROTTLE's numbers, as the daemon's RESP command checks them
+ * (src/server/resp.c): redis-cell's own words where it has any ("Zero
+ * rates are not supported"), a named range otherwise. NULL when all fit.
+ */
+static const char *cell_bad(long long burst, long long count,
+                            long long period, long long qty, char *buf,
+                            size_t len) {
+  long long max_period = SL_PERIOD_MAX_NS / SEC;
+  if (count == 0 || period == 0) return "ERR Zero rates are not supported";
+  if (count < 0 || count > SL_LIMIT_MAX)
+    snprintf(buf, len, "ERR count per period must be positive, at most %u "
+                       "(got %lld)", SL_LIMIT_MAX, count);
+  else if (period < 0 || period > max_period)
+    snprintf(buf, len, "ERR period must be positive, at most %lld seconds "
+                       "(got %lld)", max_period, period);
+  else if (burst < 0 || burst >= SL_LIMIT_MAX)
+    snprintf(buf, len, "ERR max_burst must be 0..%u (got %lld)",
+             SL_LIMIT_MAX - 1, burst);
+  else if (qty < 0)
+    snprintf(buf, len, "ERR quantity must be >= 0 (got %lld)", qty);
+  else
+    return NULL;
+  return buf;
+}
+
+int md_cmd_cell(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  if (argc != 5 && argc != 6)
+    return RedisModule_ReplyWithError(
+        ctx, "ERR Usage: cl.throttle <key> <max_burst> <count per period> "
+             "<period> [<quantity>]");
+  long long n[4] = {0, 0, 0, 1}; /* max_burst, count, period, quantity */
+  char msg[200];
+  for (int i = 2; i < argc; i++)
+    if (arg_i64(argv[i], &n[i - 2])) {
+      size_t len;
+      const char *s = RedisModule_StringPtrLen(argv[i], &len);
+      snprintf(msg, sizeof msg, "ERR Couldn't parse as integer: %.*s",
+               (int)(len < 100 ? len : 100), s);
+      return RedisModule_ReplyWithError(ctx, msg);
+    }
+  const char *bad = cell_bad(n[0], n[1], n[2], n[3], msg, sizeof msg);
+  if (bad) return RedisModule_ReplyWithError(ctx, bad);
+  /* GCRA, burst = max_burst + 1, emission interval = period / count. */
+  sl_policy pub = {SL_GCRA, (uint32_t)n[1], (uint32_t)(n[0] + 1), n[2] * SEC};
+  mcheck c = {.key = argv[1]};
+  char why[160];
+  if (algo_policy_compile(&pub, &c.p, why, sizeof why)) {
+    char out[320];
+    snprintf(out, sizeof out, "ERR max_burst %lld at %lld per %lld s: %s",
+             n[0], n[1], n[2], why);
+    return RedisModule_ReplyWithError(ctx, out);
+  }
+  int never = n[3] > (long long)pub.burst; /* redis-cell: limited, retry -1 */
+  c.cost = never ? 0 : n[3];
+  sl_decision d;
+  if (decide_one(ctx, &c, &d)) return REDISMODULE_OK;
+  int limited = never || !d.allowed;
+  int64_t v[5] = {limited, d.limit, d.remaining,
+                  limited && !never ? cell_secs(d.retry_after_ns) : -1,
+                  cell_secs(d.reset_ns)};
+  return reply_ints(ctx, v, 5);
+}
+
+int md_cmd_reset(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  if (argc < 2 || argc > 3) return RedisModule_WrongArity(ctx);
+  algo_policy p;
+  if (argc == 3 && arg_policy(ctx, argv[2], &p)) return REDISMODULE_OK;
+  RedisModuleKey *k = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_WRITE);
+  int had = RedisModule_KeyType(k) != REDISMODULE_KEYTYPE_EMPTY;
+  if (had) {
+    RedisModule_DeleteKey(k);
+    RedisModule_Replicate(ctx, "DEL", "s", argv[1]);
+  }
+  RedisModule_CloseKey(k);
+  return RedisModule_ReplyWithLongLong(ctx, had);
+}
+
+int md_cmd_clock(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  if (argc != 2) return RedisModule_WrongArity(ctx);
+  long long ns;
+  if (arg_i64(argv[1], &ns) || ns < -1 || ns >= SL_TIME_MAX_NS)
+    return RedisModule_ReplyWithError(
+        ctx, "ERR SL.CLOCK: ns since the epoch, or -1 for Redis's clock");
+  md_set_clock(ns);
+  return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* The commands: name, function, flags, first/last/step key. */
+static const struct {
+  const char *name;
+  RedisModuleCmdFunc fn;
+  const char *flags;
+  int first, last, step;
+} commands[] = {
+    {"sl.throttle", md_cmd_throttle, "write deny-oom fast", 1, 1, 1},
+    {"cl.throttle", md_cmd_cell, "write deny-oom fast", 1, 1, 1},
+    {"sl.reset", md_cmd_reset, "write fast", 1, 1, 1},
+    {"sl.decide", md_cmd_decide, "write deny-oom getkeys-api", 2, 2, 1},
+};
+
+/* Whether argument s spells word (any case). */
+static int arg_is(RedisModuleString *s, const char *word) {
+  size_t n;
+  const char *p = RedisModule_StringPtrLen(s, &n);
+  return n == strlen(word) && !strncasecmp(p, word, n);
+}
+
+__attribute__((visibility("default"))) int
+RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+
+int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv,
+                       int argc) {
+  if (rm_init(ctx, "sluice", 1) != REDISMODULE_OK) return REDISMODULE_ERR;
+  int testclock = 0;
+  for (int i = 0; i < argc; i++) {
+    if (!arg_is(argv[i], "TESTCLOCK")) {
+      RedisModule_Log(ctx, "warning", "sluice: unknown load argument (the "
+                                      "only one is TESTCLOCK)");
+      return REDISMODULE_ERR;
+    }
+    testclock = 1;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (RedisModule_CreateCommand(ctx, commands[i].name, commands[i].fn,
+                                  commands[i].flags, commands[i].first,
+                                  commands[i].last,
+                                  commands[i].step) != REDISMODULE_OK)
+      return REDISMODULE_ERR;
+  if (testclock &&
+      RedisModule_CreateCommand(ctx, "sl.clock", md_cmd_clock, "fast", 0, 0,
+                                0) != REDISMODULE_OK)
+    return REDISMODULE_ERR;
+  return REDISMODULE_OK;
+}

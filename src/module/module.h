@@ -1,0 +1,49 @@
+/*
+ * module.h — what the module's files share: the clock, the decision of one
+ * request over several state keys (the heart of SL.DECIDE, also used by
+ * SL.THROTTLE and CL.THROTTLE), and the command functions (registered by
+ * module.c's RedisModule_OnLoad, called directly by the tests).
+ */
+#ifndef SLUICE_MODULE_MODULE_H
+#define SLUICE_MODULE_MODULE_H
+
+#include "../algo/algo.h"
+#include "rm.h"
+
+/* One check of a request: its state key, policy, cost and shadow flag. */
+typedef struct mcheck {
+  RedisModuleString *key;
+  algo_policy p;
+  int64_t cost;
+  int shadow;
+} mcheck;
+
+/* What a request does (decide.lua's modes). */
+enum { MD_DECIDE, MD_DRY, MD_FORCE };
+
+/*
+ * Decides one request of checks c[0..n) (distinct keys, n <= SL_CHECKS_MAX)
+ * at `now` ns as sl_take_all does: all-or-nothing (MD_DECIDE: charged only
+ * when every non-shadow check allows; an allowing check that was not
+ * charged reports a peek's figures), MD_DRY (nothing charged) or MD_FORCE
+ * (every check charged whatever it holds; out[i].remaining is the signed
+ * level after it). *all: the request's answer. Keys expire real-time
+ * (real_ms: Redis's clock now). Returns 0, or -1 when a key holds
+ * something else (nothing written then).
+ */
+int md_request(RedisModuleCtx *ctx, const mcheck *c, size_t n, int mode,
+               int64_t now, long long real_ms, sl_decision *out, int *all);
+
+/* The time decisions use, in ns: Redis's clock, or the test clock. */
+int64_t md_now(void);
+/* The test clock: ns >= 0 replaces Redis's clock, -1 restores it. */
+void md_set_clock(int64_t ns);
+
+/* The commands (module.c, decide.c). */
+int md_cmd_decide(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+int md_cmd_throttle(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+int md_cmd_cell(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+int md_cmd_reset(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+int md_cmd_clock(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+
+#endif /* SLUICE_MODULE_MODULE_H */
