@@ -265,7 +265,7 @@ examples: $(BUILD)/examples/quickstart
 unit: $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
 
-integration: $(BUILD)/sluice $(TOOL_BIN)
+integration: $(BUILD)/sluice $(TOOL_BIN) $(MODULE_ALL)
 	@set -e; for t in $(INTEG); do echo "== $$t"; \
 	  SLUICE=$(BUILD)/sluice TOOLS=$(BUILD)/tests/tools sh $$t; done
 
@@ -311,6 +311,7 @@ deps-bench-server:
 bench-fleet: deps-bench-server
 	@$(MAKE) --no-print-directory all
 	@SLUICE=$(BUILD)/sluice bench/fleet/run.sh
+	@SLUICE=$(BUILD)/sluice MODULE=$(BUILD)/sluice-redis.so sh bench/fleet/module.sh
 
 # Every attack of docs/hardening.md at once against one daemon on
 # loopback, bounded (SOAK_SECONDS, default 60; under five minutes in all):

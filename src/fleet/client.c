@@ -182,10 +182,23 @@ static int wbuf_add(node *n, const char *cmd, size_t len) {
   return 0;
 }
 
+/* p's bytes into n's write buffer: the script's EVALSHA as the module's
+   SL.DECIDE where n has the module (rs_native; p->cmd stays EVALSHA for a
+   resend elsewhere). 0, or -1 (out of memory). */
+static int wbuf_put(node *n, const pending *p) {
+  char hdr[RS_NATIVE_HDR];
+  size_t hl, at = n->native ? rs_native(p->cmd, p->len, hdr, &hl) : (size_t)-1;
+  if (at == (size_t)-1) return wbuf_add(n, p->cmd, p->len);
+  if (strbuf_reserve(&n->w, hl + p->len - at)) return -1;
+  strbuf_add(&n->w, hdr, hl);
+  strbuf_add(&n->w, p->cmd + at, p->len - at);
+  return 0;
+}
+
 /* Appends p to n's queue (its bytes to the write buffer); n has the
    timeout from now to answer it (p->reply_by). */
 static int enqueue(node *n, pending *p) {
-  if (wbuf_add(n, p->cmd, p->len)) return -1;
+  if (wbuf_put(n, p)) return -1;
   int64_t now = clock_mono_ns();
   p->next = NULL;
   if (n->qtail)
@@ -467,6 +480,11 @@ static void load_refused(node *n, pending *load, redisReply *r) {
    command that waited for it; a refused AUTH or SELECT makes the node
    unusable as configured. */
 static void internal_reply(node *n, pending *p, redisReply *r) {
+  if (p->probe) { /* an error (an ACL, say): the script, as without it */
+    n->native = rs_native_probe(r);
+    finish(n->c, p, r, NULL);
+    return;
+  }
   if (r->type == REDIS_REPLY_ERROR && p->waiter) {
     load_refused(n, p, r);
     return;
@@ -622,7 +640,14 @@ static int handshake(node *n, int64_t deadline) {
   const char *load[] = {"SCRIPT", "LOAD", src};
   size_t load_lens[] = {6, 4, sl};
   rc |= !enqueue_internal(n, 3, load, load_lens, deadline);
-  return rc ? -1 : 0;
+  /* The module (sluice-redis.so), asked again at every connect: a
+     failover or a restart may bring a node with or without it. */
+  const char *info[] = {"COMMAND", "INFO", "sl.decide"};
+  size_t info_lens[] = {7, 4, 9};
+  pending *probe = enqueue_internal(n, 3, info, info_lens, deadline);
+  if (probe) probe->probe = 1;
+  n->native = 0;
+  return rc || !probe ? -1 : 0;
 }
 
 /* Starts a connection: the handshake goes first in the queue. */

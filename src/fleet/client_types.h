@@ -35,6 +35,7 @@ typedef struct pending {
   size_t len;
   rt_call rt;   /* its routing: slot, redirects, ASKING, deadline */
   int internal; /* handshake / ASKING / SCRIPT LOAD: no callback */
+  int probe;    /* the handshake's COMMAND INFO sl.decide */
   int again;    /* sent again after its connection was lost (once) */
   int answered; /* its callback (or split) was told: the reply is dropped */
   /* A SCRIPT LOAD after NOSCRIPT: the command queued behind it that waits
@@ -68,6 +69,8 @@ typedef struct node {
   rc_sock *sock;
   int state;                   /* RC_NODE_* */
   int worked;                  /* this connection has had a reply */
+  int native;                  /* the module is loaded: SL.DECIDE, not
+                                  EVALSHA (asked at each connect) */
   redisReader *reader;
   pending *head, *tail;        /* sent (or being sent), in order */
   pending *qhead, *qtail;      /* queued, not yet in a write */

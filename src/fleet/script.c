@@ -307,10 +307,10 @@ int rs_format(const rs_check *checks, size_t n, int mode, int64_t now_ns,
   return rc;
 }
 
-size_t rs_native(char *cmd, size_t len) {
+size_t rs_native(const char *cmd, size_t len, char *hdr, size_t *hdr_len) {
   /* "*N\r\n$7\r\nEVALSHA\r\n$40\r\n<sha>\r\n" -> "*N-1\r\n$9\r\nSL.DECIDE\r\n" */
   static const char eval[] = "$7\r\nEVALSHA\r\n$40\r\n";
-  if (!cmd || len < 4 || cmd[0] != '*') return (size_t)-1;
+  if (!cmd || !hdr || !hdr_len || len < 4 || cmd[0] != '*') return (size_t)-1;
   size_t i = 1;
   int64_t n = 0;
   while (i < len && i < 8 && cmd[i] >= '0' && cmd[i] <= '9')
@@ -319,14 +319,17 @@ size_t rs_native(char *cmd, size_t len) {
   if (n < 4 || head > len || memcmp(cmd + i, "\r\n", 2) ||
       memcmp(cmd + i + 2, eval, sizeof eval - 1))
     return (size_t)-1;
-  char fresh[32];
   size_t k = 0;
-  fresh[k++] = '*';
-  k += fmt_i64(fresh + k, n - 1);
-  memcpy(fresh + k, "\r\n$9\r\nSL.DECIDE\r\n", 17);
-  k += 17;
-  memcpy(cmd + head - k, fresh, k);
-  return head - k;
+  hdr[k++] = '*';
+  k += fmt_i64(hdr + k, n - 1);
+  memcpy(hdr + k, "\r\n$9\r\nSL.DECIDE\r\n", 17);
+  *hdr_len = k + 17;
+  return head;
+}
+
+int rs_native_probe(const redisReply *r) {
+  return r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+         r->element[0] && r->element[0]->type == REDIS_REPLY_ARRAY;
 }
 
 /* ---- the reply ---- */

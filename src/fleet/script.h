@@ -116,14 +116,21 @@ int rs_format_batch(const rs_request *reqs, size_t n, int mode, int64_t now_ns,
                     char **cmd, size_t *len);
 
 /*
- * The module's native form of a call (docs/fleet.md, "The Redis module"):
- * turns the EVALSHA that rs_format or rs_format_batch wrote into cmd[0..
- * len) into SL.DECIDE with the same arguments, in place, and returns the
- * offset at which the SL.DECIDE command starts (it is shorter: it ends
- * where the EVALSHA did). The reply is the script's, read by rs_parse.
- * Returns (size_t)-1 when cmd is not such an EVALSHA (nothing changed).
+ * The Redis module's native form of a call (docs/fleet.md, "The Redis
+ * module"). SL.DECIDE takes the script's arguments after its numkeys, so
+ * only the head differs: rs_native reads the EVALSHA that rs_format or
+ * rs_format_batch wrote in cmd[0..len), writes SL.DECIDE's head into hdr
+ * (*hdr_len bytes, at most RS_NATIVE_HDR) and returns the offset in cmd
+ * where the words both forms share begin: SL.DECIDE is hdr followed by
+ * cmd[offset..len). Its reply is the script's (rs_parse reads either).
+ * Returns (size_t)-1 when cmd is not such an EVALSHA.
  */
-size_t rs_native(char *cmd, size_t len);
+#define RS_NATIVE_HDR 32
+size_t rs_native(const char *cmd, size_t len, char *hdr, size_t *hdr_len);
+
+/* Whether r, the reply to COMMAND INFO sl.decide, says that the node has
+   the module loaded (an array of one command, not a nil). */
+int rs_native_probe(const redisReply *r);
 
 /* Sets call's place in the reply back to that of a call of its own (a
    batch's request sent again alone). */

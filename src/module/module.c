@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "../base/fmt.h"
+#include "../base/hash.h"
 #include "module.h"
 
 #define SEC INT64_C(1000000000)
@@ -61,12 +62,28 @@ static int decide_one(RedisModuleCtx *ctx, mcheck *c, sl_decision *d) {
   return 0;
 }
 
+/* Policies as spelled, parsed and compiled: one per slot of a small
+   direct-mapped cache (Redis runs commands on one thread), so that a
+   client repeating its policies pays sl_policy_parse once per spelling. */
+#define SPEC_MAX 128
+#define SPEC_CACHE 64
+static struct {
+  size_t len; /* 0: empty */
+  char spec[SPEC_MAX];
+  algo_policy p;
+} spec_cache[SPEC_CACHE];
+
 /* A policy argument, parsed and compiled; replies the error (-1). */
 static int arg_policy(RedisModuleCtx *ctx, RedisModuleString *s,
                       algo_policy *p) {
   size_t n;
   const char *spec = RedisModule_StringPtrLen(s, &n);
-  char buf[128], why[160] = "", msg[200];
+  size_t slot = (size_t)(fnv1a(FNV1A_INIT, spec, n) % SPEC_CACHE);
+  if (n && spec_cache[slot].len == n && !memcmp(spec_cache[slot].spec, spec, n)) {
+    *p = spec_cache[slot].p;
+    return 0;
+  }
+  char buf[SPEC_MAX], why[160] = "", msg[200];
   sl_policy pub;
   if (n >= sizeof buf) {
     snprintf(why, sizeof why, "policy is too long");
@@ -74,8 +91,12 @@ static int arg_policy(RedisModuleCtx *ctx, RedisModuleString *s,
     memcpy(buf, spec, n);
     buf[n] = '\0';
     if (!sl_policy_parse(buf, &pub, why, sizeof why) &&
-        !algo_policy_compile(&pub, p, why, sizeof why))
+        !algo_policy_compile(&pub, p, why, sizeof why)) {
+      memcpy(spec_cache[slot].spec, spec, n);
+      spec_cache[slot].len = n;
+      spec_cache[slot].p = *p;
       return 0;
+    }
   }
   snprintf(msg, sizeof msg, "ERR invalid policy%s%s", why[0] ? ": " : "",
            why);

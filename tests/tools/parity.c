@@ -128,14 +128,16 @@ static int native;    /* --native: the module's SL.DECIDE, not EVALSHA */
 /* Queues one formatted call of the script: as it is, or (--native) as
    the module's SL.DECIDE (rs_native rewrites it in place). */
 static void append_call(const char *cmd, size_t len) {
-  if (native) {
-    size_t at = rs_native((char *)cmd, len);
-    if (at == (size_t)-1) {
+  if (native) { /* SL.DECIDE's head over the end of EVALSHA's */
+    char hdr[RS_NATIVE_HDR];
+    size_t hl, at = rs_native(cmd, len, hdr, &hl);
+    if (at == (size_t)-1 || hl > at) {
       fprintf(stderr, "parity: rs_native refused a call\n");
       exit(2);
     }
-    cmd += at;
-    len -= at;
+    memcpy((char *)cmd + at - hl, hdr, hl);
+    cmd += at - hl;
+    len -= at - hl;
   }
   redisAppendFormattedCommand(rc, cmd, len);
 }

@@ -1,0 +1,119 @@
+#!/bin/sh
+# module.sh — `make bench-fleet`'s Redis module part: build/sluice-redis.so
+# beside its anchors, every figure of one run on this machine (127.0.0.1).
+#
+#   SLUICE=build/sluice MODULE=build/sluice-redis.so sh bench/fleet/module.sh
+#
+# Two redis-servers, the same but for the module (loaded in one), no
+# persistence. redis-benchmark -c 50 -P 16 -r 100000 (random keys), each
+# figure the best of BENCH_REPEAT (3) interleaved runs of BENCH_N requests:
+#   module  SL.THROTTLE key token_bucket:1000/h 1, straight at Redis
+#   lua     EVALSHA of bench/server/tokenbucket.lua (the usual token bucket
+#           in a script) at the same Redis
+#   incr    INCR at the same Redis: the cheapest write there is
+#   daemon  sluice serve --store redis://... --threads 1 (exact mode), its
+#           RESP SL.THROTTLE, once in front of each Redis: SL.DECIDE
+#           (module detected) against EVALSHA of decide.lua (Lua path)
+# and, from INFO commandstats, Redis's CPU per exact decision (usec of
+# sl.decide or evalsha over the decisions the daemon sent). Targets
+# (issue 19): module >= 4x lua, module >= 0.7x incr, CPU per decision with
+# the module <= 0.3x the Lua path's, daemon on the module >= 1.3x the Lua
+# path. The machine is shared: the ratios, measured side by side, are
+# the figures; absolute rates move with the neighbours' load.
+set -u
+SLUICE=${SLUICE:-build/sluice}
+MODULE=${MODULE:-build/sluice-redis.so}
+N=${BENCH_N:-300000}
+REPEAT=${BENCH_REPEAT:-3}
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d /tmp/sluice-bench-module.XXXXXX)
+pids=""
+cleanup() {
+  for p in $pids; do kill "$p" 2>/dev/null; done
+  for p in $pids; do wait "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+
+port() {
+  python3 -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+wait_port() {
+  i=0
+  until redis-cli -p "$1" PING >/dev/null 2>&1; do
+    i=$((i + 1))
+    [ $i -gt 100 ] && { echo "module.sh: port $1 never answered" >&2; exit 1; }
+    sleep 0.1
+  done
+}
+
+rm_port=$(port); rp_port=$(port)
+redis-server --port "$rm_port" --bind 127.0.0.1 --save '' --appendonly no \
+  --loadmodule "$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE")" \
+  >"$tmp/rm.log" 2>&1 &
+pids="$pids $!"
+redis-server --port "$rp_port" --bind 127.0.0.1 --save '' --appendonly no \
+  >"$tmp/rp.log" 2>&1 &
+pids="$pids $!"
+wait_port "$rm_port"; wait_port "$rp_port"
+sm_port=$(port); sp_port=$(port)
+"$SLUICE" serve --store "redis://127.0.0.1:$rm_port" --http off \
+  --resp "127.0.0.1:$sm_port" -t 1 >"$tmp/sm.log" 2>&1 &
+pids="$pids $!"
+"$SLUICE" serve --store "redis://127.0.0.1:$rp_port" --http off \
+  --resp "127.0.0.1:$sp_port" -t 1 >"$tmp/sp.log" 2>&1 &
+pids="$pids $!"
+wait_port "$sm_port"; wait_port "$sp_port"
+sha=$(redis-cli -p "$rm_port" SCRIPT LOAD "$(cat "$here/../server/tokenbucket.lua")")
+
+# PORT COMMAND...: requests per second of one redis-benchmark run.
+rps() {
+  _p=$1; shift
+  redis-benchmark -h 127.0.0.1 -p "$_p" -c 50 -n "$N" -P 16 -r 100000 --csv \
+    "$@" 2>/dev/null | awk -F'"' 'NR == 2 { print int($4) }'
+}
+best() { # NAME VALUE: keeps the larger in $tmp/NAME
+  _old=$(cat "$tmp/$1" 2>/dev/null || echo 0)
+  [ "$2" -gt "$_old" ] 2>/dev/null && echo "$2" >"$tmp/$1"
+  return 0
+}
+usec() { # PORT COMMAND: Redis's total usec in that command
+  redis-cli -p "$1" INFO commandstats | tr -d '\r' |
+    awk -F'[=,]' -v c="cmdstat_$2:calls" '$1 == c { print $4 }'
+}
+
+# Warm-up (and the daemons' first connections, where the module is asked).
+rps "$sm_port" SL.THROTTLE key:__rand_int__ token_bucket:1000/h 1 >/dev/null
+rps "$sp_port" SL.THROTTLE key:__rand_int__ token_bucket:1000/h 1 >/dev/null
+redis-cli -p "$rm_port" CONFIG RESETSTAT >/dev/null
+redis-cli -p "$rp_port" CONFIG RESETSTAT >/dev/null
+r=0
+while [ $r -lt "$REPEAT" ]; do
+  best module "$(rps "$rm_port" SL.THROTTLE key:__rand_int__ token_bucket:1000/h 1)"
+  best lua "$(rps "$rm_port" EVALSHA "$sha" 1 tb:__rand_int__ 1000 1000 3600000 1)"
+  best incr "$(rps "$rm_port" INCR c:__rand_int__)"
+  best daemon_module "$(rps "$sm_port" SL.THROTTLE key:__rand_int__ token_bucket:1000/h 1)"
+  best daemon_lua "$(rps "$sp_port" SL.THROTTLE key:__rand_int__ token_bucket:1000/h 1)"
+  r=$((r + 1))
+done
+decisions=$((N * REPEAT))
+cpu_mod=$(usec "$rm_port" sl.decide); cpu_lua=$(usec "$rp_port" evalsha)
+
+awk -v m="$(cat "$tmp/module")" -v l="$(cat "$tmp/lua")" \
+    -v i="$(cat "$tmp/incr")" -v dm="$(cat "$tmp/daemon_module")" \
+    -v dl="$(cat "$tmp/daemon_lua")" -v cm="${cpu_mod:-0}" \
+    -v cl="${cpu_lua:-0}" -v n="$decisions" 'BEGIN {
+  printf "module SL.THROTTLE -P 16      %9d req/s\n", m
+  printf "EVALSHA tokenbucket.lua -P 16 %9d req/s\n", l
+  printf "INCR -P 16                    %9d req/s\n", i
+  printf "daemon exact, module          %9d req/s\n", dm
+  printf "daemon exact, Lua path        %9d req/s\n", dl
+  printf "Redis CPU per exact decision: module %.2f us, Lua %.2f us\n",
+    cm / n, cl / n
+  v = m / l;   printf "module / EVALSHA      %5.2fx (target >= 4)   %s\n", v, (v >= 4 ? "ok" : "MISSED")
+  v = m / i;   printf "module / INCR         %5.2fx (target >= 0.7) %s\n", v, (v >= 0.7 ? "ok" : "MISSED")
+  v = cl ? cm / cl : 0
+  printf "CPU module / Lua      %5.2fx (target <= 0.3) %s\n", v, (v <= 0.3 ? "ok" : "MISSED")
+  v = dm / dl; printf "daemon module / Lua   %5.2fx (target >= 1.3) %s\n", v, (v >= 1.3 ? "ok" : "MISSED")
+}'

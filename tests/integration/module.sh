@@ -1,0 +1,261 @@
+#!/bin/sh
+# module.sh — build/sluice-redis.so inside a real redis-server (POSIX sh).
+#
+#   SLUICE=build/sluice TOOLS=build/tests/tools sh tests/integration/module.sh
+#
+# Loads the module (with TESTCLOCK, so SL.CLOCK fixes its time) into a
+# redis-server of its own and checks: SL.THROTTLE's and CL.THROTTLE's
+# replies on a fixed clock (redis-cell's README example among them), every
+# bad input answered with a Redis-style error (arity, policies, numbers,
+# huge costs, keys of another type: WRONGTYPE), TTLs equal to the time to
+# fresh, SL.RESET, the keys Redis is told (COMMAND GETKEYS), state kept
+# through an RDB restart and copied to a replica; then the parity tool's
+# traces through SL.DECIDE (memory mode and the module, every field, the
+# same traces redis_parity.sh runs through the Lua script), a bounded
+# random-argument flood that must leave Redis answering, and one exact-mode
+# daemon that finds the module and sends SL.DECIDE instead of EVALSHA.
+# A sanitized build has no module (it cannot load into a plain Redis):
+# then it says so and checks nothing (tests/unit/test_module.c covers it).
+
+. "$(dirname "$0")/check_lib.sh"
+if [ -z "${PY:-}" ]; then
+  if [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=python3; fi
+fi
+TOOLS=${TOOLS:-build/tests/tools}
+MODULE=${MODULE:-$(dirname "$SLUICE")/sluice-redis.so}
+lib_tools="redis-server redis-cli timeout $PY"
+lib_init module
+if [ ! -f "$MODULE" ]; then
+  echo "module.sh: no $MODULE (a sanitized build): nothing to check"
+  exit 0
+fi
+MODULE=$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE")
+
+pids=""
+lib_cleanup() {
+  for _p in $pids; do kill -TERM "$_p" 2>/dev/null; done
+  for _p in $pids; do
+    _i=0
+    while kill -0 "$_p" 2>/dev/null && [ $_i -lt 50 ]; do
+      sleep 0.1
+      _i=$((_i + 1))
+    done
+    kill -KILL "$_p" 2>/dev/null
+    wait "$_p" 2>/dev/null
+  done
+  rm -rf "$tmp"
+}
+
+free_port() {
+  "$PY" -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+}
+pong() { [ "$(timeout 2 redis-cli -p "$1" PING 2>/dev/null)" = PONG ]; }
+wait_pong() {
+  _i=0
+  while ! pong "$1" && [ $_i -lt 100 ]; do sleep 0.1; _i=$((_i + 1)); done
+  pong "$1"
+}
+
+# redis NAME DIR ARGS...: a redis-server with the module; sets $port.
+redis() {
+  _n=$1 _d=$2
+  shift 2
+  mkdir -p "$_d"
+  port=$(free_port)
+  redis-server --port "$port" --bind 127.0.0.1 --dir "$_d" --save "" \
+    --appendonly no --loadmodule "$MODULE" TESTCLOCK "$@" \
+    </dev/null >"$tmp/$_n.log" 2>&1 &
+  pids="$pids $!"
+  if ! wait_pong "$port"; then
+    fail "$_n: redis-server with the module never answered; its log:"
+    tail -n 20 "$tmp/$_n.log" | sed 's/^/    /' >&2
+    lib_finish
+  fi
+}
+
+# is NAME WANT CMD...: redis-cli's output (lines joined by spaces) is WANT.
+is() {
+  _n=$1 _w=$2
+  shift 2
+  _g=$(timeout 5 redis-cli -p "$port" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//')
+  if [ "$_g" = "$_w" ]; then pass; else fail "$_n: got '$_g', want '$_w'"; fi
+}
+
+redis main "$tmp/main"
+P=$port
+T0=1767225600000000000 # 2026-01-01, in ns
+is "clock" "OK" SL.CLOCK $T0
+
+# ---- replies on a fixed clock ----
+# Hour-long policies: the keys expire in real time (their TTL is the time
+# to fresh on the fixed clock), and must outlive the test.
+is "first token" "1 10 9 0 360000 0" SL.THROTTLE tb token_bucket:10/1h
+is "cost 9" "1 10 0 0 3600000 0" SL.THROTTLE tb token_bucket:10/1h 9
+is "denied" "0 10 0 360000 3600000 0" SL.THROTTLE tb token_bucket:10/1h
+is "peek" "1 10 0 0 3600000 0" SL.THROTTLE tb token_bucket:10/1h 0
+_t=$(redis-cli -p $P PTTL tb)
+if [ "${_t:-0}" -gt 3500000 ] && [ "$_t" -le 3600000 ]; then pass; else
+  fail "ttl: PTTL tb $_t, want the time to fresh (3600000)"
+fi
+is "leaky" "1 2 1 0 1800000 0" SL.THROTTLE lk leaky_bucket:2/1h
+is "leaky queued" "1 2 0 0 3600000 1800000" SL.THROTTLE lk leaky_bucket:2/1h
+is "fixed window" "1 5 2 0 3600000 0" SL.THROTTLE fw fixed_window:5/1h 3
+is "sliding log" "1 2 1 0 3600000 0" SL.THROTTLE sl sliding_log:2/1h
+is "sliding log hash" "hash" TYPE sl
+is "sliding window" "1 4 3 0 7200000 0" SL.THROTTLE sw sliding_window:4/1h
+is "gcra" "1 16 15 0 2000 0" SL.THROTTLE g2 gcra:30/60s:burst=16 1
+# redis-cell's README: 15 max burst, 30 per 60 s; one redis-cli session,
+# so that the 2 s key outlives it.
+port=$P
+printf '%s\n' "CL.THROTTLE user123 15 30 60" "CL.THROTTLE user123 15 30 60 5" \
+  "CL.THROTTLE user123 15 30 60 17" "CL.THROTTLE user123 15 30 60 11" \
+  "SL.CLOCK $((T0 + 2000000000))" "CL.THROTTLE user123 15 30 60" \
+  "SL.CLOCK $T0" >"$tmp/cell.in"
+_g=$(timeout 5 redis-cli -p $P <"$tmp/cell.in" | tr '\n' ' ' | sed 's/ *$//')
+_w="0 16 15 -1 2 0 16 10 -1 12 1 16 10 -1 12 1 16 10 2 12 OK 0 16 10 -1 12 OK"
+if [ "$_g" = "$_w" ]; then pass; else fail "cell: got '$_g', want '$_w'"; fi
+is "reset" "1" SL.RESET tb
+is "reset again" "0" SL.RESET tb
+is "after reset" "1 10 9 0 360000 0" SL.THROTTLE tb token_bucket:10/1h
+
+# ---- bad input: Redis-style errors ----
+is "arity" "ERR wrong number of arguments for 'sl.throttle' command" SL.THROTTLE k
+is "arity long" "ERR wrong number of arguments for 'sl.throttle' command" SL.THROTTLE k token_bucket:1/s 1 2
+is "bad policy" "ERR invalid policy: policy 'bogus' is not ALGORITHM:LIMIT/PERIOD[:burst=N]" SL.THROTTLE k bogus
+is "bad cost" "ERR cost must be an integer >= 0" SL.THROTTLE k token_bucket:1/s -1
+is "huge cost" "ERR cost must be an integer >= 0" SL.THROTTLE k token_bucket:1/s 99999999999999999999
+is "cost over burst" "ERR cost 11 can never be allowed by token_bucket:10/1s" SL.THROTTLE k token_bucket:10/1s 11
+redis-cli -p $P SET str hello >/dev/null
+redis-cli -p $P RPUSH list a >/dev/null
+redis-cli -p $P SET short 12345 >/dev/null
+WT="WRONGTYPE Operation against a key holding the wrong kind of value"
+is "wrongtype string" "$WT" SL.THROTTLE str token_bucket:10/1s
+is "wrongtype list" "$WT" SL.THROTTLE list gcra:10/1s
+is "wrongtype hash" "$WT" SL.THROTTLE sl token_bucket:10/1s
+is "wrongtype log" "$WT" SL.THROTTLE tb sliding_log:10/1s
+is "wrongtype cell" "$WT" CL.THROTTLE short 1 1 1
+is "untouched" "hello" GET str
+is "cell usage" "ERR Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]" CL.THROTTLE k 1 2
+is "cell parse" "ERR Couldn't parse as integer: x" CL.THROTTLE k 1 x 60
+is "cell zero" "ERR Zero rates are not supported" CL.THROTTLE k 1 0 60
+is "decide arity" "ERR wrong number of arguments for 'sl.decide' command" SL.DECIDE 1 k
+is "decide malformed" "ERR sluice SL.DECIDE: malformed arguments" SL.DECIDE 1 k "" 0 0 0 short
+is "reset arity" "ERR wrong number of arguments for 'sl.reset' command" SL.RESET
+is "getkeys" "a b" COMMAND GETKEYS SL.DECIDE 2 a b "" 0 0 0 x 0 0 x
+is "getkeys throttle" "k" COMMAND GETKEYS SL.THROTTLE k token_bucket:1/s
+
+# ---- persistence and replication ----
+redis-cli -p $P SL.THROTTLE keep token_bucket:10/1h 4 >/dev/null
+redis repl "$tmp/repl" --replicaof 127.0.0.1 $P
+R=$port
+_i=0
+while [ "$(redis-cli -p $R GET keep 2>/dev/null | wc -c)" -lt 2 ] && [ $_i -lt 50 ]; do
+  sleep 0.1; _i=$((_i + 1))
+done
+redis-cli -p $P SL.THROTTLE keep token_bucket:10/1h 2 >/dev/null
+sleep 0.3
+if [ "$(redis-cli -p $P GET keep | od -An -tx1)" = "$(redis-cli -p $R GET keep | od -An -tx1)" ]; then
+  pass
+else
+  fail "replica: keep differs from the master's"
+fi
+_t=$(redis-cli -p $R PTTL keep)
+if [ "${_t:-0}" -gt 2000000 ] && [ "$_t" -le 2160000 ]; then pass; else
+  fail "replica: PTTL keep $_t, want about 6 of 10 tokens' refill (2160000)"
+fi
+port=$P
+is "save" "OK" SAVE
+redis-cli -p $P SHUTDOWN NOSAVE >/dev/null 2>&1
+redis main2 "$tmp/main" --dbfilename dump.rdb
+P=$port
+is "clock again" "OK" SL.CLOCK $T0
+is "state after restart" "1 10 3 0 2520000 0" SL.THROTTLE keep token_bucket:10/1h 1
+
+# ---- the same traces through SL.DECIDE and memory mode ----
+prun() {
+  _name=$1
+  shift
+  timeout 120 "$TOOLS/parity" --port "$P" --native "$@" >"$tmp/out" 2>"$tmp/err"
+  _rc=$?
+  _ok=$(grep -c 'decisions=[0-9]* mismatches=0$' "$tmp/out")
+  if [ "$_rc" -eq 0 ] && [ "$_ok" -eq 6 ]; then pass; else
+    fail "$_name: parity --native exited $_rc with $_ok of 6 algorithms clean"
+    head -n 40 "$tmp/err" | sed 's/^/    /' >&2
+  fi
+}
+port=$P
+is "real clock" "OK" SL.CLOCK -1
+prun "seed 1" --seed 1 --steps 150 --traces 10
+prun "seed 2" --seed 2 --steps 150 --traces 10
+prun "Redis clock" --time --seed 7 --steps 80 --traces 2
+
+# ---- random arguments: errors, never a crash ----
+"$PY" - "$P" >"$tmp/flood" 2>&1 <<'PYEOF'
+import random, socket, sys
+port = int(sys.argv[1])
+rnd = random.Random(19)
+words = [b"", b"0", b"1", b"-1", b"g", b"f", b"g\x01", b"f\x02", b"token_bucket:1/s",
+         b"gcra:5/1s:burst=9", b"sliding_log:3/1s", b"x" * 300, b"99999999999999999999",
+         b"9223372036854775807", b"-9223372036854775808", b"str", b"list", b"k",
+         bytes(32), b"\xff" * 32, b"1" * 32, b"4", b"3"]
+cmds = [b"SL.THROTTLE", b"CL.THROTTLE", b"SL.RESET", b"SL.DECIDE"]
+s = socket.create_connection(("127.0.0.1", port))
+f = s.makefile("rb")
+def send(args):
+    out = b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+    s.sendall(out)
+def read():
+    line = f.readline()
+    if not line:
+        raise SystemExit("connection closed")
+    t = line[:1]
+    if t == b"*":
+        for _ in range(max(int(line[1:]), 0)):
+            read()
+    elif t == b"$" and int(line[1:]) >= 0:
+        f.read(int(line[1:]) + 2)
+n = 3000
+for i in range(n):
+    c = rnd.choice(cmds)
+    args = [c] + [rnd.choice(words) if rnd.random() < 0.8 else
+                  bytes(rnd.randrange(256) for _ in range(rnd.randrange(40)))
+                  for _ in range(rnd.randrange(12))]
+    if c == b"SL.DECIDE" and rnd.random() < 0.5:
+        k = rnd.randrange(1, 3)
+        args = [c, str(k).encode()] + [b"fz%d" % j for j in range(k)] + [
+            b"", rnd.choice([b"0", b"1", b"g" + bytes([k]), b"f" + bytes([k])])]
+        for j in range(k):
+            nums = bytes(rnd.randrange(256) for _ in range(32)) if rnd.random() < 0.5 else \
+                (rnd.randrange(0, 3)).to_bytes(8, "little") + (1000).to_bytes(8, "little") + \
+                (1).to_bytes(8, "little") + (rnd.choice([1, 1000])).to_bytes(8, "little")
+            args += [rnd.choice([b"0", b"1", b"2", b"3", b"4", b"5", b"9"]), b"0", nums]
+    send(args)
+    read()
+print("sent", n)
+PYEOF
+if [ $? -eq 0 ] && pong $P; then pass; else
+  fail "flood: Redis stopped answering: $(tail -n 3 "$tmp/flood")"
+  tail -n 20 "$tmp/main2.log" | sed 's/^/    /' >&2
+fi
+
+# ---- an exact-mode daemon finds the module ----
+sp=$(free_port)
+"$SLUICE" serve --store "redis://127.0.0.1:$P" --http off \
+  --resp "127.0.0.1:$sp" -t 1 >"$tmp/sluice.log" 2>&1 &
+pids="$pids $!"
+wait_pong "$sp"
+redis-cli -p $P CONFIG RESETSTAT >/dev/null
+for i in 1 2 3 4 5; do
+  redis-cli -p "$sp" SL.THROTTLE "d$i" token_bucket:10/1s >/dev/null
+done
+port=$sp
+is "daemon decides" "1 10 9 0 100 0" SL.THROTTLE d9 token_bucket:10/1s
+_s=$(redis-cli -p $P INFO commandstats | tr -d '\r')
+if echo "$_s" | grep -q '^cmdstat_sl.decide:calls=[1-9]'; then pass; else
+  fail "daemon: no SL.DECIDE at Redis: $_s"
+fi
+
+lib_finish
