@@ -183,11 +183,15 @@ static int wbuf_add(node *n, const char *cmd, size_t len) {
 }
 
 /* p's bytes into n's write buffer: the script's EVALSHA as the module's
-   SL.DECIDE where n has the module (rs_native; p->cmd stays EVALSHA for a
-   resend elsewhere). 0, or -1 (out of memory). */
+   SL.DECIDE where n's connection is up and found the module (rs_native;
+   p->cmd stays EVALSHA for a resend elsewhere). Not while n connects:
+   what is queued then goes to whatever node answers next (a promoted
+   replica without the module, say). 0, or -1 (out of memory). */
 static int wbuf_put(node *n, const pending *p) {
   char hdr[RS_NATIVE_HDR];
-  size_t hl, at = n->native ? rs_native(p->cmd, p->len, hdr, &hl) : (size_t)-1;
+  size_t hl, at = n->native && n->state == RC_NODE_UP
+                      ? rs_native(p->cmd, p->len, hdr, &hl)
+                      : (size_t)-1;
   if (at == (size_t)-1) return wbuf_add(n, p->cmd, p->len);
   if (strbuf_reserve(&n->w, hl + p->len - at)) return -1;
   strbuf_add(&n->w, hdr, hl);

@@ -21,6 +21,7 @@
 #include "base/log.h"
 #include "fleet/client.h"
 #include "fleet/client_internal.h"
+#include "fleet/script.h"
 
 /* ---- what client.c sees instead of the world ---- */
 
@@ -203,9 +204,11 @@ static void feed(rc_client *c, int nd, const char *resp) {
 }
 
 #define LOADED "$40\r\n0123456789012345678901234567890123456789\r\n"
+/* COMMAND INFO sl.decide where the module is not loaded. */
+#define NO_MODULE "*1\r\n*-1\r\n"
 
 /* Connects node nd (its handshake written, then what was queued) and
-   answers the handshake's SCRIPT LOAD. */
+   answers the handshake's SCRIPT LOAD and its question for the module. */
 static void connect_node(rc_client *c, int nd) {
   fake_sock *f = sock_of(c, nd);
   assert_int_equal(node_state(c, nd), RC_NODE_CONNECTING);
@@ -213,6 +216,7 @@ static void connect_node(rc_client *c, int nd) {
   assert_int_equal(node_state(c, nd), RC_NODE_UP);
   assert_non_null(strstr(f->out, "SCRIPT"));
   feed(c, nd, LOADED);
+  feed(c, nd, NO_MODULE);
 }
 
 /* A command of its own words (RESP), malloc'd as rc_send wants it. */
@@ -887,6 +891,75 @@ static void a_request_is_answered_within_the_timeout_of_its_arrival(
   rc_client_free(c);
 }
 
+/* ---- the Redis module ---- */
+
+/* COMMAND INFO sl.decide where the module is loaded (its entry, cut). */
+#define MODULE_INFO "*1\r\n*1\r\n$9\r\nsl.decide\r\n"
+
+/* The commands' names as sent (the script's text mentions EVALSHA). */
+#define EVALSHA_WORD "$7\r\nEVALSHA\r\n"
+#define DECIDE_WORD "$9\r\nSL.DECIDE\r\n"
+
+/* How many times s occurs in all node nd was sent, binary included (a
+   call's packed numbers hold NUL bytes, where sent() stops). */
+static int sent_bin(rc_client *c, int nd, const char *s) {
+  fake_sock *f = sock_of(c, nd);
+  int n = 0;
+  size_t sl = strlen(s);
+  const char *p = f->out, *end = f->out + f->out_len;
+  while (p && (p = memmem(p, (size_t)(end - p), s, sl))) {
+    n++;
+    p += sl;
+  }
+  return n;
+}
+
+/* One exact-mode call (rs_format's EVALSHA) sent on node 0. */
+static void send_call(rc_client *c, outcome *o) {
+  sl_policy p = {SL_TOKEN_BUCKET, 10, 10, 1000000000};
+  rs_check chk = {&p, "k", 1, 1, 0};
+  rs_call call;
+  char *cmd;
+  size_t len;
+  assert_int_equal(rs_format(&chk, 1, RS_DECIDE, -1, &call, &cmd, &len), 0);
+  assert_int_equal(rc_send(c, -1, cmd, len, record, o), 0);
+  rc_flush(c);
+}
+
+/* A node whose handshake finds the module gets SL.DECIDE instead of the
+   script's EVALSHA; after a reconnect to a node without it, EVALSHA
+   again (the handshake asks at every connect). */
+static void the_module_is_found_at_each_connect(void **state) {
+  (void)state;
+  rc_client *c = client_of(1, 100);
+  outcome o = {0};
+  send_call(c, &o); /* connects: queued behind the handshake, as EVALSHA */
+  fake_sock *f = sock_of(c, 0);
+  f->on_connect(f->ud, NULL);
+  assert_int_equal(sent(c, 0, "sl.decide"), 1); /* the question */
+  feed(c, 0, LOADED);
+  feed(c, 0, MODULE_INFO);
+  feed(c, 0, REPLY);
+  assert_int_equal(o.calls, 1);
+  assert_int_equal(sent_bin(c, 0, EVALSHA_WORD), 1);
+  send_call(c, &o);
+  assert_int_equal(sent_bin(c, 0, DECIDE_WORD), 1);
+  assert_int_equal(sent_bin(c, 0, EVALSHA_WORD), 1);
+  feed(c, 0, REPLY);
+  assert_int_equal(o.calls, 2);
+  closed_by_redis(c, 0);
+  send_call(c, &o);
+  connect_node(c, 0); /* this time: no module */
+  feed(c, 0, REPLY);
+  int before = sent_bin(c, 0, EVALSHA_WORD);
+  send_call(c, &o);
+  assert_int_equal(sent_bin(c, 0, EVALSHA_WORD), before + 1);
+  assert_int_equal(sent_bin(c, 0, DECIDE_WORD), 0);
+  feed(c, 0, REPLY);
+  assert_int_equal(o.calls, 4);
+  rc_client_free(c);
+}
+
 int main(void) {
   fake_clock_install();
   log_set_sink(log_sink, NULL);
@@ -909,6 +982,7 @@ int main(void) {
       cmocka_unit_test(a_map_asked_for_in_a_flush_is_written_at_once),
       cmocka_unit_test(
           a_shared_map_never_routes_to_a_node_this_client_has_down),
+      cmocka_unit_test(the_module_is_found_at_each_connect),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   socks_free();

@@ -824,6 +824,26 @@ static void hand_built_trees_never_crash(void **state) {
   assert_int_equal(rs_parse(&call, &arr, out, NULL, NULL), SL_EINVAL);
 }
 
+/* rs_native: SL.DECIDE's head and the words it shares with the EVALSHA,
+   for a call of its own and a batch; anything else is refused. */
+static void native_form_shares_the_script_arguments(void **state) {
+  (void)state;
+  sl_policy p = {SL_GCRA, 10, 10, 1000000000};
+  rs_check chk[2] = {{&p, "a", 1, 1, 0}, {&p, "b", 1, 2, 1}};
+  rs_call call;
+  char *cmd, hdr[RS_NATIVE_HDR];
+  size_t len, hl;
+  assert_int_equal(rs_format(chk, 2, RS_DECIDE, 5, &call, &cmd, &len), 0);
+  size_t at = rs_native(cmd, len, hdr, &hl);
+  assert_true(at != (size_t)-1 && at < len && hl <= at);
+  /* EVALSHA sha 2 a b now mode + 3 per key = 13 words; SL.DECIDE: 12 */
+  assert_memory_equal(hdr, "*12\r\n$9\r\nSL.DECIDE\r\n", hl);
+  assert_memory_equal(cmd + at, "$1\r\n2\r\n$1\r\na\r\n", 14);
+  assert_int_equal(rs_native("*1\r\n$4\r\nPING\r\n", 14, hdr, &hl),
+                   (size_t)-1);
+  free(cmd);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(script_is_the_embedded_lua),
@@ -854,6 +874,7 @@ int main(void) {
       cmocka_unit_test(batch_errors_are_einval),
       cmocka_unit_test(batch_reply_is_read_at_each_request),
       cmocka_unit_test(force_mode_formats_f_and_reads_signed_levels),
+      cmocka_unit_test(native_form_shares_the_script_arguments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
