@@ -84,13 +84,6 @@ void http_add_header(h2o_req_t *req, const char *name, const char *value,
                         NULL, v.base, v.len);
 }
 
-/* Adds a header whose value is the integer v. */
-static void add_int_header(h2o_req_t *req, const char *name, int64_t v) {
-  char *p = h2o_mem_alloc_pool(&req->pool, 20);
-  h2o_add_header_by_str(&req->pool, &req->res.headers, name, strlen(name), 0,
-                        NULL, p, fmt_i64(p, v));
-}
-
 /* Sends body (freed here) with status and content type. */
 int http_send_body(h2o_req_t *req, int status, const char *ctype,
                      strbuf *b) {
@@ -136,115 +129,18 @@ int http_method_not_allowed(h2o_req_t *req, const char *allow) {
                     req->method.base, allow);
 }
 
-/* ---- the rate limit headers ---- */
+/* ---- the rate limit headers (limit_headers.c) ---- */
 
-/* A policy's window in seconds for RateLimit-Policy's w: the period for
-   windows; for buckets the time a full burst takes to refill. */
-static int64_t window_s(const sl_policy *p) {
-  int bucket = p->algo == SL_TOKEN_BUCKET || p->algo == SL_LEAKY_BUCKET ||
-               p->algo == SL_GCRA;
-  __int128 ns = bucket ? (__int128)p->period_ns * (p->burst ? p->burst
-                                                            : p->limit) /
-                             p->limit
-                       : p->period_ns;
-  int64_t s = (int64_t)(ns / 1000000000 + (ns % 1000000000 != 0));
-  return s > 0 ? s : 1;
+/* limit_headers' callback: the header on the answer (h2o keeps the value's
+   pointer: http_add_header copies it into the request's pool). */
+static void add_header_cb(void *ud, const char *name, const char *value,
+                          size_t len) {
+  http_add_header(ud, name, value, len);
 }
-
-/* A Structured Field String: printable ASCII, '"' and '\' escaped. */
-static void sf_str(strbuf *b, const char *s) {
-  STRBUF_LIT(b, "\"");
-  for (; *s; s++) {
-    char ch = (*s >= 0x20 && *s < 0x7f) ? *s : '_';
-    if (ch == '"' || ch == '\\') STRBUF_LIT(b, "\\");
-    strbuf_add(b, &ch, 1);
-  }
-  STRBUF_LIT(b, "\"");
-}
-
-/* The name a status is reported under. */
-static const char *status_name(const eng_status *s) {
-  if (!s->limit) return s->policy_str;
-  return s->limit->name ? s->limit->name : s->limit->rule;
-}
-
 
 static void add_limit_headers(h2o_req_t *req, server *srv, const eng_result *r,
                               int64_t now) {
-  int style = srv->o.header_style; /* the rate limit fields only: a
-                                      denial's Retry-After is plain HTTP */
-  if (r->worst < 0) return;
-  const eng_status *worst = &r->st[r->worst];
-  if (worst->unlimited) return;
-  if (style & HDR_IETF) {
-    ANSWER_BUF(pol);
-    ANSWER_BUF(cur);
-    /* Enforced rules first, the most restrictive leading; one item each. */
-    const eng_status *order[ENG_MAX_STATUSES];
-    size_t n = 0;
-    order[n++] = worst;
-    for (int pass = 0; pass < 2; pass++)
-      for (size_t i = 0; i < r->n; i++) {
-        const eng_status *s = &r->st[i];
-        if (s == worst || s->unlimited || s->shadow != pass) continue;
-        int dup = 0;
-        for (size_t k = 0; k < n; k++)
-          dup |= !strcmp(status_name(order[k]), status_name(s));
-        if (!dup) order[n++] = s;
-      }
-    for (size_t k = 0; k < n; k++) {
-      const eng_status *s = order[k];
-      if (pol.len) STRBUF_LIT(&pol, ", ");
-      if (cur.len) STRBUF_LIT(&cur, ", ");
-      sf_str(&pol, status_name(s));
-      STRBUF_LIT(&pol, ";q=");
-      strbuf_add_i64(&pol, s->d.limit);
-      if (s->policy && !(s->limit && s->limit->blocked)) {
-        STRBUF_LIT(&pol, ";w=");
-        strbuf_add_i64(&pol, window_s(s->policy));
-      }
-      if (s->unchecked) { /* its policy, but no current figures */
-        if (cur.len >= 2 && !memcmp(cur.p + cur.len - 2, ", ", 2))
-          cur.len -= 2;
-        continue;
-      }
-      sf_str(&cur, status_name(s));
-      STRBUF_LIT(&cur, ";r=");
-      strbuf_add_i64(&cur, s->d.remaining);
-      STRBUF_LIT(&cur, ";t=");
-      strbuf_add_i64(&cur, ns_to_s_up(s->d.reset_ns));
-    }
-    if (!pol.oom && !cur.oom) {
-      http_add_header(req, "ratelimit-policy", pol.p, pol.len);
-      if (cur.len) http_add_header(req, "ratelimit", cur.p, cur.len);
-    }
-    strbuf_free(&pol);
-    strbuf_free(&cur);
-  }
-  if (style & HDR_X) {
-    add_int_header(req, "x-ratelimit-limit", worst->d.limit);
-    if (!worst->unchecked) { /* not checked: nothing true to say */
-      add_int_header(req, "x-ratelimit-remaining", worst->d.remaining);
-      /* GitHub's: what this window has used, limit - remaining. */
-      int64_t used = worst->d.limit - worst->d.remaining;
-      add_int_header(req, "x-ratelimit-used", used > 0 ? used : 0);
-      add_int_header(req, "x-ratelimit-reset",
-                     ns_to_s_up(now + worst->d.reset_ns));
-    }
-  }
-  for (size_t i = 0; style && i < r->n; i++)
-    if (r->st[i].unchecked && !r->st[i].shadow) {
-      /* A limit failed open (on_store_error: allow): say so, whatever
-         the style, rather than show figures nobody counted. */
-      http_add_header(req, "x-ratelimit-unchecked", "store_error", 11);
-      break;
-    }
-  if (!r->allowed && worst->d.retry_after_ns >= 0) {
-    int64_t s = ns_to_s_up(worst->d.retry_after_ns);
-    char *v = h2o_mem_alloc_pool(&req->pool, 20);
-    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL,
-                   v, fmt_i64(v, s > 0 ? s : 1));
-  }
+  limit_headers(r, srv->o.header_style, now, add_header_cb, req);
 }
 
 /* ---- decisions ---- */
@@ -371,7 +267,7 @@ static void add_deny_message(strbuf *out, const server *srv,
       else
         strbuf_add_i64(&m, ns_to_s_up(s->d.retry_after_ns));
     } else if (n == 4 && !memcmp(name, "rule", 4)) {
-      const char *r = status_name(s);
+      const char *r = limit_status_name(s);
       strbuf_add(&m, r, strlen(r));
     } else if (n == 6 && !memcmp(name, "policy", 6)) {
       strbuf_add(&m, s->policy_str, strlen(s->policy_str));

@@ -19,8 +19,7 @@
 #include "../base/fmt.h"
 #include "../base/log.h"
 #include "../engine/engine.h"
-
-enum { HDR_IETF = 1, HDR_X = 2 };
+#include "limit_headers.h"
 
 /* The listeners, as an index: each has its own connection budget. */
 enum { LST_HTTP, LST_RESP, LST_COUNT };
