@@ -94,7 +94,8 @@ class Soak:
         ready = os.path.join(self.dir, "ready.json")
         self.log = open(os.path.join(self.dir, "sluice.log"), "w")
         cmd = [self.a.sluice, "serve", "-c", cfg, "--http", "127.0.0.1:0",
-               "--resp", "127.0.0.1:0", "--max-memory", self.a.max_memory,
+               "--resp", "127.0.0.1:0", "--grpc", "127.0.0.1:0",
+               "--max-memory", self.a.max_memory,
                "--max-connections", str(self.a.max_connections),
                "--ready-file", ready] + self.a.extra
         self.daemon = subprocess.Popen(cmd, stdout=self.log,

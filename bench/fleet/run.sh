@@ -124,7 +124,7 @@ start_sluice() { # NAME ARGS...: a daemon, its pid, HTTP and RESP ports in NAME_
   log=$tmp/$name.log
   ready=$tmp/$name.ready
   rm -f "$ready"
-  "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 --shutdown-grace 100 \
+  "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 --grpc off --shutdown-grace 100 \
     --ready-file "$ready" "$@" 2>"$log" &
   pids="$pids $!" daemons="$daemons $name"
   eval "${name}_pid=$!"

@@ -68,7 +68,8 @@ echo "# $(redis-server --version | cut -d' ' -f1-3), $(nginx -v 2>&1 | sed 's/.*
 start_sluice() { # THREADS
   log=$tmp/sluice-t$1.log
   ready=$tmp/sluice-t$1.ready
-  "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 --threads "$1" \
+  "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 --grpc 127.0.0.1:0 \
+    --threads "$1" \
     --shutdown-grace 100 --ready-file "$ready" 2>"$log" &
   pids="$pids $!"
   eval "sluice_t${1}_pid=$!"

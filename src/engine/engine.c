@@ -245,6 +245,20 @@ static const metric_def engine_metric_defs[M_COUNT] = {
     [M_FD_PAUSES_RESP] = {"sluice_accept_pauses_total", "protocol=\"resp\"",
                           METRIC_COUNTER, METRIC_THREADS, METRIC_GROUP_DAEMON,
                           NULL},
+    [M_GRPC_REQUESTS] = {"sluice_grpc_calls_total", NULL, METRIC_COUNTER,
+                         METRIC_THREADS, METRIC_GROUP_DAEMON,
+                         "gRPC calls answered (--grpc), every method."},
+    [M_GRPC_ERRORS] = {"sluice_grpc_errors_total", NULL, METRIC_COUNTER,
+                       METRIC_THREADS, METRIC_GROUP_DAEMON,
+                       "gRPC calls answered with a status other than OK "
+                       "(a malformed or oversized request, an unknown "
+                       "method, a failed decision)."},
+    [M_GRPC_UNKNOWN_DOMAIN] = {"sluice_grpc_unknown_domain_total", NULL,
+                               METRIC_COUNTER, METRIC_THREADS,
+                               METRIC_GROUP_DAEMON,
+                               "ShouldRateLimit calls for a domain no rule "
+                               "names, answered OK as envoyproxy/ratelimit "
+                               "answers them."},
     [M_STORE_KEYS] = {"sluice_store_keys", NULL, METRIC_GAUGE, METRIC_GLOBAL,
                       METRIC_GROUP_DAEMON, "Keys held by the store."},
     [M_STORE_BYTES] = {"sluice_store_bytes", NULL, METRIC_GAUGE, METRIC_GLOBAL,
@@ -582,7 +596,10 @@ void engine_count(engine_thread *t, eng_counter c, uint64_t n) {
       [EC_REJECTED_HTTP] = M_REJECTED_HTTP,
       [EC_REJECTED_RESP] = M_REJECTED_RESP,
       [EC_FD_PAUSES_HTTP] = M_FD_PAUSES_HTTP,
-      [EC_FD_PAUSES_RESP] = M_FD_PAUSES_RESP};
+      [EC_FD_PAUSES_RESP] = M_FD_PAUSES_RESP,
+      [EC_GRPC_REQUESTS] = M_GRPC_REQUESTS,
+      [EC_GRPC_ERRORS] = M_GRPC_ERRORS,
+      [EC_GRPC_UNKNOWN_DOMAIN] = M_GRPC_UNKNOWN_DOMAIN};
   metric_add(&t->m, t->e->mid[which[c]], n);
 }
 

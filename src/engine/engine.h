@@ -269,6 +269,9 @@ typedef enum eng_counter {
   EC_REJECTED_RESP,
   EC_FD_PAUSES_HTTP, /* accepting paused: out of file descriptors */
   EC_FD_PAUSES_RESP,
+  EC_GRPC_REQUESTS, /* gRPC calls answered, by the front end */
+  EC_GRPC_ERRORS,   /* ... with a status other than OK */
+  EC_GRPC_UNKNOWN_DOMAIN, /* ShouldRateLimit for a domain no rule names */
   EC_FRONT_COUNT
 } eng_counter;
 

@@ -33,6 +33,7 @@
 #include "../fleet/script.h"
 #include "../fleet/sync.h"
 #include "daemon.h"
+#include "grpc_server.h"
 #include "listen.h"
 #include "options.h"
 #include "reload.h"
@@ -51,6 +52,8 @@ typedef struct daemon_state {
   h2o_globalconf_t h2o;
   int h2o_up;         /* h2o is configured (h2o_config_dispose it) */
   worker_pool *workers;
+  worker *worker_list[ENG_MAX_THREADS]; /* the started ones, for gRPC */
+  grpc_front *grpc;   /* --grpc's front end */
   sigset_t sigs;      /* the signals the main thread waits for */
   eng_backend *backend; /* where per-key state lives (the engine's) */
   rs_sync *sync;      /* approximate mode's sync thread */
@@ -134,7 +137,8 @@ static void start_h2o(daemon_state *d) {
 }
 
 /*
- * --ready-file: {"pid": N, "http": "ADDR:PORT", "resp": "ADDR:PORT"}, a
+ * --ready-file: {"pid": N, "http": "ADDR:PORT", "resp": "ADDR:PORT",
+ * "grpc": "ADDR:PORT"}, a
  * listener that is off as null, written to a temporary file beside it and
  * renamed over it, so a reader sees all of it or nothing. 0, or -1 after
  * logging why.
@@ -142,9 +146,10 @@ static void start_h2o(daemon_state *d) {
 static int write_ready_file(daemon_state *d) {
   const char *path = d->args.ready_file;
   const server *srv = &d->srv;
-  char http[80] = "null", resp[80] = "null", tmp[4096];
+  char http[80] = "null", resp[80] = "null", grpc[96] = "null", tmp[4096];
   if (srv->o.http_addr) snprintf(http, sizeof http, "\"%s\"", srv->http_at);
   if (srv->o.resp_addr) snprintf(resp, sizeof resp, "\"%s\"", srv->resp_at);
+  if (d->grpc) snprintf(grpc, sizeof grpc, "\"%s\"", srv->grpc_at);
   if (snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid()) >=
       (int)sizeof tmp) {
     log_msg("error", "--ready-file %s: the path is too long", path);
@@ -153,8 +158,8 @@ static int write_ready_file(daemon_state *d) {
   FILE *f = fopen(tmp, "w");
   int bad = !f;
   if (f) {
-    fprintf(f, "{\"pid\": %d, \"http\": %s, \"resp\": %s}\n", (int)getpid(),
-            http, resp);
+    fprintf(f, "{\"pid\": %d, \"http\": %s, \"resp\": %s, \"grpc\": %s}\n",
+            (int)getpid(), http, resp, grpc);
     bad = ferror(f);
     bad |= fclose(f) != 0;
   }
@@ -199,12 +204,22 @@ static int daemon_start(daemon_state *d) {
   pthread_sigmask(SIG_BLOCK, &d->sigs, NULL); /* workers inherit the mask */
 
   if (!ok || workers_start(d->workers)) return -1;
+  if (srv->o.grpc_addr) {
+    unsigned n = 0;
+    for (worker *w; (w = workers_get(d->workers, n)); n++)
+      d->worker_list[n] = w;
+    d->grpc = grpc_front_start(srv, d->worker_list, n);
+    if (!d->grpc) return -1;
+  }
   if (srv->o.http_addr)
     log_msg("info", "listening on http://%s (port %d)", srv->o.http_addr,
             srv->http_port);
   if (srv->o.resp_addr)
     log_msg("info", "listening on redis://%s (port %d)", srv->o.resp_addr,
             srv->resp_port);
+  if (d->grpc)
+    log_msg("info", "listening on grpc://%s (port %d)", srv->o.grpc_addr,
+            srv->grpc_port);
   log_msg("info", "%u worker threads, store cap %zu bytes%s", srv->o.threads,
           srv->o.max_memory, srv->o.password ? ", RESP AUTH required" : "");
 
@@ -277,6 +292,9 @@ static void daemon_run(daemon_state *d) {
 static int daemon_stop(daemon_state *d, int ok) {
   server *srv = &d->srv;
   if (!srv->eng) return 1; /* nothing started (the config did not load) */
+  /* gRPC first, while the workers still run: an exact-mode decision in
+     flight is answered from a worker's loop. */
+  grpc_front_stop(d->grpc);
   atomic_store(&srv->stopping, 1);
   if (d->workers) workers_join(d->workers);
   if (ok && d->args.state_file) statefile_save(srv->eng, d->args.state_file, 1);

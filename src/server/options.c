@@ -83,6 +83,13 @@ static const serve_option options[] = {
     {.name = "resp", .arg = "ADDR:PORT", .kind = OPT_ADDR,
      FIELD(o.resp_addr), .def = "127.0.0.1:6390",
      .help = "Redis-protocol listener; 'off' to disable"},
+    {.name = "grpc", .arg = "ADDR:PORT", .kind = OPT_ADDR,
+     FIELD(o.grpc_addr), .def = "127.0.0.1:8081",
+     .help = "gRPC listener: envoy's rate limit service and the health "
+             "check (docs/envoy.md); 'off' to disable"},
+    {.name = "grpc-max-streams", .arg = "N", .kind = OPT_INT,
+     FIELD(o.grpc_max_streams), .min = 1, .max = 100000, .def = "100",
+     .help = "gRPC: concurrent calls per connection at most"},
     {.name = "config", .letter = 'c', .arg = "PATH", .kind = OPT_STRING,
      FIELD(o.config_path),
      .help = "YAML file, or directory of *.yaml (one domain each); default: "

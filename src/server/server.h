@@ -27,6 +27,8 @@ enum { LST_HTTP, LST_RESP, LST_COUNT };
 typedef struct srv_opts {
   const char *http_addr; /* "HOST:PORT"; NULL or "" = no HTTP */
   const char *resp_addr; /* NULL or "" = no RESP */
+  const char *grpc_addr; /* NULL = no gRPC (grpc_server.h) */
+  long grpc_max_streams; /* gRPC: concurrent streams per connection */
   const char *config_path;
   unsigned threads;
   int deny_status;
@@ -68,6 +70,8 @@ typedef struct server {
   int64_t listeners_logged_ns; /* the main thread's, for its log lines */
   int http_port, resp_port; /* as bound (for port 0) */
   char http_at[64], resp_at[64]; /* "ADDR:PORT" as bound; "" when off */
+  int grpc_port;            /* as bound (grpc_server.c) */
+  char grpc_at[80];
   int fleet;                /* --store named Redis: fleet mode, exact or
                                approximate; every policy must be one the
                                Redis script decides exactly */
@@ -100,6 +104,8 @@ typedef struct worker {
   struct rc_client *rc;     /* fleet mode (either): this worker's
                                connections (exact mode's decisions, and
                                resets' DELs) */
+  h2o_multithread_queue_t *queue;   /* messages from other threads */
+  h2o_multithread_receiver_t grpc_rx; /* exact mode's gRPC decisions */
 } worker;
 
 static inline worker *worker_of(h2o_context_t *ctx) {

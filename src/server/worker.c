@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../fleet/fleet.h"
+#include "grpc_server.h"
 #include "listen.h"
 #include "redis_h2o.h"
 #include "worker.h"
@@ -327,7 +328,6 @@ static void *worker_main(void *arg) {
   worker_pool *p = b->pool;
   worker *w = &b->w;
   server *srv = w->srv;
-  w->loop = h2o_evloop_create();
   h2o_context_init(&w->ctx, w->loop, p->conf);
   w->accept_ctx.ctx = &w->ctx;
   w->accept_ctx.hosts = p->conf->hosts;
@@ -357,6 +357,12 @@ static void *worker_main(void *arg) {
     if (draining) close_idle_http(w); /* those that were busy a moment ago */
   }
   fleet_detach(w);
+  /* The gRPC front stopped before the workers were told to: no message
+     can come any more. */
+  h2o_multithread_unregister_receiver(w->queue, &w->grpc_rx);
+  h2o_multithread_destroy_queue(w->queue);
+  w->queue = NULL;
+  h2o_evloop_run(w->loop, 0); /* the queue's socket closes */
   resp_worker_dispose(w);
   /* HTTP connections still open past the grace close with the loop. */
   engine_thread_offline(w->et);
@@ -412,12 +418,23 @@ int workers_start(worker_pool *p) {
   for (unsigned i = 0; i < p->n; i++) {
     worker *w = &p->boots[i].w;
     w->et = engine_thread_new(p->srv->eng);
-    if (!w->et || resp_worker_init(w) ||
-        pthread_create(&w->tid, NULL, worker_main, &p->boots[i]))
+    if (!w->et || resp_worker_init(w)) return -1;
+    /* The loop, and its queue of messages from other threads (the gRPC
+       front's decisions in exact mode), exist before the thread runs,
+       so a message can be sent as soon as the workers have started. */
+    w->loop = h2o_evloop_create();
+    w->queue = h2o_multithread_create_queue(w->loop);
+    h2o_multithread_register_receiver(w->queue, &w->grpc_rx,
+                                      grpc_worker_receive);
+    if (pthread_create(&w->tid, NULL, worker_main, &p->boots[i]))
       return -1;
     p->started++;
   }
   return 0;
+}
+
+worker *workers_get(worker_pool *p, unsigned i) {
+  return i < p->started ? &p->boots[i].w : NULL;
 }
 
 void workers_join(worker_pool *p) {
@@ -429,11 +446,16 @@ void workers_free(worker_pool *p) {
   if (!p) return;
   for (unsigned i = 0; i < p->n; i++) {
     worker_boot *b = &p->boots[i];
-    if (b->w.loop) {
+    if (b->w.queue) { /* its thread never ran */
+      h2o_multithread_unregister_receiver(b->w.queue, &b->w.grpc_rx);
+      h2o_multithread_destroy_queue(b->w.queue);
+    }
+    if (b->w.loop && b->w.ctx.loop) {
       unlink_timers(&b->w.ctx);
       h2o_context_dispose(&b->w.ctx);
       h2o_evloop_destroy(b->w.loop);
     } else {
+      if (b->w.loop) h2o_evloop_destroy(b->w.loop);
       if (b->http_fd >= 0) close(b->http_fd);
       if (b->resp_fd >= 0) close(b->resp_fd);
     }

@@ -43,6 +43,10 @@ int workers_listen(worker_pool *p);
  */
 int workers_start(worker_pool *p);
 
+/* Started worker i (NULL past the last started): the gRPC front hands
+   exact-mode decisions to their loops. */
+worker *workers_get(worker_pool *p, unsigned i);
+
 /* Waits for the started workers to finish: each stops accepting once
    srv->stopping is set, and returns when its connections are done or the
    shutdown grace is over. */

@@ -855,17 +855,17 @@ sv_stop zs
 # 5. bad input
 for url in 'bogus://127.0.0.1:1' 'redis://' 'redis://127.0.0.1' \
   'redis://127.0.0.1:99999' 'redis-cluster://' 'redis://127.0.0.1:1/x'; do
-  timeout 20 "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 --store "$url" \
+  timeout 20 "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 --grpc off --store "$url" \
     </dev/null >/dev/null 2>"$tmp/err"
   rc=$?
   eq "--store '$url': exit status" 2 "$rc"
   like "--store '$url': the message" '^sluice serve: --store .+' "$(head -n 1 "$tmp/err")"
 done
-timeout 20 "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 --sync 100 \
+timeout 20 "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 --grpc off --sync 100 \
   </dev/null >/dev/null 2>"$tmp/err"
 eq "--sync without --store: exit status" 2 "$?"
 like "--sync without --store: the message" 'sync needs --store' "$(cat "$tmp/err")"
-timeout 20 "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 --store memory \
+timeout 20 "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 --grpc off --store memory \
   --sync 100 </dev/null >/dev/null 2>"$tmp/err"
 eq "--sync with --store memory: exit status" 2 "$?"
 cat >"$tmp/inexact.yaml" <<'EOF2'
@@ -878,12 +878,12 @@ descriptors:
 EOF2
 "$SLUICE" check-config "$tmp/inexact.yaml" >/dev/null 2>&1
 eq "token_bucket:7/365d is fine in memory (check-config)" 0 "$?"
-timeout 20 "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 --store "$STORE" \
+timeout 20 "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 --grpc off --store "$STORE" \
   --config "$tmp/inexact.yaml" </dev/null >/dev/null 2>"$tmp/err"
 eq "fleet mode refuses token_bucket:7/365d: exit status" 1 "$?"
 like "fleet mode refuses token_bucket:7/365d: FILE:LINE:COL" \
   "inexact\.yaml:6:[0-9]+: inexact\.odd: token_bucket:7/365d: .*2\^53" "$(cat "$tmp/err")"
-timeout 20 "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 --store "$STORE" \
+timeout 20 "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 --grpc off --store "$STORE" \
   --sync 100 --config "$tmp/inexact.yaml" </dev/null >/dev/null 2>"$tmp/err"
 eq "approximate mode refuses it too: exit status" 1 "$?"
 # ... nor can a reload bring it in, in either mode: the running config

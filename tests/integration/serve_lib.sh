@@ -16,7 +16,7 @@
 #   - every process a test starts (daemons, nginx, background load) is
 #     killed on exit, whatever happens; every wait has a bound.
 #
-# After sv_start / sv_use NAME: $PID, $HTTP and $RESP (ports; empty when
+# After sv_start / sv_use NAME: $PID, $HTTP, $RESP and $GRPC (ports; empty when
 # that listener is off), $URL (http://127.0.0.1:$HTTP), $LOG (its stderr).
 #
 # HTTP: http METHOD URL [CURL-ARGS...] leaves the status in $code (000 when
@@ -139,6 +139,7 @@ sv_use() {
   PID=$(cat "$_d/pid" 2>/dev/null)
   HTTP=$(ready_port "$_d/addrs" http)
   RESP=$(ready_port "$_d/addrs" resp)
+  GRPC=$(ready_port "$_d/addrs" grpc)
   URL=http://127.0.0.1:$HTTP
 }
 
@@ -148,8 +149,8 @@ _sv_healthy() {
 }
 
 # sv_start NAME [ARGS...] — starts "$SLUICE serve --http 127.0.0.1:0
-# --resp 127.0.0.1:0 --ready-file $tmp/sv.NAME/ready ARGS..." (ARGS may
-# override either listener) with its stderr in $tmp/sv.NAME/log, and waits
+# --resp 127.0.0.1:0 --grpc 127.0.0.1:0 --ready-file $tmp/sv.NAME/ready
+# ARGS..." (ARGS may override any listener) with its stderr in $tmp/sv.NAME/log, and waits
 # until it listens (the ready file is there) and /healthz answers. 0 when
 # it is up (then sv_use NAME is in effect); otherwise a failed check with
 # the daemon's log, and 1.
@@ -165,7 +166,7 @@ sv_start() {
   (
     sh -c 'echo $$ >"$0.tmp" && mv "$0.tmp" "$0" && exec "$@"' "$_d/pid" \
       "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 \
-      --ready-file "$_d/ready" "$@" \
+      --grpc 127.0.0.1:0 --ready-file "$_d/ready" "$@" \
       </dev/null >"$_d/out" 2>"$_d/log"
     echo $? >"$_d/rc.tmp"
     mv "$_d/rc.tmp" "$_d/rc"

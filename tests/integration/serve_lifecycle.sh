@@ -373,7 +373,7 @@ like "--ready-file: a listener that is off is null" \
   '^\{"pid": [0-9]+, "http": "127\.0\.0\.1:[0-9]+", "resp": null\}$' \
   "$(cat "$tmp/sv.rf_off/ready")"
 sv_stop rf_off
-timeout 20 "$SLUICE" serve --http 127.0.0.1:0 --resp off \
+timeout 20 "$SLUICE" serve --http 127.0.0.1:0 --resp off --grpc off \
   --ready-file "$tmp/no/such/dir/ready" </dev/null >/dev/null 2>"$tmp/rf.err"
 eq "--ready-file in a missing directory: exit status" 1 $?
 like "--ready-file in a missing directory: says so" \

@@ -146,7 +146,7 @@ eq "after a damaged file: fresh" 200 "$(status day)"
 sv_stop e
 
 # ---- fleet mode refuses the option ----
-"$SLUICE" serve --store redis://127.0.0.1:1 --state-file "$S" \
+"$SLUICE" serve --grpc off --store redis://127.0.0.1:1 --state-file "$S" \
   >/dev/null 2>"$tmp/fleet.err"
 eq "fleet mode: --state-file refused" 2 "$?"
 grep -q "memory mode" "$tmp/fleet.err" && pass || fail "no reason given: $(cat "$tmp/fleet.err")"

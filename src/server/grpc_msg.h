@@ -1,0 +1,81 @@
+/*
+ * grpc_msg.h — the messages of the gRPC front end, with no gRPC in them:
+ * envoy's RateLimitRequest (protobuf, decoded by protobuf-c from
+ * proto/'s files) into the engine's request, the engine's result into a
+ * RateLimitResponse as envoyproxy/ratelimit answers, and gRPC's health
+ * check. The transport (grpc_server.c) moves bytes; this file gives them
+ * meaning, and fuzz/rls_fuzz.c drives it alone.
+ */
+#ifndef SLUICE_SERVER_GRPC_MSG_H
+#define SLUICE_SERVER_GRPC_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../engine/engine.h"
+
+/* The gRPC status codes this front end answers with (grpc/status.h's
+   numbers, which are the protocol's). */
+enum {
+  RPC_OK = 0,
+  RPC_CANCELLED = 1,
+  RPC_INVALID_ARGUMENT = 3,
+  RPC_NOT_FOUND = 5,
+  RPC_RESOURCE_EXHAUSTED = 8,
+  RPC_UNIMPLEMENTED = 12,
+  RPC_INTERNAL = 13,
+  RPC_UNAVAILABLE = 14
+};
+
+/* What a response needs to say about its request, besides the result. */
+typedef struct rls_req {
+  void *msg;   /* the decoded RateLimitRequest (protobuf-c's), owned */
+  eng_request er;
+  eng_descriptor ds[ENG_MAX_DESCRIPTORS];
+  /* The request's descriptors in order: skipped[i] marks one with no
+     entries (answered OK, as envoyproxy/ratelimit answers a descriptor
+     that matches nothing); the others are er's, in order. */
+  int skipped[ENG_MAX_DESCRIPTORS];
+  size_t asked;
+} rls_req;
+
+/*
+ * Decodes a RateLimitRequest from buf[0..len) into r (rls_free it
+ * whatever this returns): the domain, the descriptors and their entries
+ * (pointing into r->msg), the request's cost (hits_addend, 0 meaning 1 as
+ * in envoy) and each descriptor's own (its hits_addend when set, 0 a
+ * peek). Returns RPC_OK, or RPC_INVALID_ARGUMENT with err saying what is
+ * wrong: not a RateLimitRequest, an empty domain, no descriptors, more
+ * than ENG_MAX_DESCRIPTORS or a descriptor with more than ENG_MAX_ENTRIES
+ * entries, an empty key, a key or value longer than max_key bytes.
+ */
+int rls_decode(rls_req *r, const uint8_t *buf, size_t len, size_t max_key,
+               char *err, size_t err_len);
+void rls_free(rls_req *r);
+
+/* The gRPC status a failed decision (engine code rc) is answered with. */
+int rls_status_of(int rc);
+
+/*
+ * The RateLimitResponse for r decided as res (rc 0), or for an unknown
+ * domain (rc ENG_EDOMAIN: OK with no limit, as envoyproxy/ratelimit
+ * answers): overall_code, one status per descriptor in request order with
+ * current_limit, limit_remaining and duration_until_reset, and the rate
+ * limit headers of header_style (limit_headers.h) in
+ * response_headers_to_add. A malloc'd buffer of *len bytes, or NULL out
+ * of memory.
+ */
+uint8_t *rls_encode(const rls_req *r, int rc, const eng_result *res,
+                    int header_style, int64_t now, size_t *len);
+
+/*
+ * grpc.health.v1.Health/Check: the HealthCheckResponse for the request in
+ * buf[0..len), SERVING (or NOT_SERVING while stopping) for "" and the rate
+ * limit service. Returns RPC_OK with a malloc'd *out of *out_len bytes;
+ * RPC_NOT_FOUND for another service, RPC_INVALID_ARGUMENT for bytes that
+ * are not a request, RPC_INTERNAL out of memory (then *out is NULL).
+ */
+int health_answer(const uint8_t *buf, size_t len, int stopping, uint8_t **out,
+                  size_t *out_len);
+
+#endif /* SLUICE_SERVER_GRPC_MSG_H */
