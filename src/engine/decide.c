@@ -37,6 +37,9 @@ typedef struct finish_ctx {
   int blocked; /* a rule of requests_per_unit 0 denies */
   int nquota;  /* quota_mode statuses among out->st */
   size_t nc, ndesc;
+  adhoc_entry *pins[ENG_MAX_DESCRIPTORS]; /* overrides' policies, pinned
+                                             while the decision waits */
+  size_t npins;
   size_t check_of[ENG_MAX_STATUSES]; /* out->st index of check c */
   uint32_t sid[ENG_MAX_STATUSES];    /* series of out->st[i] */
 } finish_ctx;
@@ -217,6 +220,14 @@ static void finish(engine_thread *t, const finish_ctx *f, eng_result *out,
   rank(out, f->ndesc);
 }
 
+/* Pins (delta 1) or unpins (-1) the ad-hoc policies a waiting decision
+   uses: its own, and its descriptors' overrides. */
+static void pin(const finish_ctx *f, int delta) {
+  if (f->adhoc) atomic_fetch_add(&f->adhoc->pins, delta);
+  for (size_t i = 0; i < f->npins; i++)
+    atomic_fetch_add(&f->pins[i]->pins, delta);
+}
+
 /* The backend's answer to a pending decision. */
 static void decided(void *ud, const sl_decision *dec, int all) {
   pending *p = ud;
@@ -224,7 +235,7 @@ static void decided(void *ud, const sl_decision *dec, int all) {
   /* Before unpinning: the caller reads out's rules, which live in p->g. */
   p->done(p->ud, 0, p->out);
   atomic_fetch_sub(&p->g->pins, 1);
-  if (p->f.adhoc) atomic_fetch_sub(&p->f.adhoc->pins, 1);
+  pin(&p->f, -1);
   free(p);
 }
 
@@ -283,11 +294,11 @@ static int run(engine_thread *t, const eng_query *q, const eng_check *checks,
     }
     *p = (pending){t, t->g, out, done, ud, t0, *f};
     atomic_fetch_add(&p->g->pins, 1);
-    if (f->adhoc) atomic_fetch_add(&f->adhoc->pins, 1);
+    pin(f, 1);
     rc = b->ops->decide(b, t->bt, &dq, dec, &all, decided, p);
     if (rc == ENG_PENDING) return rc;
     atomic_fetch_sub(&p->g->pins, 1);
-    if (f->adhoc) atomic_fetch_sub(&f->adhoc->pins, 1);
+    pin(f, -1);
     free(p);
   } else if (nc) {
     rc = b->ops->decide(b, t->bt, &dq, dec, &all, NULL, NULL);
@@ -339,16 +350,21 @@ static uint32_t metric_series_of(engine_thread *t, const cfg_limit *l,
 
 /* Every limit the request's descriptors match (lims[], the descriptor
    of each in desc_of[], each descriptor's match in ms[]), less those
-   another matched limit replaces. Their number, or -1 when there are more
-   than ENG_MAX_STATUSES. */
+   another matched limit replaces; a descriptor with a limit override
+   (ov[i].set) matches none. Their number, or -1 when there are more than
+   ENG_MAX_STATUSES. */
 static int matched_limits(const cfg_domain *dom, const eng_request *req,
-                          const cfg_limit **lims, int *desc_of,
-                          cfg_match *ms) {
+                          const eng_override *ov, const cfg_limit **lims,
+                          int *desc_of, cfg_match *ms) {
   const cfg_limit *all[ENG_MAX_STATUSES];
   int of[ENG_MAX_STATUSES];
   size_t nl = 0;
   for (size_t i = 0; i < req->n; i++) {
     const eng_descriptor *d = &req->descriptors[i];
+    if (ov && ov[i].set) { /* its own limit: decide_overrides */
+      memset(&ms[i], 0, sizeof ms[i]);
+      continue;
+    }
     const cfg_node *node = config_match_path(dom, d->entries, d->n, &ms[i]);
     for (size_t k = 0; node && k < node->nlimits; k++) {
       if (nl == ENG_MAX_STATUSES) return -1;
@@ -398,6 +414,71 @@ static void status_of(eng_status *s, const cfg_limit *l, int desc, int64_t cost,
   }
 }
 
+/*
+ * The descriptors with a limit override of their own (envoy's
+ * RateLimitDescriptor.limit): each gets one status and, unless its limit
+ * is 0 (blocked: denied, nothing counted), one check under the ad-hoc
+ * limiter of its policy, keyed by the domain and the descriptor (a 0
+ * byte first, so no SL.THROTTLE key a client types by hand is likely to
+ * meet it). Appends to out->st and checks[*nc]; 0, or a failure with
+ * out->msg.
+ */
+static int decide_overrides(engine_thread *t, const eng_query *q,
+                            eng_result *out, eng_check *checks, size_t *nc,
+                            finish_ctx *f, uint8_t (*keys)[KEY_MAX]) {
+  const eng_request *req = q->req;
+  for (size_t k = 0; q->overrides && k < req->n; k++) {
+    const eng_descriptor *d = &req->descriptors[k];
+    const sl_policy *ov = &q->overrides[k].policy;
+    if (!q->overrides[k].set) continue;
+    if (out->n == ENG_MAX_STATUSES) {
+      snprintf(out->msg, sizeof out->msg,
+               "the descriptors match more than %d limits", ENG_MAX_STATUSES);
+      return ENG_EDESCRIPTOR;
+    }
+    int64_t cost = d->hits >= 0 ? d->hits : req->hits;
+    eng_status *s = &out->st[out->n];
+    memset(s, 0, sizeof *s);
+    s->descriptor = (int)k;
+    f->sid[out->n] = MAX_SERIES; /* no per-rule series */
+    if (ov->limit == 0) {
+      int64_t W = ov->period_ns;
+      s->policy_str = "blocked";
+      s->d.allowed = cost == 0;
+      s->d.retry_after_ns = cost == 0 ? 0 : -1;
+      s->d.reset_ns = W - q->now % W;
+      if (cost > 0) f->blocked = 1;
+      out->n++;
+      continue;
+    }
+    eng_query pq = {.kind = ENG_QUERY_POLICY, .policy = ov};
+    int rc;
+    adhoc_entry *a = adhoc_of(t, &pq, &rc, out);
+    if (!a) return rc;
+    s->policy_str = a->canon;
+    s->policy = &a->policy;
+    size_t len = 1;
+    keys[k][0] = 0;
+    const char *dom = req->domain;
+    uint8_t lenbuf[KEY_MAX];
+    size_t dl = 0;
+    if (key_put(keys[k], &len, dom, req->domain_len) ||
+        descriptor_key(d, NULL, lenbuf, &dl) || len + dl > KEY_MAX) {
+      snprintf(out->msg, sizeof out->msg,
+               "descriptor too long (at most %d bytes in all)", KEY_MAX);
+      return ENG_EDESCRIPTOR;
+    }
+    memcpy(keys[k] + len, lenbuf, dl);
+    f->pins[f->npins++] = a;
+    checks[*nc] = (eng_check){{a->lim, keys[k], len + dl, cost, 0},
+                              {'a', a->canon, NULL, 0, 0},
+                              a->local,
+                              limit_mode(t->e, NULL)};
+    f->check_of[(*nc)++] = out->n++;
+  }
+  return 0;
+}
+
 static int decide_rules(engine_thread *t, const eng_query *q, eng_result *out,
                         eng_done_fn done, void *ud) {
   engine *e = t->e;
@@ -409,7 +490,7 @@ static int decide_rules(engine_thread *t, const eng_query *q, eng_result *out,
   const cfg_limit *lims[ENG_MAX_STATUSES];
   int desc_of[ENG_MAX_STATUSES];
   cfg_match ms[ENG_MAX_DESCRIPTORS];
-  int nl = matched_limits(dom, req, lims, desc_of, ms);
+  int nl = matched_limits(dom, req, q->overrides, lims, desc_of, ms);
   if (nl < 0) {
     snprintf(out->msg, sizeof out->msg,
              "the descriptors match more than %d limits", ENG_MAX_STATUSES);
@@ -423,6 +504,7 @@ static int decide_rules(engine_thread *t, const eng_query *q, eng_result *out,
   f.adhoc = NULL;
   f.blocked = 0;
   f.nquota = 0;
+  f.npins = 0;
   f.ndesc = req->n;
   size_t nc = 0;
   for (int i = 0; i < nl; i++) {
@@ -457,6 +539,8 @@ static int decide_rules(engine_thread *t, const eng_query *q, eng_result *out,
     }
     out->n++;
   }
+  rc = decide_overrides(t, q, out, checks, &nc, &f, keys);
+  if (rc) return rc;
   /* A blocked rule charges nothing: the others only report figures. */
   if (f.blocked)
     for (size_t c = 0; c < nc; c++) checks[c].c.cost = 0;
@@ -490,6 +574,7 @@ static int decide_policy(engine_thread *t, const eng_query *q, eng_result *out,
   finish_ctx f; /* (an ad-hoc policy reads no check_of or sid) */
   f.adhoc = a;
   f.blocked = 0;
+  f.npins = 0;
   f.ndesc = 1;
   return run(t, q, &check, 1, "", 0, &f, out, done, ud);
 }

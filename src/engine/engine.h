@@ -137,6 +137,16 @@ typedef struct eng_descriptor {
   int64_t hits; /* this descriptor's cost; < 0 = the request's */
 } eng_descriptor;
 
+/* envoy's limit override of one descriptor (RateLimitDescriptor.limit):
+   when set, the descriptor is limited by `policy` alone (a fixed window,
+   as envoyproxy/ratelimit counts; limit 0 blocks), whatever the domain's
+   rules say, under a counter of its own keyed by the domain and the
+   descriptor. The domain must still be known. */
+typedef struct eng_override {
+  int set;
+  sl_policy policy;
+} eng_override;
+
 typedef struct eng_request {
   const char *domain;
   size_t domain_len;
@@ -156,6 +166,9 @@ typedef enum eng_query_kind {
 typedef struct eng_query {
   eng_query_kind kind;
   const eng_request *req; /* RULES */
+  /* RULES: one per descriptor of req, or NULL for none (gRPC's requests
+     carry them: envoy's descriptor limit). */
+  const eng_override *overrides;
   const char *key;        /* POLICY: the key */
   size_t key_len;
   /* POLICY: the policy as the client wrote it (spec_len bytes), or NULL

@@ -26,6 +26,8 @@ typedef Envoy__Service__Ratelimit__V3__RateLimitResponse__DescriptorStatus
     rls_status;
 typedef Envoy__Service__Ratelimit__V3__RateLimitResponse__RateLimit rls_limit;
 typedef Envoy__Config__Core__V3__HeaderValue rls_header;
+typedef Envoy__Extensions__Common__Ratelimit__V3__RateLimitDescriptor__RateLimitOverride
+    rls_override;
 
 #define RLS(x) ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__##x
 #define UNIT(x) RLS(RATE_LIMIT__UNIT__##x)
@@ -51,9 +53,35 @@ static int check_str(const char *what, const char *s, int is_key, size_t i,
   return RPC_OK;
 }
 
+/* envoy's RateLimitUnit (a descriptor's override) in seconds, by value
+   (envoyproxy/ratelimit's UnitToDivider: a month is 30 days, a year
+   365); 0 for UNKNOWN or a value envoy does not define. */
+static int64_t override_seconds(int unit) {
+  static const int64_t s[] = {0, 1, 60, 3600, 86400, 86400 * 30,
+                              86400 * 365};
+  return unit >= 0 && unit < (int)(sizeof s / sizeof s[0]) ? s[unit] : 0;
+}
+
+/* Descriptor i's limit override into d. */
+static int take_override(const rls_descriptor *pd, size_t i, eng_override *d,
+                         char *err, size_t err_len) {
+  d->set = pd->limit != NULL;
+  if (!pd->limit) return RPC_OK;
+  int64_t s = override_seconds(pd->limit->unit);
+  if (!s) {
+    snprintf(err, err_len, "descriptors[%zu].limit: unit %d is not one of "
+             "SECOND, MINUTE, HOUR, DAY, MONTH, YEAR", i, (int)pd->limit->unit);
+    return RPC_INVALID_ARGUMENT;
+  }
+  d->policy = (sl_policy){SL_FIXED_WINDOW, pd->limit->requests_per_unit, 0,
+                            s * 1000000000};
+  return RPC_OK;
+}
+
 /* Descriptor i of the request into d (its entries point into the message). */
 static int take_descriptor(const rls_descriptor *pd, size_t i, eng_descriptor *d,
-                           size_t max_key, char *err, size_t err_len) {
+                           eng_override *ov, size_t max_key, char *err,
+                           size_t err_len) {
   if (pd->n_entries > ENG_MAX_ENTRIES) {
     snprintf(err, err_len, "descriptors[%zu]: %zu entries (at most %d)", i,
              pd->n_entries, ENG_MAX_ENTRIES);
@@ -71,7 +99,7 @@ static int take_descriptor(const rls_descriptor *pd, size_t i, eng_descriptor *d
      (a check that takes nothing); else the request's. */
   uint64_t h = pd->hits_addend ? pd->hits_addend->value : 0;
   d->hits = !pd->hits_addend ? -1 : h > INT64_MAX ? INT64_MAX : (int64_t)h;
-  return RPC_OK;
+  return take_override(pd, i, ov, err, err_len);
 }
 
 int rls_decode(rls_req *r, const uint8_t *buf, size_t len, size_t max_key,
@@ -110,7 +138,8 @@ int rls_decode(rls_req *r, const uint8_t *buf, size_t len, size_t max_key,
   r->asked = m->n_descriptors;
   for (size_t i = 0; i < m->n_descriptors; i++) {
     eng_descriptor *d = &r->ds[r->er.n];
-    int rc = take_descriptor(m->descriptors[i], i, d, max_key, err, err_len);
+    int rc = take_descriptor(m->descriptors[i], i, d, &r->ov[r->er.n], max_key,
+                             err, err_len);
     if (rc) return rc;
     r->skipped[i] = d->n == 0;
     if (d->n) r->er.n++;
@@ -164,9 +193,11 @@ static int current_limit(const eng_status *s, rls_limit *l) {
   return 0;
 }
 
-/* Status s (or none: OK, no limit) into st, its parts in lim and dur. */
+/* Status s (or none: OK, no limit) into st, its parts in lim and dur;
+   ov: the descriptor's limit override, or NULL. */
 static void fill_status(rls_status *st, const eng_status *s, rls_limit *lim,
-                        Google__Protobuf__Duration *dur) {
+                        Google__Protobuf__Duration *dur,
+                        const rls_override *ov) {
   envoy__service__ratelimit__v3__rate_limit_response__descriptor_status__init(
       st);
   st->code = RLS(CODE__OK);
@@ -180,7 +211,13 @@ static void fill_status(rls_status *st, const eng_status *s, rls_limit *lim,
   st->limit_remaining = rem < 0 ? 0 : rem > UINT32_MAX ? UINT32_MAX
                                                        : (uint32_t)rem;
   envoy__service__ratelimit__v3__rate_limit_response__rate_limit__init(lim);
-  if (current_limit(s, lim)) st->current_limit = lim;
+  if (ov) { /* as envoy reports an override: its own figures, no name */
+    lim->requests_per_unit = ov->requests_per_unit;
+    lim->unit = (int)ov->unit; /* RateLimitUnit's values are Unit's */
+    st->current_limit = lim;
+  } else if (current_limit(s, lim)) {
+    st->current_limit = lim;
+  }
   google__protobuf__duration__init(dur);
   /* Whole seconds, rounded up: what envoy's CalculateReset gives for a
      window aligned to the epoch, and what /v1/check says. */
@@ -236,7 +273,8 @@ uint8_t *rls_encode(const rls_req *r, int rc, const eng_result *res,
       used++;
       if (k >= 0) s = &res->st[k];
     }
-    fill_status(&st[i], s, &lim[i], &dur[i]);
+    const rls_request *q = r->msg;
+    fill_status(&st[i], s, &lim[i], &dur[i], q->descriptors[i]->limit);
     stp[i] = &st[i];
   }
   m.n_statuses = r->asked;

@@ -32,6 +32,7 @@ typedef struct rls_req {
   void *msg;   /* the decoded RateLimitRequest (protobuf-c's), owned */
   eng_request er;
   eng_descriptor ds[ENG_MAX_DESCRIPTORS];
+  eng_override ov[ENG_MAX_DESCRIPTORS]; /* one per descriptor of er */
   /* The request's descriptors in order: skipped[i] marks one with no
      entries (answered OK, as envoyproxy/ratelimit answers a descriptor
      that matches nothing); the others are er's, in order. */

@@ -213,7 +213,8 @@ static void decide(rpc_job *j, engine_thread *et, int may_wait) {
   j->now = clock_wall_ns();
   int rc = 0;
   if (j->rq.er.n) {
-    eng_query q = {.kind = ENG_QUERY_RULES, .req = &j->rq.er, .now = j->now};
+    eng_query q = {.kind = ENG_QUERY_RULES, .req = &j->rq.er,
+                   .overrides = j->rq.ov, .now = j->now};
     rc = engine_decide(et, &q, &j->res, may_wait ? engine_done : NULL, j);
     if (rc == ENG_PENDING) return;
   } else { /* every descriptor was empty: nothing applies */

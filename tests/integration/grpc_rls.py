@@ -312,8 +312,45 @@ def edge():
        figs(r.statuses[0]))
 
 
+def override():
+    """A descriptor's own limit (envoy's RateLimitDescriptor.limit):
+    requests_per_unit per unit in a fixed window, instead of the rules,
+    its counter keyed by the domain and the descriptor."""
+    n = [("to_number", "ov" + UNIQ)]
+    HOUR = 3
+    for left in (2, 1, 0):
+        r = call(req("messaging", {"entries": n, "limit": (3, HOUR)}))
+        eq("override: 3 an hour, not the rule's 100 a day (%d left)" % left,
+           ["OK", 3, "HOUR", left], figs(r.statuses[0]))
+    r = call(req("messaging", {"entries": n, "limit": (3, HOUR)}))
+    eq("override: the fourth is OVER_LIMIT", ["OVER_LIMIT",
+       ["OVER_LIMIT", 3, "HOUR", 0]],
+       [R.Code.Name(r.overall_code), figs(r.statuses[0])])
+    r = call(req("messaging", n))
+    eq("override: the rule's own counter is untouched",
+       ["OK", 100, "DAY", 99], figs(r.statuses[0]))
+    r = call(req("internal", {"entries": n, "limit": (3, HOUR)}))
+    eq("override: another domain, another counter", ["OK", 3, "HOUR", 2],
+       figs(r.statuses[0]))
+    r = call(req("messaging", {"entries": [("to_number", "ow" + UNIQ)],
+                               "limit": (10, HOUR), "hits": 4}))
+    eq("override: with hits_addend", ["OK", 10, "HOUR", 6],
+       figs(r.statuses[0]))
+    r = call(req("messaging", {"entries": n, "limit": (0, HOUR)}))
+    eq("override: requests_per_unit 0 blocks", ["OVER_LIMIT", 0, "HOUR", 0],
+       figs(r.statuses[0]))
+    r = call(req("nosuch", {"entries": n, "limit": (3, HOUR)}))
+    eq("override in an unknown domain: OK, no limit", ["OK", None, None, 0],
+       figs(r.statuses[0]))
+    c, msg = code_of(lambda: call(req("messaging", {"entries": n,
+                                                    "limit": (3, 0)})))
+    eq("override with unit UNKNOWN: INVALID_ARGUMENT",
+       grpc.StatusCode.INVALID_ARGUMENT, c)
+
+
 def examples_suite():
     in_window(86400, messaging)
+    in_window(86400, override)
     in_window(3600, edge)
     r = call(req("edge_proxy_per_ip", [("remote_address", "50.0.0.5")]))
     eq("edge: requests_per_unit 0 blocks", ["OVER_LIMIT",

@@ -2157,6 +2157,41 @@ static void reset_key_with_a_policy_forgets_only_that_one(void **state) {
   fixture_free(&f);
 }
 
+/* envoy's descriptor limit override: the descriptor is limited by its own
+   policy alone (the rule of 5/s does not apply), under a counter keyed by
+   the domain and the descriptor; a limit of 0 blocks; the other
+   descriptors keep their rules, and the request is still all or nothing. */
+static void a_descriptor_limit_override_counts_alone(void **state) {
+  (void)state;
+  fixture f = fixture_of(two_rules);
+  eng_descriptor ds[2] = {desc_of("k", "alice", NULL),
+                          desc_of("k", "bob", NULL)};
+  eng_override ov[2] = {{1, {SL_FIXED_WINDOW, 2, 0, 3600 * NS_PER_S}}, {0, {0}}};
+  eng_request r = {"d", 1, ds, 2, 1};
+  eng_query q = {.kind = ENG_QUERY_RULES, .req = &r, .overrides = ov,
+                 .now = T0};
+  eng_result out;
+  for (int64_t left = 1; left >= 0; left--) {
+    assert_int_equal(engine_decide(f.t, &q, &out, NULL, NULL), 0);
+    assert_true(out.allowed);
+    const eng_status *s = &out.st[out.by_descriptor[0]];
+    assert_null(s->limit);
+    assert_int_equal(s->d.limit, 2);
+    assert_int_equal(s->d.remaining, left);
+    assert_int_equal(out.st[out.by_descriptor[1]].d.limit, 5);
+  }
+  assert_int_equal(engine_decide(f.t, &q, &out, NULL, NULL), 0);
+  assert_false(out.allowed); /* the override is spent; bob is not charged */
+  assert_int_equal(out.st[out.by_descriptor[1]].d.remaining, 3);
+  /* The rule's own counter for alice is untouched. */
+  assert_int_equal(peek1(f.t, "d", "k", "alice", T0).remaining, 5);
+  ov[0].policy.limit = 0; /* blocked */
+  assert_int_equal(engine_decide(f.t, &q, &out, NULL, NULL), 0);
+  assert_false(out.allowed);
+  assert_int_equal(out.st[out.by_descriptor[1]].d.remaining, 3);
+  fixture_free(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(detailed_metric_series_are_capped_per_rule),
@@ -2242,6 +2277,7 @@ int main(void) {
       cmocka_unit_test(a_down_store_answers_each_rule_per_on_store_error),
       cmocka_unit_test(a_failed_call_answers_later_per_on_store_error),
       cmocka_unit_test(a_reload_waits_for_requests_pending_in_redis),
+      cmocka_unit_test(a_descriptor_limit_override_counts_alone),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
