@@ -364,6 +364,14 @@ build/fuzz/%_fuzz: fuzz/%_fuzz.c $(LIB_SRC) $(FUZZ_CLI) $(FUZZ_SRV)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc -o $@ $< $(LIB_SRC) $(FUZZ_CLI) \
 	  $(FUZZ_SRV) -lyaml -lhiredis -lcrypto $(LIBS)
 
+# The gRPC messages' harness also needs their translation and protoc-c's
+# code (no gRPC, no h2o).
+build/fuzz/rls_fuzz: FUZZ_SRV += src/server/grpc_msg.c \
+  src/server/limit_headers.c $(PB_C)
+build/fuzz/rls_fuzz: FUZZ_CFLAGS += -Ibuild/gen
+build/fuzz/rls_fuzz: LIBS += -lprotobuf-c
+build/fuzz/rls_fuzz: $(PB_C) src/server/grpc_msg.c src/server/limit_headers.c
+
 fuzz: deps-fuzz $(FUZZ_BIN)
 	@set -e; for f in $(FUZZ_BIN); do n=$$(basename $$f _fuzz); \
 	  mkdir -p build/fuzz/corpus-$$n; echo "== $$f ($(FUZZ_SECONDS)s)"; \
