@@ -30,6 +30,8 @@ OPT     ?= -O1
 SANFLAGS = -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
 # libh2o's own pools live until exit (see tests/lsan.supp).
 export LSAN_OPTIONS = suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0
+# libgrpc is not instrumented (see tests/tsan.supp).
+export TSAN_OPTIONS = suppressions=$(CURDIR)/tests/tsan.supp
 endif
 
 WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes

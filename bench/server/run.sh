@@ -13,6 +13,13 @@
 #         anchor  nginx limit_req keyed on $arg_key, /limit?key=K
 #         anchor  nginx return 200, /plain?key=K
 #         sluice  /v1/throttle?key=K&policy=gcra:1000/h
+#         sluice  /v1/check?domain=bench&key=K (the config's rule)
+#   gRPC  h2load -t1 -c50 -m1 (HTTP/2, one stream per connection, as wrk's
+#         one request per connection), envoy's ShouldRateLimit with one
+#         descriptor: h2load posts the same body every time, so this is
+#         ONE key (domain bench, key=one), against /v1/check's 100000;
+#         p50/p99 from h2load's per-request log. Target: >= 0.8x the
+#         requests/s of /v1/check over HTTP/1.1, p99 within 2x.
 #
 # sluice runs with --threads 1 and 2, nginx with 1 and 2 workers (redis is
 # single-threaded); each target is judged on the better of each. Every
@@ -46,7 +53,7 @@ BENCH=bench-server
 . "$here/../lib.sh"
 chmod 755 "$tmp" # nginx's workers may run as another user
 
-need redis-server redis-cli redis-benchmark nginx wrk
+need redis-server redis-cli redis-benchmark nginx wrk h2load
 [ -x "$SLUICE" ] || die "$SLUICE not built"
 
 # A process and its children (nginx's master and workers).
@@ -65,17 +72,31 @@ echo "# machine: $(nproc) cores, $(uname -m); $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "# $(redis-server --version | cut -d' ' -f1-3), $(nginx -v 2>&1 | sed 's/.*: //'), $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2), $("$SLUICE" --version 2>/dev/null || echo 'sluice ?')"
 
 # ---- servers ----
+# The rule /v1/check and ShouldRateLimit decide: a limit no run reaches
+# (every request allowed, as for the other configurations).
+cat >"$tmp/bench.yaml" <<EOF
+domain: bench
+descriptors:
+  - key: key
+    rate_limit: {policy: "fixed_window:2000000000/h"}
+EOF
+# ShouldRateLimit's request, gRPC-framed (a 0 byte, the length as 4 bytes
+# big-endian, the message): RateLimitRequest{domain: "bench",
+# descriptors: [{entries: [{key: "key", value: "one"}]}]}, 21 bytes.
+printf '\000\000\000\000\025\012\005bench\022\014\012\012\012\003key\022\003one' \
+  >"$tmp/rls.body"
 start_sluice() { # THREADS
   log=$tmp/sluice-t$1.log
   ready=$tmp/sluice-t$1.ready
   "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 --grpc 127.0.0.1:0 \
-    --threads "$1" \
+    --threads "$1" -c "$tmp/bench.yaml" \
     --shutdown-grace 100 --ready-file "$ready" 2>"$log" &
   pids="$pids $!"
   eval "sluice_t${1}_pid=$!"
   wait_for test -f "$ready" || die "sluice did not start: $(cat "$log")"
   eval "sluice_t${1}_http=$(ready_port "$ready" http)"
   eval "sluice_t${1}_resp=$(ready_port "$ready" resp)"
+  eval "sluice_t${1}_grpc=$(ready_port "$ready" grpc)"
 }
 start_nginx() { # WORKERS
   d=$tmp/nginx-w$1
@@ -173,6 +194,33 @@ http_run() {
   echo "$label run=$run $line $cores"
 }
 
+# grpc_run LABEL PORT PIDS SECONDS RUN: one h2load run of ShouldRateLimit;
+# prints the line http_run prints (requests/s, p50 and p99 from h2load's
+# per-request log: its third column is each request's microseconds).
+grpc_run() {
+  label=$1 port=$2 spids=$3 secs=$4 run=$5
+  rc=0
+  rm -f "$tmp/h2.log"
+  meter_start "$spids"
+  timeout $((secs + 30)) h2load -t1 -c50 -m1 -D "$secs" -d "$tmp/rls.body" \
+    -H 'content-type: application/grpc' -H 'te: trailers' \
+    --log-file "$tmp/h2.log" \
+    "http://127.0.0.1:$port/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit" \
+    >"$tmp/h2.out" 2>&1 || rc=$?
+  meter_end "$spids" >"$tmp/cores"
+  cores=$(cat "$tmp/cores")
+  rps=$(sed -n 's/^finished in .*, \([0-9.]*\) req\/s.*/\1/p' "$tmp/h2.out")
+  if [ $rc -ne 0 ] || [ -z "$rps" ] || [ ! -s "$tmp/h2.log" ]; then
+    echo "$label run=$run FAILED rc=$rc $(tail -2 "$tmp/h2.out" | tr '\n' ' ')"
+    return 0
+  fi
+  sort -n -k3,3 "$tmp/h2.log" | awk -v rps="$rps" '
+    { t[NR] = $3; if ($2 != 200) bad++ }
+    END { printf "requests=%d requests_per_s=%.0f p50_ms=%.3f p99_ms=%.3f errors=0 non_2xx=%d",
+      NR, rps, t[int(NR * 0.5) + 1] / 1000, t[int(NR * 0.99) + 1] / 1000, bad }' >"$tmp/h2.sum"
+  echo "$label run=$run $(cat "$tmp/h2.sum") $cores"
+}
+
 # ---- the configurations ----
 # One per line: KIND LABEL PORT PIDS PIPELINE COMMAND (RESP) or
 # KIND LABEL PORT PIDS PREFIX SUFFIX (HTTP); label words joined by '+'.
@@ -194,6 +242,9 @@ http_run() {
   for t in $THREADS; do
     eval "p=\$sluice_t${t}_http pid=\$sluice_t${t}_pid"
     echo "http server=sluice+threads=$t+path=/v1/throttle $p $pid /v1/throttle?key= &policy=$POLICY"
+    echo "http server=sluice+threads=$t+path=/v1/check $p $pid /v1/check?domain=bench&key= -"
+    eval "g=\$sluice_t${t}_grpc"
+    echo "grpc server=sluice+threads=$t+rpc=ShouldRateLimit $g $pid"
   done
 } >"$tmp/configs"
 
@@ -207,7 +258,13 @@ run_config() {
   for p in $spids; do # redis-benchmark waits forever for a server that is gone
     kill -0 "$p" 2>/dev/null || { echo "$label run=$ROUND FAILED: the server is gone"; return 0; }
   done
-  if [ "$kind" = resp ]; then
+  if [ "$kind" = grpc ]; then
+    if [ "$ROUND" -eq 0 ]; then
+      echo "# warm-up: $(grpc_run "$label" "$port" "$spids" "$S" warmup)"
+    else
+      grpc_run "$label" "$port" "$spids" "$S" "$ROUND"
+    fi
+  elif [ "$kind" = resp ]; then
     pl=$1; shift
     key=$(echo "$label p$pl" | tr -c 'a-zA-Z0-9\n' _)
     if [ "$ROUND" -eq 0 ]; then
@@ -342,6 +399,8 @@ awk '
     else if (/server=nginx .*path=\/limit/) keep("ngx")
     else if (/server=nginx .*path=\/plain/) keep("plain")
     else if (/server=sluice .*path=\/v1\/throttle/) keep("slh")
+    else if (/server=sluice .*path=\/v1\/check/) keep("slc")
+    else if (/server=sluice .*rpc=ShouldRateLimit/) keep("slg")
   }
   END {
     printf "# sluice: RESP -P 1 at %s, -P 16 at %s, HTTP at %s; nginx limit_req at %s\n",
@@ -352,6 +411,11 @@ awk '
     if (p99["slh"] == "" || p99["ngx"] == "") print "p99_http_ms=n/a MISS (no result)"
     else printf "p99_http_ms=%.3f nginx=%.3f %s%s\n", p99["slh"], p99["ngx"], (p99["slh"] + 0 <= p99["ngx"] + 0 ? "ok" : "MISS"),
       (noisy["slh"] || noisy["ngx"] ? " (noisy: the machine was busy; run it again)" : "")
+    verdict("ratio_grpc_vs_http_check", rps["slg"], rps["slc"], ">=", 0.8, noisy["slg"] || noisy["slc"])
+    if (p99["slg"] == "" || p99["slc"] == "") print "p99_grpc_ms=n/a MISS (no result)"
+    else printf "p99_grpc_ms=%.3f http_check=%.3f target<=2x %s%s\n", p99["slg"], p99["slc"],
+      (p99["slg"] + 0 <= 2 * p99["slc"] ? "ok" : "MISS"),
+      (noisy["slg"] || noisy["slc"] ? " (noisy: the machine was busy; run it again)" : "")
     info("ratio_resp_p1_vs_evalsha", rps["sl1"], rps["lua1"])
     info("ratio_resp_p16_vs_evalsha", rps["sl16"], rps["lua16"])
     info("ratio_http_vs_nginx_return_200", rps["slh"], rps["plain"])

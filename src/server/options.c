@@ -186,8 +186,9 @@ static const serve_option options[] = {
     {.name = "ready-file", .arg = "PATH", .kind = OPT_STRING,
      FIELD(ready_file),
      .help = "once listening, write {\"pid\": N, \"http\": \"ADDR:PORT\", "
-             "\"resp\": \"ADDR:PORT\"} there (null for a listener that is "
-             "off; written whole, by rename); removed at a clean stop"},
+             "\"resp\": \"ADDR:PORT\", \"grpc\": \"ADDR:PORT\"} there (null "
+             "for a listener that is off; written whole, by rename); removed "
+             "at a clean stop"},
     {.name = "watch", .arg = "on|off", .kind = OPT_ENUM, FIELD(watch),
      .words = on_off, .def = "on",
      .help = "reload the config when one of its files changed on disk"},
@@ -479,10 +480,11 @@ static void put_wrapped(FILE *f, const char *text, size_t col) {
 void serve_usage(FILE *f) {
   fprintf(f, "usage: sluice serve [OPTIONS]\n"
              "\n"
-             "The rate limit daemon: decisions over HTTP and the Redis "
-             "protocol,\n"
-             "from envoyproxy/ratelimit-style YAML rules (or ad-hoc "
-             "policies).\n");
+             "The rate limit daemon: decisions over HTTP, the Redis protocol "
+             "and gRPC\n"
+             "(envoy's rate limit service), from envoyproxy/ratelimit-style "
+             "YAML rules\n"
+             "(or ad-hoc policies).\n");
   for (size_t i = 0; i < NOPTIONS; i++) {
     const serve_option *op = &options[i];
     if (op->section) fprintf(f, "\n%s:\n", op->section);
