@@ -114,20 +114,23 @@ static int ask(rpc_call *c) {
   c->job = NULL;
   grpc_metadata_array_init(&c->md);
   if (c->kind == K_OTHER) grpc_call_details_init(&c->details);
-  /* Its next event may come on another thread (see the top). */
+  int kind = c->kind;
+  void *method = kind == K_RLS ? g->rls_tag : g->health_tag;
+  /* Its next event may come on another thread (see the top): nothing of c
+     is read once it is released, until that event. */
   atomic_store_explicit(&c->handed, 1, memory_order_release);
   grpc_call_error e;
-  if (c->kind == K_OTHER) {
+  if (kind == K_OTHER) {
     e = grpc_server_request_call(g->gs, &c->call, &c->details, &c->md, g->cq,
                                  g->cq, c);
   } else {
-    e = grpc_server_request_registered_call(
-        g->gs, c->kind == K_RLS ? g->rls_tag : g->health_tag, &c->call,
-        &c->deadline, &c->md, &c->payload, g->cq, g->cq, c);
+    e = grpc_server_request_registered_call(g->gs, method, &c->call,
+                                            &c->deadline, &c->md, &c->payload,
+                                            g->cq, g->cq, c);
   }
-  if (e != GRPC_CALL_OK) {
+  if (e != GRPC_CALL_OK) { /* no event will come: c is ours again */
     grpc_metadata_array_destroy(&c->md);
-    if (c->kind == K_OTHER) grpc_call_details_destroy(&c->details);
+    if (kind == K_OTHER) grpc_call_details_destroy(&c->details);
     return -1;
   }
   return 0;
@@ -184,8 +187,11 @@ static void answer(rpc_call *c, engine_thread *et, int status, const char *msg,
   ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
   ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
   c->state = S_ANSWERING;
+  /* Nothing of c is read once it is released: its completion may come on
+     another thread before start_batch returns. */
+  grpc_call *call = c->call;
   atomic_store_explicit(&c->handed, 1, memory_order_release);
-  grpc_call_error e = grpc_call_start_batch(c->call, ops, n, c, NULL);
+  grpc_call_error e = grpc_call_start_batch(call, ops, n, c, NULL);
   if (e != GRPC_CALL_OK) {
     /* No completion will come: the call is over here. */
     log_msg("error", "grpc: cannot answer a call (error %d)", (int)e);
