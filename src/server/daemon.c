@@ -137,8 +137,9 @@ static void start_h2o(daemon_state *d) {
 }
 
 /*
- * --ready-file: {"pid": N, "http": "ADDR:PORT", "resp": "ADDR:PORT",
- * "grpc": "ADDR:PORT"}, a
+ * --ready-file: {"pid": N, "http": "ADDR:PORT", "resp": "ADDR:PORT"}, and
+ * "grpc": "ADDR:PORT" when gRPC is on (a file without it is the file of
+ * before gRPC, byte for byte), a
  * listener that is off as null, written to a temporary file beside it and
  * renamed over it, so a reader sees all of it or nothing. 0, or -1 after
  * logging why.
@@ -146,10 +147,10 @@ static void start_h2o(daemon_state *d) {
 static int write_ready_file(daemon_state *d) {
   const char *path = d->args.ready_file;
   const server *srv = &d->srv;
-  char http[80] = "null", resp[80] = "null", grpc[96] = "null", tmp[4096];
+  char http[80] = "null", resp[80] = "null", grpc[104] = "", tmp[4096];
   if (srv->o.http_addr) snprintf(http, sizeof http, "\"%s\"", srv->http_at);
   if (srv->o.resp_addr) snprintf(resp, sizeof resp, "\"%s\"", srv->resp_at);
-  if (d->grpc) snprintf(grpc, sizeof grpc, "\"%s\"", srv->grpc_at);
+  if (d->grpc) snprintf(grpc, sizeof grpc, ", \"grpc\": \"%s\"", srv->grpc_at);
   if (snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid()) >=
       (int)sizeof tmp) {
     log_msg("error", "--ready-file %s: the path is too long", path);
@@ -158,7 +159,7 @@ static int write_ready_file(daemon_state *d) {
   FILE *f = fopen(tmp, "w");
   int bad = !f;
   if (f) {
-    fprintf(f, "{\"pid\": %d, \"http\": %s, \"resp\": %s, \"grpc\": %s}\n",
+    fprintf(f, "{\"pid\": %d, \"http\": %s, \"resp\": %s%s}\n",
             (int)getpid(), http, resp, grpc);
     bad = ferror(f);
     bad |= fclose(f) != 0;

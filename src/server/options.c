@@ -186,9 +186,9 @@ static const serve_option options[] = {
     {.name = "ready-file", .arg = "PATH", .kind = OPT_STRING,
      FIELD(ready_file),
      .help = "once listening, write {\"pid\": N, \"http\": \"ADDR:PORT\", "
-             "\"resp\": \"ADDR:PORT\", \"grpc\": \"ADDR:PORT\"} there (null "
-             "for a listener that is off; written whole, by rename); removed "
-             "at a clean stop"},
+             "\"resp\": \"ADDR:PORT\"} there (null for a listener that is "
+             "off; \"grpc\": \"ADDR:PORT\" added when gRPC is on; written "
+             "whole, by rename); removed at a clean stop"},
     {.name = "watch", .arg = "on|off", .kind = OPT_ENUM, FIELD(watch),
      .words = on_off, .def = "on",
      .help = "reload the config when one of its files changed on disk"},

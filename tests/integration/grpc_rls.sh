@@ -73,10 +73,10 @@ sv_start n -t 1 --headers none || lib_finish
 run_suite noheaders
 sv_stop n
 
-# 4. --grpc off: no gRPC listener, null in the ready file.
+# 4. --grpc off: no gRPC listener, and the ready file as before gRPC.
 sv_start o -t 1 --grpc off || lib_finish
-eq "--grpc off: null in the ready file" 1 \
-  "$(grep -c '"grpc": null' "$tmp/sv.o/addrs")"
+eq "--grpc off: no \"grpc\" in the ready file" 0 \
+  "$(grep -c '"grpc"' "$tmp/sv.o/addrs")"
 sv_stop o
 
 # 5. SIGTERM with calls in flight: every call answered or refused with a

@@ -357,7 +357,7 @@ done
 # sv_start reads every daemon's ports from its ready file; here, the file
 # itself: JSON with this daemon's pid and both addresses as bound (port 0
 # resolved), null for a listener that is off, gone after a clean stop.
-sv_start rf -t 1 || lib_finish
+sv_start rf -t 1 --grpc off || lib_finish
 rf=$tmp/sv.rf/ready
 eq "--ready-file: the file, as JSON" \
   "{\"pid\": $PID, \"http\": \"127.0.0.1:$HTTP\", \"resp\": \"127.0.0.1:$RESP\"}" \
@@ -368,7 +368,7 @@ print(json.dumps([d["pid"], d["http"]]))' "$rf")"
 like "--ready-file: a port the kernel picked" '^[1-9][0-9]*$' "$HTTP"
 sv_stop rf
 if [ -e "$rf" ]; then fail "--ready-file: still there after a clean stop"; else pass; fi
-sv_start rf_off -t 1 --resp off || lib_finish
+sv_start rf_off -t 1 --resp off --grpc off || lib_finish
 like "--ready-file: a listener that is off is null" \
   '^\{"pid": [0-9]+, "http": "127\.0\.0\.1:[0-9]+", "resp": null\}$' \
   "$(cat "$tmp/sv.rf_off/ready")"
