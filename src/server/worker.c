@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <netinet/tcp.h>
+#include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -40,6 +41,7 @@ struct worker_pool {
   worker_fleet fleet;
   unsigned n, started;
   worker_boot *boots;
+  sem_t up; /* a started worker posts it once its loop can take messages */
 };
 
 /* The engine's remote, on this worker's Redis client. */
@@ -328,6 +330,16 @@ static void *worker_main(void *arg) {
   worker_pool *p = b->pool;
   worker *w = &b->w;
   server *srv = w->srv;
+  /* The loop, and its queue of messages from other threads (the gRPC
+     front's decisions in exact mode), are made here: a socket's buffers
+     come from the recycler of the thread that made it (h2o's thread-local
+     h2o_socket_buffer_prototype), so the queue's socket must be this
+     thread's. workers_start waits for `up` before it goes on. */
+  w->loop = h2o_evloop_create();
+  w->queue = h2o_multithread_create_queue(w->loop);
+  h2o_multithread_register_receiver(w->queue, &w->grpc_rx,
+                                    grpc_worker_receive);
+  sem_post(&p->up);
   h2o_context_init(&w->ctx, w->loop, p->conf);
   w->accept_ctx.ctx = &w->ctx;
   w->accept_ctx.hosts = p->conf->hosts;
@@ -384,6 +396,7 @@ worker_pool *workers_new(server *srv, h2o_globalconf_t *conf,
   p->srv = srv;
   p->conf = conf;
   p->fleet = *fleet;
+  sem_init(&p->up, 0, 0);
   for (unsigned i = 0; i < p->n; i++) {
     worker_boot *b = &p->boots[i];
     b->http_fd = b->resp_fd = -1;
@@ -418,17 +431,11 @@ int workers_start(worker_pool *p) {
   for (unsigned i = 0; i < p->n; i++) {
     worker *w = &p->boots[i].w;
     w->et = engine_thread_new(p->srv->eng);
-    if (!w->et || resp_worker_init(w)) return -1;
-    /* The loop, and its queue of messages from other threads (the gRPC
-       front's decisions in exact mode), exist before the thread runs,
-       so a message can be sent as soon as the workers have started. */
-    w->loop = h2o_evloop_create();
-    w->queue = h2o_multithread_create_queue(w->loop);
-    h2o_multithread_register_receiver(w->queue, &w->grpc_rx,
-                                      grpc_worker_receive);
-    if (pthread_create(&w->tid, NULL, worker_main, &p->boots[i]))
+    if (!w->et || resp_worker_init(w) ||
+        pthread_create(&w->tid, NULL, worker_main, &p->boots[i]))
       return -1;
     p->started++;
+    sem_wait(&p->up); /* its loop takes messages from now on */
   }
   return 0;
 }
@@ -446,16 +453,11 @@ void workers_free(worker_pool *p) {
   if (!p) return;
   for (unsigned i = 0; i < p->n; i++) {
     worker_boot *b = &p->boots[i];
-    if (b->w.queue) { /* its thread never ran */
-      h2o_multithread_unregister_receiver(b->w.queue, &b->w.grpc_rx);
-      h2o_multithread_destroy_queue(b->w.queue);
-    }
-    if (b->w.loop && b->w.ctx.loop) {
+    if (b->w.loop) {
       unlink_timers(&b->w.ctx);
       h2o_context_dispose(&b->w.ctx);
       h2o_evloop_destroy(b->w.loop);
     } else {
-      if (b->w.loop) h2o_evloop_destroy(b->w.loop);
       if (b->http_fd >= 0) close(b->http_fd);
       if (b->resp_fd >= 0) close(b->resp_fd);
     }
@@ -463,5 +465,6 @@ void workers_free(worker_pool *p) {
     engine_thread_free(b->w.et);
   }
   free(p->boots);
+  sem_destroy(&p->up);
   free(p);
 }
