@@ -207,10 +207,14 @@ static void fill_status(rls_status *st, const eng_status *s, rls_limit *lim,
     st->limit_remaining = UINT32_MAX;
     return;
   }
+  envoy__service__ratelimit__v3__rate_limit_response__rate_limit__init(lim);
+  if (s->unchecked) { /* failed open: its limit, nothing counted */
+    if (current_limit(s, lim)) st->current_limit = lim;
+    return;
+  }
   int64_t rem = s->d.remaining;
   st->limit_remaining = rem < 0 ? 0 : rem > UINT32_MAX ? UINT32_MAX
                                                        : (uint32_t)rem;
-  envoy__service__ratelimit__v3__rate_limit_response__rate_limit__init(lim);
   if (ov) { /* as envoy reports an override: its own figures, no name */
     lim->requests_per_unit = ov->requests_per_unit;
     lim->unit = (int)ov->unit; /* RateLimitUnit's values are Unit's */
