@@ -58,10 +58,10 @@ redis-server --port "$rp_port" --bind 127.0.0.1 --save '' --appendonly no \
 pids="$pids $!"
 wait_port "$rm_port"; wait_port "$rp_port"
 sm_port=$(port); sp_port=$(port)
-"$SLUICE" serve --store "redis://127.0.0.1:$rm_port" --http off \
+"$SLUICE" serve --grpc off --store "redis://127.0.0.1:$rm_port" --http off \
   --resp "127.0.0.1:$sm_port" -t 1 >"$tmp/sm.log" 2>&1 &
 pids="$pids $!"
-"$SLUICE" serve --store "redis://127.0.0.1:$rp_port" --http off \
+"$SLUICE" serve --grpc off --store "redis://127.0.0.1:$rp_port" --http off \
   --resp "127.0.0.1:$sp_port" -t 1 >"$tmp/sp.log" 2>&1 &
 pids="$pids $!"
 wait_port "$sm_port"; wait_port "$sp_port"

@@ -243,7 +243,7 @@ fi
 
 # ---- an exact-mode daemon finds the module ----
 sp=$(free_port)
-"$SLUICE" serve --store "redis://127.0.0.1:$P" --http off \
+"$SLUICE" serve --grpc off --store "redis://127.0.0.1:$P" --http off \
   --resp "127.0.0.1:$sp" -t 1 >"$tmp/sluice.log" 2>&1 &
 pids="$pids $!"
 wait_pong "$sp"
