@@ -41,6 +41,7 @@ typedef struct finish_ctx {
                                              while the decision waits */
   size_t npins;
   size_t check_of[ENG_MAX_STATUSES]; /* out->st index of check c */
+  uint64_t cand_checks; /* bit c: check c is its status's candidate */
   uint32_t sid[ENG_MAX_STATUSES];    /* series of out->st[i] */
 } finish_ctx;
 
@@ -174,6 +175,11 @@ static void count_rules(engine_thread *t, eng_result *out,
     /* A rule is counted for what it said: over its limit (denied, or
        shadow_denied), or charged (allowed); a rule that had room in a
        request another rule denied was not charged and is not counted. */
+    /* A candidate disagrees with the rule's own verdict (exactly: one
+       count per decision where they differ). */
+    if (s->candidate && s->candidate_denied == s->d.allowed)
+      metric_bump(&c[s->d.allowed ? S_CAND_WOULD_DENY : S_CAND_WOULD_ALLOW],
+                  1);
     if (!s->d.allowed) {
       metric_bump(&c[s->shadow ? S_SHADOW_DENIED : S_DENIED], 1);
     } else if (out->allowed) {
@@ -202,6 +208,11 @@ static void finish(engine_thread *t, const finish_ctx *f, eng_result *out,
   }
   for (size_t c = 0; c < f->nc; c++) {
     eng_status *s = &out->st[f->check_of[c]];
+    if (f->cand_checks >> c & 1) { /* a candidate: reported, not ranked */
+      s->cand_d = dec[c];
+      s->candidate_denied = !dec[c].allowed;
+      continue;
+    }
     s->d = dec[c];
     /* A backend that could not check a limit and let it pass says so with
        a negative remaining (fleet mode's on_store_error: allow). */
@@ -505,6 +516,7 @@ static int decide_rules(engine_thread *t, const eng_query *q, eng_result *out,
   f.blocked = 0;
   f.nquota = 0;
   f.npins = 0;
+  f.cand_checks = 0;
   f.ndesc = req->n;
   size_t nc = 0;
   for (int i = 0; i < nl; i++) {
@@ -535,6 +547,27 @@ static int decide_rules(engine_thread *t, const eng_query *q, eng_result *out,
             limit_mode(e, l)};
       /* A quota limit never denies alone: finish() judges them all. */
       if (l->quota_mode) checks[nc].c.shadow = 1;
+      f.check_of[nc++] = out->n;
+    }
+    if (l->candidate_str) { /* beside it, the same key, never enforced */
+      if (!have_key[k] && descriptor_key(d, &ms[k], keys[k], &key_len[k])) {
+        snprintf(out->msg, sizeof out->msg,
+                 "descriptor too long (at most %d bytes in all)", KEY_MAX);
+        return ENG_EDESCRIPTOR;
+      }
+      have_key[k] = 1;
+      if (nc == ENG_MAX_STATUSES) {
+        snprintf(out->msg, sizeof out->msg,
+                 "the descriptors match more than %d limits", ENG_MAX_STATUSES);
+        return ENG_EDESCRIPTOR;
+      }
+      out->st[out->n].candidate = 1;
+      checks[nc] = (eng_check){
+          {g->cand[l->index], keys[k], key_len[k], cost, 1},
+          {'r', l->candidate_rule, l->candidate_str, 0, 0},
+          NULL,
+          CFG_STORE_ERROR_ALLOW};
+      f.cand_checks |= (uint64_t)1 << nc;
       f.check_of[nc++] = out->n;
     }
     out->n++;

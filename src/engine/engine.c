@@ -40,6 +40,7 @@ static void gen_free(gen *g) {
   config_free(g->cfg);
   free(g->lims);
   free(g->local);
+  free(g->cand);
   free(g->series);
   free(g);
 }
@@ -127,14 +128,21 @@ static gen *gen_build(engine *e, sl_config *cfg) {
   size_t n = cfg->nlimits ? cfg->nlimits : 1;
   g->lims = calloc(n, sizeof *g->lims);
   g->local = calloc(n, sizeof *g->local);
+  g->cand = calloc(n, sizeof *g->cand);
   g->series = calloc(n, sizeof *g->series);
-  if (!g->lims || !g->local || !g->series) goto fail;
+  if (!g->lims || !g->local || !g->cand || !g->series) goto fail;
   for (size_t i = 0; i < e->nlims; i++) e->lims[i].used = 0;
   for (size_t i = 0; i < cfg->nlimits; i++) {
     const cfg_limit *l = cfg->limits[i];
     char dom[256];
     g->series[i] = metrics_series(e->metrics, limit_domain(l, dom, sizeof dom),
                                   l->rule, SERIES_NONE);
+    if (l->candidate_str) {
+      metrics_series_candidate(e->metrics, g->series[i]);
+      if (!(g->cand[i] = map_limiter(e, l->candidate_rule, l->candidate_str,
+                                     &l->candidate, 0)))
+        goto fail;
+    }
     if (l->unlimited || l->blocked) continue;
     if (!(g->lims[i] = map_limiter(e, l->rule, l->policy_str, &l->policy,
                                    l->evict_below)))
@@ -156,6 +164,7 @@ fail:
   split_free(g);
   free(g->lims);
   free(g->local);
+  free(g->cand);
   free(g->series);
   free(g);
   return NULL;
@@ -190,6 +199,13 @@ static const metric_def engine_metric_defs[M_COUNT] = {
                           "Decisions per config rule: allowed, denied, or "
                           "shadow_denied (a shadow-mode rule that would "
                           "have denied)."},
+    [M_RULE_CANDIDATE] = {"sluice_rule_candidate_divergences_total", NULL,
+                          METRIC_COUNTER, METRIC_SERIES_CAND,
+                          METRIC_GROUP_DECISIONS,
+                          "Decisions where a rule's candidate policy "
+                          "disagreed with the enforced one: would_deny (the "
+                          "rule allowed, the candidate would have denied) "
+                          "or would_allow (the reverse)."},
     [M_RULE_NEAR_LIMIT] = {"sluice_rule_near_limit_total", NULL, METRIC_COUNTER,
                            METRIC_SERIES_NEAR, METRIC_GROUP_DECISIONS,
                            "Allowed decisions that left less than 20% of "

@@ -195,6 +195,13 @@ typedef struct eng_status {
                     limit was not checked (d.remaining means nothing; a
                     backend says so with d.remaining < 0) */
   int unlimited;
+  /* The rule's candidate policy (rate_limit.candidate), decided beside it
+     on the same key and never enforced: `candidate` says it has one,
+     candidate_denied that it would have denied this request (the denial
+     log marks such would-be denials), with its figures in cand_d. */
+  int candidate;
+  int candidate_denied;
+  sl_decision cand_d;
 } eng_status;
 
 typedef struct eng_result {

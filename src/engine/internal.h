@@ -36,6 +36,8 @@ typedef struct gen {
   sl_limiter **lims;  /* per cfg->limits[i]; NULL for unlimited/blocked */
   sl_limiter **local; /* fallible backend: the on_store_error: local
                          limiters (NULL where a limit has none) */
+  sl_limiter **cand;  /* per cfg->limits[i]: its candidate policy's
+                         limiter, or NULL */
   uint32_t *series;   /* per cfg->limits[i] */
   gen_split **split;  /* per cfg->limits[i]: NULL unless split; NULL when
                          no limit is */
@@ -71,6 +73,7 @@ enum {
   M_BUILD,
   M_RULE_DECISIONS,
   M_RULE_NEAR_LIMIT,
+  M_RULE_CANDIDATE,
   M_CHECK_ALLOWED,
   M_CHECK_DENIED,
   M_ADHOC_ALLOWED,

@@ -19,6 +19,7 @@ typedef struct series {
   char *domain, *rule;
   uint64_t hash;
   uint32_t details; /* detailed_metric series made under this one */
+  int candidate;    /* metrics_series_candidate's mark */
 } series;
 
 struct metrics {
@@ -61,7 +62,8 @@ int metrics_add(metrics *m, const metric_def *d) {
   if (d->kind == METRIC_HISTOGRAM) {
     if (m->nhists == HISTOGRAMS_MAX) return -1;
     id = m->nhists++;
-  } else if (d->scope == METRIC_SERIES || d->scope == METRIC_SERIES_NEAR) {
+  } else if (d->scope == METRIC_SERIES || d->scope == METRIC_SERIES_NEAR ||
+             d->scope == METRIC_SERIES_CAND) {
     id = 0;
   } else {
     if (m->ncounters == METRICS_MAX) return -1;
@@ -139,7 +141,7 @@ uint32_t metrics_series(metrics *m, const char *domain, const char *rule,
     m->series = grown;
     m->series_cap = cap;
   }
-  m->series[n] = (series){strdup(domain), strdup(rule), h, 0};
+  m->series[n] = (series){strdup(domain), strdup(rule), h, 0, 0};
   if (!m->series[n].domain || !m->series[n].rule) {
     free(m->series[n].domain);
     free(m->series[n].rule);
@@ -152,6 +154,13 @@ uint32_t metrics_series(metrics *m, const char *domain, const char *rule,
 done:
   pthread_mutex_unlock(&m->series_lock);
   return idx;
+}
+
+void metrics_series_candidate(metrics *m, uint32_t id) {
+  pthread_mutex_lock(&m->series_lock);
+  if (id < atomic_load_explicit(&m->nseries, memory_order_relaxed))
+    m->series[id].candidate = 1;
+  pthread_mutex_unlock(&m->series_lock);
 }
 
 metric_counter *metric_series(metric_slots *s, uint32_t id) {
@@ -219,6 +228,24 @@ static void render_histogram(FILE *f, const char *name, int id,
           (unsigned long long)count);
 }
 
+/* Series s's candidate divergences (a METRIC_SERIES_CAND family), when
+   its rule has a candidate or it counted one. Under series_lock. */
+static void render_divergences(FILE *f, metrics *m, const metric_def *d,
+                               size_t s, const uint64_t *v) {
+  static const char *const dirs[] = {"would_deny", "would_allow"};
+  if (!m->series[s].candidate && !v[S_CAND_WOULD_DENY] &&
+      !v[S_CAND_WOULD_ALLOW])
+    return;
+  for (int k = 0; k < 2; k++) {
+    fprintf(f, "%s{domain=\"", d->name);
+    label(f, m->series[s].domain);
+    fputs("\",rule=\"", f);
+    label(f, m->series[s].rule);
+    fprintf(f, "\",direction=\"%s\"} %llu\n", dirs[k],
+            (unsigned long long)v[S_CAND_WOULD_DENY + k]);
+  }
+}
+
 /* The series of a METRIC_SERIES family (a sample per result) or of a
    METRIC_SERIES_NEAR one (a sample per series). */
 static void render_series(FILE *f, metrics *m, const metric_def *d,
@@ -226,6 +253,10 @@ static void render_series(FILE *f, metrics *m, const metric_def *d,
   static const char *const results[] = {"allowed", "denied", "shadow_denied"};
   pthread_mutex_lock(&m->series_lock);
   for (size_t s = 0; ser && s < ns; s++) {
+    if (d->scope == METRIC_SERIES_CAND) {
+      render_divergences(f, m, d, s, &ser[s * S_N]);
+      continue;
+    }
     int per_result = d->scope == METRIC_SERIES;
     for (int k = 0; k < (per_result ? 3 : 1); k++) {
       fprintf(f, "%s{domain=\"", d->name);
@@ -322,10 +353,15 @@ static void json_series(FILE *f, metrics *m, const uint64_t *ser, size_t ns) {
     json_str(f, m->series[s].rule);
     const uint64_t *v = &ser[s * S_N];
     fprintf(f, ",\"allowed\":%llu,\"denied\":%llu,\"shadow_denied\":%llu,"
-               "\"near_limit\":%llu}",
+               "\"near_limit\":%llu",
             (unsigned long long)v[S_ALLOWED], (unsigned long long)v[S_DENIED],
             (unsigned long long)v[S_SHADOW_DENIED],
             (unsigned long long)v[S_NEAR_LIMIT]);
+    if (m->series[s].candidate || v[S_CAND_WOULD_DENY] || v[S_CAND_WOULD_ALLOW])
+      fprintf(f, ",\"candidate_would_deny\":%llu,\"candidate_would_allow\":%llu",
+              (unsigned long long)v[S_CAND_WOULD_DENY],
+              (unsigned long long)v[S_CAND_WOULD_ALLOW]);
+    fputc('}', f);
   }
   pthread_mutex_unlock(&m->series_lock);
 }
@@ -349,7 +385,8 @@ static char *render(metrics *m, metric_slots *const *threads, size_t n,
       const metric_def *d = &m->defs[i];
       if (d->group != group) continue;
       if (json) {
-        if (d->scope == METRIC_SERIES_NEAR) continue; /* in "series" */
+        if (d->scope == METRIC_SERIES_NEAR || d->scope == METRIC_SERIES_CAND)
+          continue; /* in "series" */
         fprintf(f, "%s{\"name\":\"%s\",\"kind\":\"%s\"", first ? "" : ",",
                 d->name, type_name(d->kind));
         first = 0;
@@ -376,7 +413,8 @@ static char *render(metrics *m, metric_slots *const *threads, size_t n,
       family = d->name;
       if (d->kind == METRIC_HISTOGRAM) {
         render_histogram(f, d->name, m->id[i], threads, n);
-      } else if (d->scope == METRIC_SERIES || d->scope == METRIC_SERIES_NEAR) {
+      } else if (d->scope == METRIC_SERIES || d->scope == METRIC_SERIES_NEAR ||
+                 d->scope == METRIC_SERIES_CAND) {
         render_series(f, m, d, ser, ns);
       } else {
         uint64_t v = value_of(m, i, threads, n);

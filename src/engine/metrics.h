@@ -28,7 +28,15 @@
 #define SERIES_NONE UINT32_MAX /* a series_of base: none (a rule's own) */
 
 /* What a series counts (sluice_rule_*): */
-enum { S_ALLOWED, S_DENIED, S_SHADOW_DENIED, S_NEAR_LIMIT, S_N };
+enum {
+  S_ALLOWED,
+  S_DENIED,
+  S_SHADOW_DENIED,
+  S_NEAR_LIMIT,
+  S_CAND_WOULD_DENY,  /* its candidate denied what the rule allowed */
+  S_CAND_WOULD_ALLOW, /* its candidate allowed what the rule denied */
+  S_N
+};
 
 typedef _Atomic uint64_t metric_counter;
 
@@ -61,7 +69,10 @@ typedef enum metric_scope {
   METRIC_GLOBAL,      /* one value (metrics_global_*), any thread */
   METRIC_SERIES,      /* the per-rule series' results: a sample per series
                          and result (allowed, denied, shadow_denied) */
-  METRIC_SERIES_NEAR  /* the per-rule series' near-limit counts */
+  METRIC_SERIES_NEAR, /* the per-rule series' near-limit counts */
+  METRIC_SERIES_CAND  /* the per-rule series' candidate divergences: a
+                         sample per direction, for the series of a rule
+                         with a candidate (or that counted one) */
 } metric_scope;
 
 /* Where a metric is rendered among the others (stable within a group):
@@ -122,6 +133,10 @@ void metrics_global_set(metrics *m, int id, uint64_t v);
 #define SERIES_PER_RULE 1000
 uint32_t metrics_series(metrics *m, const char *domain, const char *rule,
                         uint32_t base);
+
+/* Marks series id as a rule's with a candidate policy: its divergences
+   are rendered, zeros included. Thread-safe. */
+void metrics_series_candidate(metrics *m, uint32_t id);
 
 /* Thread s's counters of series id (allocated on first use), or NULL. */
 metric_counter *metric_series(metric_slots *s, uint32_t id);

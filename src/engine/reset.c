@@ -136,6 +136,10 @@ static int reset_rules(engine_thread *t, const eng_query *q, eng_reset *out,
     const cfg_node *node = ms[i].node;
     for (size_t k = 0; node && k < node->nlimits; k++) {
       const cfg_limit *lim = node->limits[k];
+      if (lim->candidate_str) /* its candidate's state too */
+        add(&l, g->cand[lim->index], NULL,
+            (eng_name){'r', lim->candidate_rule, lim->candidate_str, 0, 0},
+            keys[i], len[i]);
       if (lim->unlimited || lim->blocked) continue; /* no state anywhere */
       if (lim->split) { /* every sub-counter of the key */
         eng_forget subs[CFG_SPLIT_MAX];

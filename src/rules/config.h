@@ -63,6 +63,13 @@ typedef struct cfg_limit {
   int unlimited;    /* always allowed, nothing counted */
   int blocked;      /* requests_per_unit: 0 — always denied */
   int shadow;       /* shadow_mode: evaluated and counted, never denies */
+  /* rate_limit.candidate: a policy evaluated beside `policy` on the same
+     key, with its own state, never enforced (an algorithm cutover):
+     candidate_str its canonical form, NULL when there is none;
+     candidate_rule the name its limiter and store keys go by. */
+  char *candidate_str;
+  sl_policy candidate;
+  char *candidate_rule;
   int detailed_metric;
   int on_store_error;    /* a cfg_store_error, from the descriptor */
   double local_fraction; /* (0, 1] with LOCAL; 0: not set, the daemon's */

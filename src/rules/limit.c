@@ -15,6 +15,9 @@
  *                             # only evict an entry that gives back < N
  *                             # units (sl_limiter_set_evict_below)
  *   split: {counters: N, by: KEY}   # sluice: N sub-counters (split.c)
+ *   candidate: "gcra:100/m"   # sluice: a policy evaluated beside this one
+ *                             # on the same key, never enforced (divergences
+ *                             # counted: docs/semantics.md, "Candidates")
  *
  * Whatever the way it is written, the limit ends as a policy string that
  * sl_policy_parse reads: the policy syntax is the one judge of algorithms,
@@ -30,7 +33,7 @@
 
 /* A rate limit's keys, as read. */
 typedef struct limit_keys {
-  rules_text unit, name, policy, algorithm, period;
+  rules_text unit, name, policy, algorithm, period, candidate;
   rules_count rpu, burst, evict_below;
   int unlimited;
   const yaml_node_t *replaces, *split;
@@ -48,6 +51,7 @@ static const rules_key limit_key_table[] = {
     {"burst", rules_set_count, offsetof(limit_keys, burst)},
     {"evict_below", rules_set_count, offsetof(limit_keys, evict_below)},
     {"split", rules_set_node, offsetof(limit_keys, split)},
+    {"candidate", rules_set_text, offsetof(limit_keys, candidate)},
     {NULL, NULL, 0},
 };
 
@@ -77,6 +81,8 @@ void rules_limit_free(cfg_limit *l) {
   free(l->policy_str);
   free(l->split_by);
   free(l->metadata);
+  free(l->candidate_str);
+  free(l->candidate_rule);
   for (size_t i = 0; i < l->nreplaces; i++) free(l->replaces[i]);
   free(l->replaces);
   free(l);
@@ -259,6 +265,29 @@ static void limit_policy(rules_loader *L, cfg_limit *l, const limit_keys *k,
   }
 }
 
+/* Reads k's candidate policy into l: its own policy syntax (not a
+   unit), on a limit that decides per key (not split). */
+static void limit_candidate(rules_loader *L, cfg_limit *l,
+                            const limit_keys *k) {
+  char err[256], canon[128], rule[1200];
+  if (k->split) {
+    rules_err(L, k->candidate.at, "a split limit cannot have a candidate");
+    return;
+  }
+  if (sl_policy_parse(k->candidate.s, &l->candidate, err, sizeof err)) {
+    rules_err(L, k->candidate.at, "candidate: %s", err);
+    return;
+  }
+  sl_policy_format(&l->candidate, canon, sizeof canon);
+  /* Its own name, so that its state never meets the enforced policy's,
+     even where both policies are the same. */
+  snprintf(rule, sizeof rule, "%s~candidate", l->rule ? l->rule : "");
+  l->candidate_str = strdup(canon);
+  l->candidate_rule = strdup(rule);
+  if (!l->candidate_str || !l->candidate_rule)
+    rules_err(L, k->candidate.at, "out of memory");
+}
+
 void rules_parse_limit(rules_loader *L, cfg_node *d, const yaml_node_t *map,
                        const char *path, const limit_flags *flags, int index,
                        int of) {
@@ -279,6 +308,7 @@ void rules_parse_limit(rules_loader *L, cfg_node *d, const yaml_node_t *map,
   limit_policy(L, l, &k, map);
   if (k.split) rules_parse_split(L, l, k.split);
   if (k.split && l->policy_str) rules_check_split_policy(L, l, k.split);
+  if (k.candidate.s) limit_candidate(L, l, &k);
 
   int failed_here = L->nerr > errors_before;
   if (!l->policy_str || !l->rule || failed_here) {

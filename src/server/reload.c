@@ -76,6 +76,11 @@ static int check_fleet_policies(const sl_config *c) {
   for (size_t i = 0; i < c->nlimits; i++) {
     const cfg_limit *l = c->limits[i];
     char err[256];
+    if (l->candidate_str && rs_policy_check(&l->candidate, err, sizeof err)) {
+      log_msg("error", "%s:%d:%d: %s: candidate: %s", l->pos.file,
+              l->pos.line, l->pos.col, l->rule, err);
+      bad++;
+    }
     if (l->unlimited || l->blocked || !rs_policy_check(&l->policy, err, sizeof err))
       continue;
     log_msg("error", "%s:%d:%d: %s: %s", l->pos.file, l->pos.line,
