@@ -175,6 +175,12 @@ static int same_key(const sl_check *a, const sl_check *b) {
 
 int sl_take_all(const sl_check *checks, size_t n, int64_t now_ns,
                 sl_decision *out, int *allowed) {
+  return limiter_take_windows(checks, NULL, n, now_ns, out, allowed);
+}
+
+int limiter_take_windows(const sl_check *checks, const limiter_window *win,
+                         size_t n, int64_t now_ns, sl_decision *out,
+                         int *allowed) {
   if (!allowed) return SL_EINVAL;
   *allowed = 0; /* until every check has passed and been charged */
   if (n > SL_CHECKS_MAX || (n && (!checks || !out))) return SL_EINVAL;
@@ -207,13 +213,24 @@ int sl_take_all(const sl_check *checks, size_t n, int64_t now_ns,
     map[i] = u;
   }
   store_ref refs[SL_CHECKS_MAX];
+  algo_policy wp[SL_CHECKS_MAX]; /* the policies of checks in a window */
   unsigned shards[SL_CHECKS_MAX], ns = 0;
   for (size_t u = 0; u < nu; u++) {
     const sl_check *c = &checks[uniq[u]];
     int rc = check_request(c->limiter, c->key, c->key_len, cost[u], now_ns);
     if (rc) return rc;
-    store_ref_init(store, &refs[u], &c->limiter->p, c->limiter->id, c->key,
-                   c->key_len);
+    const algo_policy *p = &c->limiter->p;
+    const limiter_window *w = win ? &win[uniq[u]] : NULL;
+    if (w && w->end_ns) { /* its decisions in this window only */
+      if (p->pub.algo != SL_FIXED_WINDOW || w->start_ns > now_ns ||
+          w->end_ns <= now_ns || w->end_ns - w->start_ns > p->W)
+        return SL_EINVAL;
+      wp[u] = *p;
+      wp[u].W = w->end_ns - w->start_ns;
+      wp[u].phase = w->start_ns;
+      p = &wp[u];
+    }
+    store_ref_init(store, &refs[u], p, c->limiter->id, c->key, c->key_len);
     /* Insertion sort into the distinct shards, ascending. */
     unsigned sh = refs[u].shard, k = ns;
     int dup = 0;

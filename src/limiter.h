@@ -32,4 +32,23 @@ void limiter_ident(const sl_limiter *lim, const struct algo_policy **p,
    store for all of its limiters' keys rather than one each. */
 void limiter_free_many(sl_limiter **lims, size_t n);
 
+/* A calendar window for one check of limiter_take_windows: [start_ns,
+   end_ns); end_ns 0: none (the limiter's own epoch-aligned windows). */
+typedef struct limiter_window {
+  int64_t start_ns, end_ns;
+} limiter_window;
+
+/*
+ * sl_take_all, where check i with win[i].end_ns > 0 (a fixed_window
+ * limiter; win NULL: none) counts in the window win[i] instead of its
+ * policy's epoch-aligned one: a calendar month, day, ... whose length
+ * varies. The state keeps the window's start, so the next window starts
+ * a fresh count; the limiter's period must be at least the longest
+ * window (its keys live that long). SL_EINVAL for a window on another
+ * algorithm, or one that does not hold now_ns.
+ */
+int limiter_take_windows(const sl_check *checks, const limiter_window *win,
+                         size_t n, int64_t now_ns, sl_decision *out,
+                         int *allowed);
+
 #endif /* SLUICE_LIMITER_H */

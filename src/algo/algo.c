@@ -91,6 +91,7 @@ int algo_policy_compile(const sl_policy *pub, algo_policy *out, char *err,
   out->Wg = out->W / g;
   out->cap = (i128)out->B * out->Wg;
   out->evict_below = 0;
+  out->phase = 0;
 
   if (is_bucket(p.algo)) {
     /* Refill horizon B*T must stay far from int64 (times + horizon). */

@@ -38,6 +38,9 @@ typedef struct algo_policy {
   int64_t L;                  /* LIMIT */
   int64_t B;                  /* largest cost: burst (buckets) or LIMIT */
   int64_t W;                  /* PERIOD, ns */
+  int64_t phase;              /* fixed_window: its windows start at
+                                 phase + k*W (0: epoch-aligned; a calendar
+                                 window: limiter_take_windows) */
   int64_t Lg, Wg;             /* ticks per ns, ticks per unit of cost */
   i128 cap;                   /* B * Wg: a full bucket, in ticks */
   uint32_t evict_below;       /* the store's, not the algorithm's: what a

@@ -1,5 +1,7 @@
 /*
- * fixed_window.c — a counter per epoch-aligned window [k*W, (k+1)*W).
+ * fixed_window.c — a counter per epoch-aligned window [k*W, (k+1)*W), or
+ * [phase + k*W, phase + (k+1)*W) when the policy has a phase (a calendar
+ * window: the engine gives each decision its window's start and length).
  *
  * State: (window start, count). Allowed iff count + cost <= LIMIT. Cheap and
  * simple, and it lets up to 2*LIMIT through around a window boundary (LIMIT
@@ -11,9 +13,15 @@
  */
 #include "algo.h"
 
+/* The start of the window that holds t. */
+static inline int64_t window_start(const algo_policy *p, int64_t t) {
+  int64_t off = (t - p->phase) % p->W;
+  return t - (off < 0 ? off + p->W : off);
+}
+
 static int fw_decide(const algo_policy *p, const algo_state *st, int64_t t,
                      int64_t cost, sl_decision *d, algo_state *next) {
-  int64_t start = t - t % p->W;
+  int64_t start = window_start(p, t);
   if (st && st->a > start) {
     start = st->a; /* clock went back into an earlier window */
     t = start;
@@ -39,7 +47,7 @@ static int fw_decide(const algo_policy *p, const algo_state *st, int64_t t,
 
 static int fw_force(const algo_policy *p, const algo_state *st, int64_t t,
                     int64_t *cost, int64_t *level, algo_state *next) {
-  int64_t start = t - t % p->W;
+  int64_t start = window_start(p, t);
   if (st && st->a > start) start = st->a;
   int64_t count = (st && st->a == start) ? st->b : 0;
   int64_t c = min64(*cost, (int64_t)UINT32_MAX - count);
@@ -56,9 +64,11 @@ static int64_t fw_fresh_at(const algo_policy *p, const algo_state *st) {
 }
 
 /* The count of t's window (or of a later one, the clock having gone
-   back): what the window still holds. */
+   back): what the window still holds. A window that started within W of
+   t is live (for an aligned one, the same as starting at t's window; a
+   calendar window's state is read with its longest W: live until then). */
 static int64_t fw_used(const algo_policy *p, const algo_state *st, int64_t t) {
-  return st->a >= t - t % p->W ? st->b : 0;
+  return st->a > t - p->W ? st->b : 0;
 }
 
 const algo_ops algo_fixed_window = {SL_FIXED_WINDOW, "fixed_window",

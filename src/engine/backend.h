@@ -43,6 +43,10 @@ typedef struct eng_check {
   sl_limiter *local; /* on_store_error: local's limiter, else NULL */
   int on_error;      /* what it does when the store fails (a
                         cfg_store_error, never DEFAULT) */
+  /* A calendar limit's window for this decision, [win_start, win_end) ns
+     (fixed_window counts in it, not in its epoch-aligned period); 0, 0:
+     none. */
+  int64_t win_start, win_end;
 } eng_check;
 
 /* One request's checks, decided all-or-nothing. */

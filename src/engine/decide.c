@@ -484,9 +484,24 @@ static int decide_overrides(engine_thread *t, const eng_query *q,
     checks[*nc] = (eng_check){{a->lim, keys[k], len + dl, cost, 0},
                               {'a', a->canon, NULL, 0, 0},
                               a->local,
-                              limit_mode(t->e, NULL)};
+                              limit_mode(t->e, NULL),
+                              0,
+                              0};
     f->check_of[(*nc)++] = out->n++;
   }
+  return 0;
+}
+
+/* A calendar limit's check counts in the window that holds now (its
+   status reports that window's length): 0, or -1 with out->msg. */
+static int calendar_window(eng_check *c, eng_status *s, const cfg_limit *l,
+                           int64_t now, eng_result *out) {
+  if (cal_window(&l->cal, now, &c->win_start, &c->win_end)) {
+    snprintf(out->msg, sizeof out->msg,
+             "%s: no calendar window holds this time", l->rule);
+    return -1;
+  }
+  s->window_ns = c->win_end - c->win_start;
   return 0;
 }
 
@@ -544,9 +559,14 @@ static int decide_rules(engine_thread *t, const eng_query *q, eng_result *out,
             {g->lims[l->index], keys[k], key_len[k], cost, l->shadow},
             {'r', l->rule, l->policy_str, 0, 0},
             g->local[l->index],
-            limit_mode(e, l)};
+            limit_mode(e, l),
+            0,
+            0};
       /* A quota limit never denies alone: finish() judges them all. */
       if (l->quota_mode) checks[nc].c.shadow = 1;
+      if (l->cal.unit && calendar_window(&checks[nc], &out->st[out->n], l,
+                                         q->now, out))
+        return ENG_EDESCRIPTOR;
       f.check_of[nc++] = out->n;
     }
     if (l->candidate_str) { /* beside it, the same key, never enforced */
@@ -566,7 +586,9 @@ static int decide_rules(engine_thread *t, const eng_query *q, eng_result *out,
           {g->cand[l->index], keys[k], key_len[k], cost, 1},
           {'r', l->candidate_rule, l->candidate_str, 0, 0},
           NULL,
-          CFG_STORE_ERROR_ALLOW};
+          CFG_STORE_ERROR_ALLOW,
+          0,
+          0};
       f.cand_checks |= (uint64_t)1 << nc;
       f.check_of[nc++] = out->n;
     }
@@ -603,7 +625,9 @@ static int decide_policy(engine_thread *t, const eng_query *q, eng_result *out,
   eng_check check = {{a->lim, q->key, q->key_len, q->cost, 0},
                      {'a', a->canon, NULL, 0, 0},
                      a->local,
-                     limit_mode(t->e, NULL)};
+                     limit_mode(t->e, NULL),
+                     0,
+                     0};
   finish_ctx f; /* (an ad-hoc policy reads no check_of or sid) */
   f.adhoc = a;
   f.blocked = 0;

@@ -202,6 +202,8 @@ typedef struct eng_status {
   int candidate;
   int candidate_denied;
   sl_decision cand_d;
+  int64_t window_ns; /* a calendar limit: this decision's window's length
+                        (RateLimit-Policy's w), else 0 */
 } eng_status;
 
 typedef struct eng_result {

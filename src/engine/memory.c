@@ -5,6 +5,18 @@
 #include "memory.h"
 
 #include "internal.h"
+#include "../limiter.h"
+
+/* q's calendar windows (win[i] per check), or NULL when it has none. */
+static const limiter_window *windows_of(const eng_decision *q,
+                                        limiter_window *win) {
+  int any = 0;
+  for (size_t i = 0; i < q->n; i++) {
+    win[i] = (limiter_window){q->checks[i].win_start, q->checks[i].win_end};
+    any |= q->checks[i].win_end != 0;
+  }
+  return any ? win : NULL;
+}
 
 /*
  * envoyproxy/ratelimit's charging, after the decision said no (rc 0 and
@@ -53,7 +65,9 @@ int engine_decide_local(const eng_decision *q, sl_decision *dec, int *all) {
       rc = charge_denied(q, dec, rc, all);
     return rc;
   }
-  if (q->n == 1 && !q->checks[0].c.shadow) {
+  limiter_window win[ENG_MAX_STATUSES];
+  const limiter_window *w = windows_of(q, win);
+  if (q->n == 1 && !q->checks[0].c.shadow && !w) {
     /* One check (an ad-hoc policy, a request one rule matches): the
        library's single take decides it as sl_take_all would, with less
        to do. */
@@ -65,7 +79,7 @@ int engine_decide_local(const eng_decision *q, sl_decision *dec, int *all) {
   }
   sl_check checks[ENG_MAX_STATUSES];
   for (size_t i = 0; i < q->n; i++) checks[i] = q->checks[i].c;
-  return sl_take_all(checks, q->n, q->now, dec, all);
+  return limiter_take_windows(checks, w, q->n, q->now, dec, all);
 }
 
 int engine_forget_local(const eng_forgets *f) {

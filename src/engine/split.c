@@ -124,7 +124,9 @@ eng_check split_check(engine_thread *t, const cfg_limit *l,
       {s->lims[k], key, key_len, cost, l->shadow},
       {'r', l->rule, s->names[k], (uint16_t)k, (uint16_t)l->split},
       g->local[l->index],
-      limit_mode(t->e, l)};
+      limit_mode(t->e, l),
+      0,
+      0};
 }
 
 void split_forgets(const gen *g, const cfg_limit *l, eng_forget *out,

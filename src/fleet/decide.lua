@@ -28,7 +28,10 @@ then, for key u (1..n), three values at ARGV[3u .. 3u+2]:
   nums    32 bytes, four little-endian int64 ('<i8i8i8i8'):
           cost (0 <= cost <= the largest cost; 0 = a peek), then
             buckets (0, 1, 5): cap = burst*Wg, Lg, Wg (ticks: see algo.h)
-            windows (2, 3, 4): LIMIT, PERIOD in ms, 0
+            windows (2, 3, 4): LIMIT, PERIOD in ms, PHASE in ms (fixed_window:
+              its windows start at PHASE + k*PERIOD; the daemon sends a
+              calendar window's start and length, as Lua in Redis has no
+              time zones; 0 = epoch-aligned; 0 for the other two)
           Binary, not decimal: struct.unpack reads all four in one call,
           where tonumber costs about 0.3 us each (a sixth of the script).
 REPLY_F ("f") { now, levels }: levels is one string, 16 bytes per key u in
@@ -294,12 +297,12 @@ if u1 or u5 then
   end
 end
 
--- fixed_window: a count per epoch-aligned window of Wms ms.
+-- fixed_window: a count per window of Wms ms from PHASE (0: epoch-aligned).
 if u2 then
-  fixed_window = function(key, cost, L, Wms, w)
+  fixed_window = function(key, cost, L, Wms, w, phase)
     local raw = call('GET', key)
     local t_ms, t_sub = now_ms, now_sub
-    local start = now_ms - now_ms % Wms
+    local start = now_ms - (now_ms - phase) % Wms
     local count = 0
     if raw then
       local s_start, s_count = sunpack('<i8I4', raw)
@@ -600,7 +603,7 @@ local function decide(u, peek, w)
     end
     return c1 / c3, gcra_leaky(key, cost, c1, c2, c3, w, algo == '1')
   elseif algo == '2' then
-    return c1, fixed_window(key, cost, c1, c2, w)
+    return c1, fixed_window(key, cost, c1, c2, w, c3)
   elseif algo == '4' then
     return c1, sliding_window(key, cost, c1, c2, w)
   elseif algo == '3' then

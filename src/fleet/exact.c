@@ -51,6 +51,7 @@ typedef struct exact_thread {
 
 typedef struct job_check {
   rs_check rc;       /* the Redis key and what the script needs */
+  sl_policy win;     /* a calendar window's policy (rc.policy points here) */
   sl_limiter *local; /* on_store_error: local's limiter, else NULL */
   const void *lkey;  /* its key (the descriptor's) */
   size_t lkey_len;
@@ -388,6 +389,13 @@ static job *job_new(exact_thread *xt, const eng_decision *q) {
     const eng_check *ck = &q->checks[c];
     job_check *jc = &j->c[c];
     jc->rc.policy = sl_limiter_policy(ck->c.limiter);
+    jc->rc.phase_ns = 0;
+    if (ck->win_end) { /* a calendar window: its start and length */
+      jc->win = *jc->rc.policy;
+      jc->win.period_ns = ck->win_end - ck->win_start;
+      jc->rc.policy = &jc->win;
+      jc->rc.phase_ns = ck->win_start;
+    }
     jc->rc.key = p;
     jc->rc.key_len =
         redis_key(p, q->tag, q->tag_len, &ck->name, ck->c.key, ck->c.key_len);

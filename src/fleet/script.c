@@ -154,6 +154,7 @@ static int prepare(const rs_check *checks, size_t n, rs_call *call,
   /* Merge repeated keys as sl_take_all merges them: one state, costs added,
      shadow only if every part is. */
   algo_policy pol[RS_CHECKS_MAX];
+  int64_t phase[RS_CHECKS_MAX];
   size_t uniq[RS_CHECKS_MAX], nu = 0;
   int64_t cost[RS_CHECKS_MAX];
   int shadow[RS_CHECKS_MAX];
@@ -168,9 +169,13 @@ static int prepare(const rs_check *checks, size_t n, rs_call *call,
     algo_policy p;
     if (algo_policy_compile(c->policy, &p, NULL, 0) || exact_bound(&p))
       return SL_EPOLICY;
+    if (c->phase_ns < 0 || c->phase_ns % 1000000 ||
+        (c->phase_ns && p.pub.algo != SL_FIXED_WINDOW))
+      return SL_EINVAL;
     if (u == nu) {
       uniq[nu] = i;
       pol[nu] = p;
+      phase[nu] = c->phase_ns;
       shadow[nu] = 1;
       cost[nu++] = 0;
     } else if (!same_policy(&pol[u], &p)) {
@@ -203,7 +208,7 @@ static int prepare(const rs_check *checks, size_t n, rs_call *call,
     if (is_bucket(q->pub.algo)) /* cap < 2^52 (rs_policy_check) */
       put_nums(nums, cost[u], (int64_t)q->cap, q->Lg, q->Wg);
     else /* a whole number of ms (sl_policy_validate) */
-      put_nums(nums, cost[u], q->L, q->W / 1000000, 0);
+      put_nums(nums, cost[u], q->L, q->W / 1000000, phase[u] / 1000000);
     p = put_bulk(p, &algo, 1);
     p = put_bulk(p, &sh, 1);
     p = put_bulk(p, nums, 32);

@@ -42,6 +42,10 @@ typedef struct rs_check {
   size_t key_len;
   int64_t cost;
   int shadow;
+  /* fixed_window: its windows start at phase_ns + k*period (a calendar
+     window: the daemon computes its start and length, since Lua in Redis
+     has no time zones); 0: epoch-aligned. A whole number of ms. */
+  int64_t phase_ns;
 } rs_check;
 
 /* Requests in one batched call (decide.lua's "g" mode: a byte each). */

@@ -139,11 +139,14 @@ static int parse_check(RedisModuleString **w, int force, mcheck *c) {
     c->p.Wg = Wg;
     c->p.cap = cap;
   } else { /* LIMIT, PERIOD in ms */
+    /* v[3]: fixed_window's phase (a calendar window's start), in ms. */
     if (v[1] < 1 || v[1] > SL_LIMIT_MAX || v[2] < 1 ||
-        v[2] > SL_PERIOD_MAX_NS / MS || v[3] != 0)
+        v[2] > SL_PERIOD_MAX_NS / MS || v[3] < 0 ||
+        v[3] > SL_TIME_MAX_NS / MS || (v[3] && algo != SL_FIXED_WINDOW))
       return -1;
     sl_policy p = {algo, (uint32_t)v[1], 0, v[2] * MS};
     if (algo_policy_compile(&p, &c->p, NULL, 0)) return -1;
+    c->p.phase = v[3] * MS;
     if (algo == SL_SLIDING_WINDOW && c->p.W > (INT64_C(1) << 52)) return -1;
   }
   if (c->cost < 0 || c->cost > (force ? INT64_MAX / 4 : c->p.B)) return -1;

@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "calendar.h"
 #include "sluice.h"
 
 /* Where something is in a config file (line and column start at 1). */
@@ -70,6 +71,10 @@ typedef struct cfg_limit {
   char *candidate_str;
   sl_policy candidate;
   char *candidate_rule;
+  /* rate_limit.calendar (and tz): a fixed window aligned on the
+     calendar's days, weeks, months or years in a time zone (calendar.h);
+     cal.unit CAL_NONE: epoch-aligned windows, as envoy's units. */
+  cfg_calendar cal;
   int detailed_metric;
   int on_store_error;    /* a cfg_store_error, from the descriptor */
   double local_fraction; /* (0, 1] with LOCAL; 0: not set, the daemon's */

@@ -15,6 +15,9 @@
  *                             # only evict an entry that gives back < N
  *                             # units (sl_limiter_set_evict_below)
  *   split: {counters: N, by: KEY}   # sluice: N sub-counters (split.c)
+ *   calendar: day|week|month|year   # sluice: requests_per_unit per calendar
+ *   tz: Europe/Berlin         # day (week, ...) in this zone (default UTC):
+ *                             # windows from local midnight (calendar.h)
  *   candidate: "gcra:100/m"   # sluice: a policy evaluated beside this one
  *                             # on the same key, never enforced (divergences
  *                             # counted: docs/semantics.md, "Candidates")
@@ -33,7 +36,7 @@
 
 /* A rate limit's keys, as read. */
 typedef struct limit_keys {
-  rules_text unit, name, policy, algorithm, period, candidate;
+  rules_text unit, name, policy, algorithm, period, candidate, calendar, tz;
   rules_count rpu, burst, evict_below;
   int unlimited;
   const yaml_node_t *replaces, *split;
@@ -52,6 +55,8 @@ static const rules_key limit_key_table[] = {
     {"evict_below", rules_set_count, offsetof(limit_keys, evict_below)},
     {"split", rules_set_node, offsetof(limit_keys, split)},
     {"candidate", rules_set_text, offsetof(limit_keys, candidate)},
+    {"calendar", rules_set_text, offsetof(limit_keys, calendar)},
+    {"tz", rules_set_text, offsetof(limit_keys, tz)},
     {NULL, NULL, 0},
 };
 
@@ -83,6 +88,7 @@ void rules_limit_free(cfg_limit *l) {
   free(l->metadata);
   free(l->candidate_str);
   free(l->candidate_rule);
+  cal_free(&l->cal);
   for (size_t i = 0; i < l->nreplaces; i++) free(l->replaces[i]);
   free(l->replaces);
   free(l);
@@ -231,6 +237,49 @@ static const yaml_node_t *unit_spec(rules_loader *L, cfg_limit *l,
   return spec_at;
 }
 
+/*
+ * A calendar limit (calendar: UNIT, requests_per_unit: N, tz: ZONE):
+ * fixed_window:N over the unit's longest window (the state's lifetime;
+ * the engine gives each decision its real window), into spec. Errors at
+ * the keys it cannot go with.
+ */
+static void calendar_spec(rules_loader *L, cfg_limit *l, const limit_keys *k,
+                          char *spec, size_t spec_len) {
+  int unit = cal_unit_of(k->calendar.s);
+  char err[256];
+  if (!unit) {
+    rules_err(L, k->calendar.at, "invalid calendar '%s' (expected day, week, "
+                                 "month or year)", k->calendar.s);
+    return;
+  }
+  if (k->unit.s || k->period.s || k->policy.s || k->burst.ok)
+    rules_err(L, k->calendar.at, "calendar replaces unit, period, policy "
+                                 "and burst: give one or the other");
+  if (k->algorithm.s && strcmp(k->algorithm.s, "fixed_window"))
+    rules_err(L, k->algorithm.at, "a calendar window counts as fixed_window "
+                                  "does (algorithm: %s cannot be aligned)",
+              k->algorithm.s);
+  if (!k->rpu.ok) {
+    rules_err(L, k->calendar.at, "calendar needs requests_per_unit");
+    return;
+  }
+  if (k->rpu.v == 0) {
+    rules_err(L, k->rpu.at, "requests_per_unit: 0 blocks everything: give "
+                            "it without calendar");
+    return;
+  }
+  if (cal_init(&l->cal, unit, k->tz.s, err, sizeof err)) {
+    rules_err(L, k->tz.at ? k->tz.at : k->calendar.at, "%s", err);
+    return;
+  }
+  static const char *const envoy_units[] = {"", "DAY", "WEEK", "MONTH",
+                                            "YEAR"};
+  l->unit_name = envoy_units[unit];
+  l->requests_per_unit = k->rpu.v;
+  snprintf(spec, spec_len, "fixed_window:%u/%lldh", k->rpu.v,
+           (long long)(cal_max_ns(unit) / (INT64_C(3600) * 1000000000)));
+}
+
 /* Sets l's policy from its keys: unlimited, a policy, or the envoy way. */
 static void limit_policy(rules_loader *L, cfg_limit *l, const limit_keys *k,
                          const yaml_node_t *map) {
@@ -242,6 +291,9 @@ static void limit_policy(rules_loader *L, cfg_limit *l, const limit_keys *k,
       rules_err(L, map, "should not specify a rate limit (unit, "
                         "requests_per_unit, policy, ...) when unlimited");
     l->policy_str = strdup("unlimited");
+  } else if (k->calendar.s) {
+    calendar_spec(L, l, k, spec, sizeof spec);
+    spec_at = k->calendar.at;
   } else if (k->policy.s) {
     if (k->unit.s || k->rpu.ok || k->algorithm.s || k->period.s ||
         k->burst.ok)
@@ -253,13 +305,20 @@ static void limit_policy(rules_loader *L, cfg_limit *l, const limit_keys *k,
   } else {
     spec_at = unit_spec(L, l, k, map, spec, sizeof spec);
   }
+  if (k->tz.s && !k->calendar.s)
+    rules_err(L, k->tz.at, "tz needs calendar: day, week, month or year");
   if (*spec) {
     char err[256];
     if (sl_policy_parse(spec, &l->policy, err, sizeof err)) {
       rules_err(L, spec_at, "%s", err);
     } else {
-      char canon[128];
-      sl_policy_format(&l->policy, canon, sizeof canon);
+      char canon[256];
+      int n = sl_policy_format(&l->policy, canon, sizeof canon);
+      /* A calendar limit's name says so: its windows are not the period
+         (a reload into another zone is another limiter). */
+      if (l->cal.unit && n > 0)
+        snprintf(canon + n, sizeof canon - (size_t)n, "@%s:%s",
+                 cal_unit_name(l->cal.unit), l->cal.tz);
       l->policy_str = strdup(canon);
     }
   }

@@ -803,7 +803,7 @@ static int64_t decide_step(trace *tr, int step, treq q) {
   for (int i = 0; i < q.m; i++) {
     const char *k = tr->kname[q.pi[i]][q.ki[i]];
     rq[i] = (rs_check){&tr->pol[q.pi[i]].p, k, strlen(k), q.cost[i],
-                       q.shadow[i]};
+                       q.shadow[i], 0};
   }
   rs_call call;
   char *cmd = NULL;
@@ -994,7 +994,7 @@ static void batch_trace(sl_algo algo, int id, int rounds) {
       for (int c = 0; c < q[i].m; c++) {
         const char *kn = tr.kname[q[i].pi[c]][q[i].ki[c]];
         rq[c] = (rs_check){&tr.pol[q[i].pi[c]].p, kn, strlen(kn),
-                           q[i].cost[c], q[i].shadow[c]};
+                           q[i].cost[c], q[i].shadow[c], 0};
       }
       char *words = NULL;
       reqs[n].call = &calls[i];
@@ -1193,7 +1193,8 @@ static void force_call(trace *tr, int step, const treq *q, int k) {
     map[i] = u;
     ucost[u] += q[i].cost[0];
     const char *kn = tr->kname[q[i].pi[0]][q[i].ki[0]];
-    rs_check rq = {&tr->pol[q[i].pi[0]].p, kn, strlen(kn), q[i].cost[0], 0};
+    rs_check rq = {&tr->pol[q[i].pi[0]].p, kn, strlen(kn), q[i].cost[0], 0,
+                   0};
     char *words = NULL;
     int prc = rs_prepare_force(&rq, 1, &calls[i], &words, &reqs[i].keys_len,
                                &reqs[i].len);
@@ -1621,7 +1622,7 @@ static int one(const char *spec, const char *key, int64_t cost, int64_t now,
     fprintf(stderr, "parity: %s: %s\n", spec, err);
     exit(2);
   }
-  rs_check c = {&p, key, strlen(key), cost, 0};
+  rs_check c = {&p, key, strlen(key), cost, 0, 0};
   rs_call call;
   char *cmd;
   size_t len;
