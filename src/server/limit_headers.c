@@ -69,7 +69,9 @@ static void ietf_headers(const eng_result *r, limit_header_fn add, void *ud) {
     strbuf_add_i64(&pol, s->d.limit);
     if (s->policy && !(s->limit && s->limit->blocked)) {
       STRBUF_LIT(&pol, ";w=");
-      strbuf_add_i64(&pol, window_s(s->policy));
+      /* A calendar window: this one's length (months differ). */
+      strbuf_add_i64(&pol, s->window_ns ? ns_to_s_up(s->window_ns)
+                                        : window_s(s->policy));
     }
     if (s->unchecked) { /* its policy, but no current figures */
       if (cur.len >= 2 && !memcmp(cur.p + cur.len - 2, ", ", 2))
