@@ -3,9 +3,9 @@
 #
 #   SLUICE=build/sluice sh tests/integration/calendar.sh  (make integration)
 #
-# The daemon runs with --clock-skew so that its clock stands 3 seconds
+# The daemon runs with --clock-skew so that its clock stands 10 seconds
 # before the next UTC midnight. A `calendar: day` quota of 1 then says, in
-# RateLimit and Retry-After, that it resets in 3 s (not at the next 24 h
+# RateLimit and Retry-After, that it resets within 10 s (not at the next 24 h
 # of the epoch... which is the same instant for a UTC day: so a day in
 # +05:30 and a month are checked too, against Python's own calendar), and
 # gives a fresh request once the day has turned; `unit: month` stays 30
@@ -36,7 +36,7 @@ t_of() { hdr RateLimit | sed -n 's/.*;t=\([0-9]*\).*/\1/p'; }
 expect() {
   _s=${4:-2}
   if [ -n "$3" ] && [ "$3" -le "$2" ] && [ "$3" -ge $(($2 - _s)) ]; then pass
-  else fail "$1: $3, want $2 (-$_s)"; fi
+  else fail "$1: $3, want $2 (-$_s) (status $code: $(head -c 200 "$tmp/b"))"; fi
 }
 
 run() { # NAME: the checks on daemon NAME, whose clock is $skew ms ahead
@@ -88,13 +88,14 @@ PY
   expect "$1 the next day: RateLimit t" 86400 "$(t_of)" 8
 }
 
-# The daemon's clock: 3 s before the next UTC midnight.
-skew=$(( (86400 - $(date +%s) % 86400 - 3) * 1000 ))
+# The daemon's clock: 10 s before the next UTC midnight.
+skew=$(( (86400 - $(date +%s) % 86400 - 10) * 1000 ))
 sv_start mem --config "$tmp/rules.yaml" --clock-skew "$skew" &&
   run mem && sv_stop mem
 # Exact mode decides on Redis's clock (--clock-skew cannot move it): the
 # windows the daemon sends are checked at the real time, the turn of the
-# day in memory mode above and in tests/unit/test_calendar.c.
+# day in memory mode above and in tests/unit/test_calendar.c. Then with
+# the Redis module loaded (SL.DECIDE instead of the script), when built.
 RP=$(free_port)
 if rs_start main "$RP"; then
   skew=0
@@ -102,5 +103,15 @@ if rs_start main "$RP"; then
   if [ $((86400 - $(date +%s) % 86400)) -lt 30 ]; then sleep 31; fi
   sv_start exact --config "$tmp/rules.yaml" --store "redis://127.0.0.1:$RP" &&
     run exact && sv_stop exact
+fi
+# The same where Redis has sluice's module: SL.DECIDE reads the window too.
+MODULE=${MODULE:-$(dirname "$SLUICE")/sluice-redis.so}
+MP=$(free_port)
+if [ -f "$MODULE" ] && rs_start mod "$MP" --loadmodule "$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE")"; then
+  if [ $((86400 - $(date +%s) % 86400)) -lt 30 ]; then sleep 31; fi
+  sv_start module --config "$tmp/rules.yaml" --store "redis://127.0.0.1:$MP" &&
+    run module && sv_stop module
+  n=$(rcli "$MP" INFO commandstats | grep -c 'cmdstat_sl.decide')
+  if [ "$n" -ge 1 ]; then pass; else fail "module: SL.DECIDE was not used"; fi
 fi
 lib_finish
