@@ -337,6 +337,111 @@ typedef struct sl_check {
 SL_API int sl_take_all(const sl_check *checks, size_t n, int64_t now_ns,
                        sl_decision *out, int *allowed);
 
+/* ---- load shedding by priority (shed.c; docs/shedding.md) ---------------- */
+
+/*
+ * A load shedder, as Stripe runs its two: requests carry a priority class
+ * (0 = the most important; "critical, default, sheddable" are 0, 1, 2 in
+ * the daemon's default), and a class is shed once the level of a signal
+ * reaches that class's threshold, so the least important classes go first
+ * and the most important last (or never). The signals:
+ *
+ *   worker utilisation  the protected service's own saturation, reported
+ *                       by it (sl_shedder_report), per source, each report
+ *                       expiring after its TTL; the sources combine by
+ *                       their highest (SL_SHED_MAX) or mean (SL_SHED_MEAN)
+ *   fleet usage         how much of a declared capacity is in use: units
+ *                       charged per window (a weighted two-window count),
+ *                       or units in flight (charged, then released); plus
+ *                       what other daemons charged (sl_shedder_set_remote)
+ *
+ * Thresholds are in permille of capacity (1000 = 100%): class c is shed
+ * while utilisation >= threshold, or when charging its cost would take
+ * usage above threshold x capacity. A shedder is thread-safe; the check
+ * reads a few atomics, a charge adds to one (no lock but when a window
+ * ends or a report expires).
+ */
+#define SL_SHED_CLASSES_MAX 8
+#define SL_SHED_NEVER UINT32_MAX /* a threshold: never shed */
+#define SL_SHED_SOURCES_MAX 4096 /* sources a shedder may keep */
+#define SL_SHED_SOURCE_MAX 64    /* bytes of a source's name */
+
+enum { SL_SHED_MAX = 0, SL_SHED_MEAN = 1 };             /* combine */
+enum { SL_SHED_NONE = 0, SL_SHED_UTILISATION, SL_SHED_USAGE }; /* signal */
+
+typedef struct sl_shed_opts {
+  uint32_t nclasses; /* 1 .. SL_SHED_CLASSES_MAX */
+  /* per class, most important first; never increasing with the class */
+  uint32_t threshold_pm[SL_SHED_CLASSES_MAX];
+  uint64_t capacity; /* fleet usage's capacity; 0 = no fleet-usage signal */
+  int64_t window_ns; /* its window (1 ms .. 1 day); 0 = units in flight */
+  uint32_t max_sources; /* utilisation sources kept; 0 = 64 */
+  int combine;          /* SL_SHED_MAX or SL_SHED_MEAN */
+} sl_shed_opts;
+
+typedef struct sl_shed_decision {
+  int shed;              /* 1 = shed it (HTTP 503), 0 = let it through */
+  int signal;            /* SL_SHED_*: the signal that shed it, or NONE */
+  uint32_t level_pm;     /* that signal's level (usage after this cost) */
+  uint32_t threshold_pm; /* the class's threshold */
+} sl_shed_decision;
+
+typedef struct sl_shed_stats {
+  uint32_t utilisation_pm; /* combined over the fresh sources; 0: none */
+  uint32_t sources;        /* fresh sources */
+  uint64_t refused;        /* reports refused: every slot held by a fresh
+                              source */
+  uint64_t usage;          /* units in use now (local + remote) */
+  uint32_t usage_pm;       /* of capacity (0 without one) */
+  uint64_t shed[SL_SHED_CLASSES_MAX]; /* requests sl_shedder_take shed */
+} sl_shed_stats;
+
+typedef struct sl_shedder sl_shedder;
+
+/* Checks opts: SL_EINVAL with a message naming the part in err. */
+SL_API int sl_shed_opts_validate(const sl_shed_opts *opts, char *err,
+                                 size_t err_len);
+/* A new shedder (opts validated). 0, SL_EINVAL (err says why) or
+   SL_ENOMEM. */
+SL_API int sl_shedder_new(const sl_shed_opts *opts, sl_shedder **out,
+                          char *err, size_t err_len);
+SL_API void sl_shedder_free(sl_shedder *sh);
+/*
+ * Takes what `from` knows (its sources' reports, its usage counts) into
+ * sh, as a reload replaces a shedder by one of new options.
+ */
+SL_API void sl_shedder_inherit(sl_shedder *sh, const sl_shedder *from);
+
+/*
+ * Source `source` (len bytes, at most SL_SHED_SOURCE_MAX; "" is fine)
+ * reports its utilisation (permille; 1000 = saturated; at most 10000),
+ * valid for ttl_ns from now_ns. 0, SL_EINVAL, or SL_EFULL when every
+ * source slot holds a fresh report of another source (counted).
+ */
+SL_API int sl_shedder_report(sl_shedder *sh, const char *source, size_t len,
+                             uint32_t utilisation_pm, int64_t ttl_ns,
+                             int64_t now_ns);
+/* Whether a request of class cls (past the last class: the last) and
+   cost would be shed now; charges nothing, counts nothing. */
+SL_API void sl_shedder_check(sl_shedder *sh, uint32_t cls, int64_t cost,
+                             int64_t now_ns, sl_shed_decision *out);
+/* Counts cost units into fleet usage (a request let through). */
+SL_API void sl_shedder_charge(sl_shedder *sh, int64_t cost, int64_t now_ns);
+/* sl_shedder_check, then sl_shedder_charge when it is not shed, or the
+   shed counted in the class's stats. */
+SL_API void sl_shedder_take(sl_shedder *sh, uint32_t cls, int64_t cost,
+                            int64_t now_ns, sl_shed_decision *out);
+/* In-flight mode: cost units charged earlier are done. */
+SL_API void sl_shedder_release(sl_shedder *sh, int64_t cost);
+/* The units other daemons use (fleet mode's sync sets it). */
+SL_API void sl_shedder_set_remote(sl_shedder *sh, uint64_t units);
+/* The local usage counts: the window's start, its count and the previous
+   window's (in-flight mode: *cur is in flight). For a fleet sync. */
+SL_API void sl_shedder_counts(const sl_shedder *sh, int64_t *win_start,
+                              uint64_t *cur, uint64_t *prev);
+SL_API void sl_shedder_stats(sl_shedder *sh, int64_t now_ns,
+                             sl_shed_stats *out);
+
 #ifdef __cplusplus
 }
 #endif
