@@ -441,6 +441,12 @@ SL_API void sl_shedder_counts(const sl_shedder *sh, int64_t *win_start,
                               uint64_t *cur, uint64_t *prev);
 SL_API void sl_shedder_stats(sl_shedder *sh, int64_t now_ns,
                              sl_shed_stats *out);
+/*
+ * A level as people write one: a decimal fraction ("0.93", "1") or a
+ * percentage ("93%", "87.5%"), 0 to 10 (1000%), into permille (finer
+ * digits are dropped). 0, or SL_EINVAL.
+ */
+SL_API int sl_shed_parse_level(const char *s, size_t len, uint32_t *pm);
 
 #ifdef __cplusplus
 }

@@ -338,3 +338,25 @@ void sl_shedder_inherit(sl_shedder *sh, const sl_shedder *from) {
   pthread_mutex_unlock(&sh->lock);
   pthread_mutex_unlock(&f->lock);
 }
+
+int sl_shed_parse_level(const char *s, size_t len, uint32_t *pm) {
+  if (!s || !pm) return SL_EINVAL;
+  int pct = len && s[len - 1] == '%';
+  if (pct) len--;
+  uint64_t whole = 0, frac = 0, scale = 1;
+  size_t digits = 0, i = 0;
+  for (; i < len && s[i] >= '0' && s[i] <= '9' && whole < 100000; i++, digits++)
+    whole = whole * 10 + (uint64_t)(s[i] - '0');
+  if (i < len && s[i] == '.')
+    for (i++; i < len && s[i] >= '0' && s[i] <= '9'; i++, digits++)
+      if (scale < 1000) { /* permille is as fine as it goes */
+        frac = frac * 10 + (uint64_t)(s[i] - '0');
+        scale *= 10;
+      }
+  if (i != len || !digits) return SL_EINVAL;
+  /* The level in units of 1/(scale * 1000): a percentage is /100. */
+  uint64_t v = (whole * scale + frac) * (pct ? 10 : 1000) / scale;
+  if (v > MAX_UTILISATION_PM) return SL_EINVAL;
+  *pm = (uint32_t)v;
+  return 0;
+}

@@ -376,6 +376,7 @@ static int matched_limits(const cfg_domain *dom, const eng_request *req,
       memset(&ms[i], 0, sizeof ms[i]);
       continue;
     }
+    if (!d->n) continue; /* only a priority class: no rule to match */
     const cfg_node *node = config_match_path(dom, d->entries, d->n, &ms[i]);
     for (size_t k = 0; node && k < node->nlimits; k++) {
       if (nl == ENG_MAX_STATUSES) return -1;
@@ -504,15 +505,38 @@ static int calendar_window(eng_check *c, eng_status *s, const cfg_limit *l,
   s->window_ns = c->win_end - c->win_start;
   return 0;
 }
+static int decide_matched(engine_thread *t, const eng_query *q,
+                          const eng_request *req, const cfg_domain *dom,
+                          eng_result *out, eng_done_fn done, void *ud);
 
 static int decide_rules(engine_thread *t, const eng_query *q, eng_result *out,
                         eng_done_fn done, void *ud) {
-  engine *e = t->e;
-  gen *g = t->g;
   const eng_request *req = q->req;
   const cfg_domain *dom;
-  int rc = request_valid(g, req, &dom, out->msg, sizeof out->msg);
+  int rc = request_valid(t->g, req, &dom, out->msg, sizeof out->msg);
   if (rc) return rc;
+  if (dom->shedding) { /* the shedder first; the rules see no class entry */
+    eng_request stripped;
+    eng_descriptor sds[ENG_MAX_DESCRIPTORS];
+    rc = shed_request(t, dom, q, req, out, &req, &stripped, sds);
+    if (rc || out->shed.state == ENG_SHED_YES) {
+      for (size_t i = 0; i < req->n && i < ENG_MAX_DESCRIPTORS; i++)
+        out->by_descriptor[i] = -1;
+      return rc;
+    }
+    return decide_matched(t, q, req, dom, out, done, ud);
+  }
+  return decide_matched(t, q, req, dom, out, done, ud);
+}
+
+/* decide_rules' part once the shedder let req through (q->req itself,
+   or a copy without its class entries): its limits. */
+static int decide_matched(engine_thread *t, const eng_query *q,
+                          const eng_request *req, const cfg_domain *dom,
+                          eng_result *out, eng_done_fn done, void *ud) {
+  engine *e = t->e;
+  gen *g = t->g;
+  int rc;
   const cfg_limit *lims[ENG_MAX_STATUSES];
   int desc_of[ENG_MAX_STATUSES];
   cfg_match ms[ENG_MAX_DESCRIPTORS];
@@ -641,6 +665,7 @@ int engine_decide(engine_thread *t, const eng_query *q, eng_result *out,
   out->allowed = 0;
   out->n = 0;
   out->worst = -1;
+  out->shed.state = ENG_SHED_NO;
   out->err[0] = out->msg[0] = '\0';
   return q->kind == ENG_QUERY_RULES ? decide_rules(t, q, out, done, ud)
                                     : decide_policy(t, q, out, done, ud);

@@ -27,6 +27,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "../base/clock.h"
+#include "../base/strbuf.h"
 #include "memory.h"
 
 #define STR_(x) #x
@@ -37,6 +39,7 @@
 static void gen_free(gen *g) {
   if (!g) return;
   split_free(g);
+  shed_free(g);
   config_free(g->cfg);
   free(g->lims);
   free(g->local);
@@ -158,10 +161,12 @@ static gen *gen_build(engine *e, sl_config *cfg) {
   }
   g->cfg = cfg;
   if (split_build(e, g, cfg)) goto fail;
+  if (shed_build(g, cfg, atomic_load(&e->cur))) goto fail;
   g->version = ++e->next_version;
   return g;
 fail:
   split_free(g);
+  shed_free(g);
   free(g->lims);
   free(g->local);
   free(g->cand);
@@ -651,6 +656,25 @@ static char *render_metrics(engine *e, size_t *len, int json) {
   char *text = json ? metrics_render_json(e->metrics, slots, n, len)
                     : metrics_render(e->metrics, slots, n, len);
   pthread_mutex_unlock(&e->threads_lock);
+  if (text && !json) { /* the shedders' families after the others */
+    strbuf b;
+    strbuf_init_with(&b, text, *len + 1);
+    b.len = *len;
+    b.borrowed = 0; /* text is malloc'd: the buffer may grow it */
+    /* A try: a worker that scrapes while a reload waits for it must not
+       wait for the reload (the families are left out of that scrape). */
+    if (pthread_mutex_trylock(&e->reload_lock) == 0) {
+      shed_render(e, &b, clock_wall_ns());
+      pthread_mutex_unlock(&e->reload_lock);
+    }
+    if (b.oom) {
+      strbuf_free(&b);
+      return NULL;
+    }
+    size_t cap;
+    *len = b.len;
+    text = strbuf_take(&b, &cap);
+  }
   return text;
 }
 

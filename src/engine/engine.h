@@ -179,6 +179,11 @@ typedef struct eng_query {
   const sl_policy *policy;
   int64_t cost; /* POLICY: the request's cost (0 is a peek) */
   int64_t now;  /* the decision's time (ns since the epoch) */
+  /* RULES: the priority class the front end read (a JSON field, a
+     header, a RESP argument), or NULL: then the domain's class_key entry
+     says, or its default class (shed.c). */
+  const char *priority;
+  size_t priority_len;
 } eng_query;
 
 /* The outcome of one limit. */
@@ -206,8 +211,21 @@ typedef struct eng_status {
                         (RateLimit-Policy's w), else 0 */
 } eng_status;
 
+/* What the domain's load shedder said of a request (shed.c). */
+enum { ENG_SHED_NO = 0, ENG_SHED_YES, ENG_SHED_SHADOW };
+typedef struct eng_shed {
+  int state;          /* ENG_SHED_*: YES denied it; SHADOW would have */
+  const char *cls;    /* the request's class (the config's name) */
+  int signal;         /* SL_SHED_UTILISATION or SL_SHED_USAGE */
+  uint32_t level_pm;  /* that signal's level, permille */
+  uint32_t threshold_pm;
+  int status;         /* YES: the HTTP status to answer */
+  int64_t retry_after_ns;
+} eng_shed;
+
 typedef struct eng_result {
   int allowed;
+  eng_shed shed; /* state YES: allowed 0, no statuses */
   eng_status st[ENG_MAX_STATUSES];
   size_t n;
   int worst;                              /* most restrictive st[], or -1 */
@@ -278,6 +296,41 @@ typedef void (*eng_reset_fn)(void *ud, int rc, eng_reset *out);
  */
 int engine_reset(engine_thread *t, const eng_query *q, eng_reset *out,
                  eng_reset_fn done, void *ud);
+
+/* ---- load shedding (shed.c; docs/shedding.md) ---- */
+
+/*
+ * Source `source` (slen bytes; "" for one reporter) of the service behind
+ * domain reports its utilisation (permille), valid for ttl_ns (0: the
+ * domain's utilisation_ttl). 0, or ENG_EDOMAIN (no such domain, or it has
+ * no shedding) / SL_EINVAL / SL_EFULL (every source slot fresh) with msg.
+ */
+int engine_shed_report(engine_thread *t, const char *domain, size_t len,
+                       const char *source, size_t slen, uint32_t pm,
+                       int64_t ttl_ns, int64_t now, char *msg, size_t msg_len);
+/*
+ * The shedder of domain as JSON (GET /v1/shedding): its classes and
+ * thresholds, the signals' levels, which classes it sheds now. A malloc'd
+ * string, or NULL with ENG_EDOMAIN's message in msg (or out of memory).
+ */
+char *engine_shed_json(engine_thread *t, const char *domain, size_t len,
+                       int64_t now, size_t *out_len, char *msg,
+                       size_t msg_len);
+
+/*
+ * Fleet usage shared through a store (fleet mode): fn pushes what this
+ * daemon charged to window `index` (push, and push_prev to the window
+ * before it) and answers the fleet's totals of both. 0, or -1 (the store
+ * failed: usage stays local until the next round).
+ */
+typedef int (*eng_shed_sync_fn)(void *ud, const char *domain, int64_t index,
+                                int64_t window_ns, uint64_t push_prev,
+                                uint64_t push, uint64_t *fleet_prev,
+                                uint64_t *fleet);
+/* One round over every domain with a capacity (the main thread, every
+   100 ms or so); takes the reload lock. Returns the domains synced, or
+   -1 when fn failed for one. */
+int engine_shed_sync(engine *e, int64_t now, eng_shed_sync_fn fn, void *ud);
 
 /* ---- metrics ---- */
 

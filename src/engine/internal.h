@@ -44,6 +44,8 @@ typedef struct gen {
   uint32_t *rotor;    /* split rotation: ENG_MAX_THREADS rows (a thread's
                          by its slot) of rotor_stride counters */
   size_t rotor_stride;
+  struct shed_dom **shed; /* per cfg->domains[i]: its shedder, or NULL
+                             (shed.c); NULL when no domain sheds */
   uint64_t version;
   _Atomic int pins; /* decisions waiting for the backend */
 } gen;
@@ -196,6 +198,29 @@ eng_check split_check(engine_thread *t, const cfg_limit *l,
    one per sub-counter. */
 void split_forgets(const gen *g, const cfg_limit *l, eng_forget *out,
                    const void *key, size_t key_len);
+
+/* ---- shed.c ---- */
+
+/* Makes g's shedders for cfg's domains that shed, each taking what the
+   same domain's shedder of `prev` (NULL: none) knows. Under reload_lock:
+   0, or -1 out of memory (shed_free cleans up). */
+int shed_build(gen *g, const sl_config *cfg, const gen *prev);
+void shed_free(gen *g);
+/* Appends the shedders' metric families (Prometheus text) to b; under
+   reload_lock. */
+struct strbuf;
+void shed_render(engine *e, struct strbuf *b, int64_t now);
+/*
+ * The shedder's part of q's request req of domain dom: its class,
+ * shed or not (out->shed; a shed answered in full: allowed 0, no
+ * statuses), and the request without its class entries in *strip (which
+ * may point at req itself, or at copy/ds filled). 0, or ENG_EDESCRIPTOR
+ * (an unknown class) with out->msg.
+ */
+int shed_request(engine_thread *t, const cfg_domain *dom, const eng_query *q,
+                 const eng_request *req, eng_result *out,
+                 const eng_request **strip, eng_request *copy,
+                 eng_descriptor *ds);
 
 /* ---- adhoc.c ---- */
 

@@ -119,8 +119,30 @@ typedef struct cfg_node {
   cfg_pos pos;
 } cfg_node;
 
+/*
+ * A domain's `shedding:` block (shedding.c; docs/shedding.md): its
+ * classes, most important first, with their thresholds, and the library
+ * shedder's options they make.
+ */
+typedef struct cfg_shedding {
+  sl_shed_opts opts; /* classes' thresholds, capacity, window, sources */
+  char *classes[SL_SHED_CLASSES_MAX]; /* their names */
+  char *class_key;        /* the descriptor entry that names a class */
+  uint32_t default_class; /* of a request that names none */
+  int64_t ttl_ns;         /* a report's life when it names none */
+  int status;             /* HTTP status of a shed request */
+  int64_t retry_after_ns; /* what a shed request is told to wait */
+  int shadow;             /* count and show what it would shed, never shed */
+  cfg_pos pos;
+} cfg_shedding;
+
+/* The class s (n bytes) names: a class's name, or its number (0 is the
+   first). -1 when it names none. */
+int config_shed_class(const cfg_shedding *sh, const char *s, size_t n);
+
 typedef struct cfg_domain {
   char *name;
+  cfg_shedding *shedding; /* NULL: the domain sheds nothing */
   char *hash_tag; /* descriptor key whose value tags every state key of a
                      request (Redis Cluster: one slot), or NULL */
   cfg_node root; /* key/value unused */

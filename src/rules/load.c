@@ -6,6 +6,7 @@
  *
  *   domain: NAME                # required, unique across the files
  *   hash_tag: KEY               # sluice, fleet mode's Redis Cluster slot
+ *   shedding: {...}             # sluice, load shedding (shedding.c)
  *   descriptors: [...]          # descriptor.c
  *
  * A domain named by several files is an error, unless the load merges
@@ -64,6 +65,7 @@ static const rules_key domain_key_table[] = {
     {"domain", rules_set_text, offsetof(domain_keys, domain)},
     {"descriptors", rules_set_node, offsetof(domain_keys, descriptors)},
     {"hash_tag", set_hash_tag, 0},
+    {"shedding", rules_parse_shedding, 0},
     {NULL, NULL, 0},
 };
 
@@ -74,6 +76,7 @@ static void domain_free(cfg_domain *d) {
   rules_node_free(&d->root);
   free(d->name);
   free(d->hash_tag);
+  rules_shedding_free(d->shedding);
   free(d->file);
   free(d);
 }
@@ -93,10 +96,11 @@ void config_free(sl_config *c) {
  * Adds the descriptors of `extra` (a file's domain, as read into k, that
  * names domain `into` again) to `into`, as envoy's merge does: its
  * descriptors join the tree (a composite key already there is an error),
- * and its hash_tag, if any, must be the domain's.
+ * its hash_tag, if any, must be the domain's, and a shedding block is
+ * taken when the domain has none.
  */
 static void merge_domain(rules_loader *L, cfg_domain *into,
-                         const cfg_domain *extra, const domain_keys *k) {
+                         cfg_domain *extra, const domain_keys *k) {
   if (extra->hash_tag && !into->hash_tag) {
     into->hash_tag = strdup(extra->hash_tag);
     if (!into->hash_tag) rules_err(L, NULL, "out of memory");
@@ -105,6 +109,15 @@ static void merge_domain(rules_loader *L, cfg_domain *into,
                                "'%s' (in %s)",
               extra->hash_tag, into->name, into->hash_tag, into->file);
     return;
+  }
+  if (extra->shedding && into->shedding) {
+    rules_err(L, k->domain.at, "domain '%s' has a shedding block already (in "
+                               "%s)", into->name, into->file);
+    return;
+  }
+  if (extra->shedding) { /* moved: `extra` is freed after the merge */
+    into->shedding = extra->shedding;
+    extra->shedding = NULL;
   }
   char path[512];
   snprintf(path, sizeof path, "%s.", into->name);

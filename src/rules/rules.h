@@ -12,6 +12,7 @@
  *                  metric names
  *   store_error.c  on_store_error / local_fraction, and the daemon's flag
  *   split.c        a limit split into sub-counters, and their shares
+ *   shedding.c     a domain's shedding: block (priority classes)
  *   match.c        sorting for lookup; domains and descriptors found
  *   walk.c         the YAML walk: errors, scalars, key tables (walk.h)
  */
@@ -95,6 +96,13 @@ rules_key_fn rules_set_store_error, rules_set_local_fraction;
 /* Once a descriptor's keys are read: a local_fraction needs
    on_store_error: local (reported only when both values are valid). */
 void rules_check_store_error(rules_loader *L, const store_error_keys *k);
+
+/* ---- shedding.c ---- */
+
+/* The `shedding:` key of a domain (conf: load.c's domain_keys, whose first
+   field is the domain): its block into the domain's cfg_shedding. */
+rules_key_fn rules_parse_shedding;
+void rules_shedding_free(cfg_shedding *sh);
 
 /* ---- match.c ---- */
 
