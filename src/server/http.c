@@ -113,7 +113,8 @@ static void wait_done(void *ud, int rc, eng_result *res) {
  * statuses stay in place, as "OK" with "skipped": true.
  */
 static int answer_check(h2o_req_t *req, server *srv, const eng_request *er,
-                        int peek, const int *skipped, size_t asked) {
+                        int peek, const int *skipped, size_t asked,
+                        const char *prio, size_t prio_len) {
   worker *w = worker_of(req->conn->ctx);
   eng_request r = *er;
   if (peek) {
@@ -134,7 +135,9 @@ static int answer_check(h2o_req_t *req, server *srv, const eng_request *er,
              (asked < ENG_MAX_DESCRIPTORS ? asked : ENG_MAX_DESCRIPTORS) *
                  sizeof *skipped);
   }
-  eng_query q = {.kind = ENG_QUERY_RULES, .req = &r, .now = now};
+  if (!prio) prio = http_priority(req, &prio_len);
+  eng_query q = {.kind = ENG_QUERY_RULES, .req = &r, .now = now,
+                 .priority = prio, .priority_len = prio_len};
   int rc =
       r.n ? engine_decide(w->et, &q, res, wt ? wait_done : NULL, wt) : 0;
   if (rc == ENG_PENDING) return wait_pending(wt);
@@ -159,7 +162,7 @@ static int get_check(h2o_req_t *req, server *srv, int peek) {
   eng_request er;
   if (http_query_request(req, srv, &er, &d)) return 0;
   int skipped = er.n == 0;
-  return answer_check(req, srv, &er, peek, &skipped, 1);
+  return answer_check(req, srv, &er, peek, &skipped, 1, NULL, 0);
 }
 
 static int post_check(h2o_req_t *req, server *srv, int peek) {
@@ -169,8 +172,13 @@ static int post_check(h2o_req_t *req, server *srv, int peek) {
   int skipped[ENG_MAX_DESCRIPTORS];
   size_t asked;
   int rc = 0;
-  if (http_body_request(req, srv, &root, &er, ds, skipped, &asked) == 0)
-    rc = answer_check(req, srv, &er, peek, skipped, asked);
+  if (http_body_request(req, srv, &root, &er, ds, skipped, &asked) == 0) {
+    /* The body's "priority" (a load shedding class) before the header. */
+    json_t *p = json_object_get(root, "priority");
+    rc = answer_check(req, srv, &er, peek, skipped, asked,
+                      json_is_string(p) ? json_string_value(p) : NULL,
+                      json_is_string(p) ? json_string_length(p) : 0);
+  }
   json_decref(root);
   return rc;
 }
@@ -356,6 +364,8 @@ static const http_route routes[] = {
     {"/v1/sim", M_POST, 0, http_sim},
     {"/v1/sim/examples", M_GET, 0, http_sim_examples},
     {"/v1/stats", M_GET, 0, http_stats},
+    {"/v1/utilisation", M_POST, 1, http_utilisation},
+    {"/v1/shedding", M_GET, 0, http_shedding},
     {"/ui", M_GET, 0, http_ui},
     {"/ui/", M_GET, 0, http_ui},
     {"/ui/ui.js", M_GET, 0, http_ui},

@@ -144,4 +144,20 @@ int http_sim_examples(h2o_req_t *req, server *srv);
 /* GET /v1/stats: /metrics' figures as JSON (metrics_render_json). */
 int http_stats(h2o_req_t *req, server *srv);
 
+/* ---- load shedding (http_shed.c; docs/shedding.md) ---- */
+
+/* The X-Sluice-Priority header's value (*len bytes), or NULL. */
+const char *http_priority(h2o_req_t *req, size_t *len);
+/* The status a shed request gets (its domain's), or 0 when not shed. */
+int http_shed_status(const eng_result *r);
+/* A check answer's "shed" field (b is inside its JSON object) and the
+   headers: X-Sluice-Shed, and Retry-After when shed. Nothing when the
+   shedder let it through. */
+void http_shed_add(h2o_req_t *req, strbuf *b, const eng_result *r);
+/* POST /v1/utilisation (admin): a service's utilisation report, from the
+   query (domain=, utilisation=, source=, ttl_ms=) or a JSON body. */
+int http_utilisation(h2o_req_t *req, server *srv);
+/* GET /v1/shedding?domain=D: the domain's shedder (engine_shed_json). */
+int http_shedding(h2o_req_t *req, server *srv);
+
 #endif /* SLUICE_SERVER_HTTP_H */

@@ -301,6 +301,7 @@ int http_render_check(h2o_req_t *req, server *srv, const eng_result *res,
   strbuf_addf(&b, "{\"overall_code\":\"%s\",\"allowed\":%s",
          res->allowed ? "OK" : "OVER_LIMIT", res->allowed ? "true" : "false");
   maybe_message(&b, srv, res, peek);
+  http_shed_add(req, &b, res);
   for (size_t i = 0; i < res->n; i++)
     if (res->st[i].unchecked && !res->st[i].shadow) {
       STRBUF_LIT(&b, ",\"unchecked\":true");
@@ -323,8 +324,10 @@ int http_render_check(h2o_req_t *req, server *srv, const eng_result *res,
   }
   STRBUF_LIT(&b, "]}\n");
   add_limit_headers(req, srv, res, now);
-  return http_send_body(req, res->allowed || peek ? 200 : srv->o.deny_status,
-                   "application/json", &b);
+  int status = res->allowed || peek ? 200
+               : http_shed_status(res) ? http_shed_status(res)
+                                       : srv->o.deny_status;
+  return http_send_body(req, status, "application/json", &b);
 }
 
 int http_render_throttle(h2o_req_t *req, server *srv, const eng_result *res,

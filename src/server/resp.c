@@ -50,7 +50,7 @@ enum { K_CL, K_SL_THROTTLE, K_SL_CHECK, K_SL_RESET };
 
 #define SL_CHECK_ARITY                                                  \
   "ERR wrong number of arguments for 'sl.check' command (SL.CHECK domain " \
-  "key value [key value ...] [HITS n])"
+  "key value [key value ...] [HITS n] [PRIORITY class])"
 
 /* A command's reply, when a command before it (or itself) waits. */
 typedef struct resp_slot {
@@ -269,6 +269,10 @@ static void reply_sl_throttle(resp_conn *c, const eng_result *r) {
 }
 
 static void reply_sl_check(resp_conn *c, const eng_result *r) {
+  if (r->shed.state == ENG_SHED_YES) { /* the load shedder's (resp_shed.c) */
+    reply_shed(c, r);
+    return;
+  }
   int k = r->by_descriptor[0]; /* the most restrictive, or an unlimited */
   if (k < 0 || r->st[k].unlimited) {
     static const char head[] = "*6\r\n:1\r\n:-1\r\n:-1\r\n:0\r\n:0\r\n";
@@ -503,12 +507,22 @@ static void cmd_sl_throttle(resp_conn *c, const resp_cmd *cmd) {
 static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
   int argc = cmd->argc;
   long long hits = 1;
-  if (argc >= 4 && resp_arg_is(cmd, argc - 2, "HITS")) {
-    if (arg_i64(cmd, argc - 1, 0, INT64_MAX, &hits)) {
-      out_err(c, "ERR HITS must be an integer >= 0");
-      return;
+  const char *prio = NULL;
+  size_t prio_len = 0;
+  /* Trailing options, each at most once: HITS n, PRIORITY class. */
+  for (int round = 0; round < 2 && argc >= 4; round++) {
+    if (resp_arg_is(cmd, argc - 2, "HITS") && hits == 1) {
+      if (arg_i64(cmd, argc - 1, 0, INT64_MAX, &hits)) {
+        out_err(c, "ERR HITS must be an integer >= 0");
+        return;
+      }
+      argc -= 2;
+    } else if (argc >= 6 && resp_arg_is(cmd, argc - 2, "PRIORITY") &&
+               !prio) { /* (a pair must stay: a key may be "PRIORITY") */
+      prio = cmd->argv[argc - 1];
+      prio_len = cmd->len[argc - 1];
+      argc -= 2;
     }
-    argc -= 2;
   }
   if (argc < 4 || (argc - 2) % 2 != 0) {
     out_err(c, "%s", SL_CHECK_ARITY);
@@ -525,8 +539,11 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
     d.entries[i] = (cfg_entry){cmd->argv[2 + 2 * i], cmd->len[2 + 2 * i],
                                cmd->argv[3 + 2 * i], cmd->len[3 + 2 * i]};
   eng_request req = {cmd->argv[1], cmd->len[1], &d, 1, hits};
-  eng_query q = {
-      .kind = ENG_QUERY_RULES, .req = &req, .now = clock_wall_ns()};
+  eng_query q = {.kind = ENG_QUERY_RULES,
+                 .req = &req,
+                 .now = clock_wall_ns(),
+                 .priority = prio,
+                 .priority_len = prio_len};
   RESP_DECIDE(K_SL_CHECK, 0,
               engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
@@ -644,6 +661,10 @@ static const resp_command commands[] = {
      "ERR wrong number of arguments for 'sl.reset' command (SL.RESET key "
      "[policy])",
      "Forgets a key's state"},
+    {NAME("SL.UTILISATION"), 3, 7, RESP_CMD_ADMIN, cmd_sl_utilisation,
+     "ERR wrong number of arguments for 'sl.utilisation' command "
+     "(SL.UTILISATION domain utilisation [SOURCE name] [TTL ms])",
+     "Reports the protected service's utilisation (load shedding)"},
     {NAME("AUTH"), 2, 3, BA, cmd_auth, NULL, "Authenticates the connection"},
     {NAME("HELLO"), 1, 7, BA, cmd_hello, NULL,
      "Handshakes: protocol 2 or 3, AUTH, SETNAME"},

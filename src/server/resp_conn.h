@@ -129,4 +129,10 @@ int resp_name_ok(const char *s, size_t n);
 /* Replaces *slot with a copy of s[0..n) (n 0: NULL). 0, or -1 (memory). */
 int resp_name_set(char **slot, const char *s, size_t n);
 
+/* ... in resp_shed.c: SL.UTILISATION, and SL.CHECK's answer when the
+   load shedder shed the request: [0, -1, -1, retry_after_ms, 0,
+   "shed:CLASS"]. */
+void cmd_sl_utilisation(resp_conn *c, const resp_cmd *cmd);
+void reply_shed(resp_conn *c, const eng_result *r);
+
 #endif /* SLUICE_SERVER_RESP_CONN_H */
