@@ -657,10 +657,10 @@ static char *render_metrics(engine *e, size_t *len, int json) {
                     : metrics_render(e->metrics, slots, n, len);
   pthread_mutex_unlock(&e->threads_lock);
   if (text && !json) { /* the shedders' families after the others */
-    strbuf b;
-    strbuf_init_with(&b, text, *len + 1);
+    strbuf b = STRBUF_INIT; /* text is malloc'd: the buffer may grow it */
+    b.p = text;
     b.len = *len;
-    b.borrowed = 0; /* text is malloc'd: the buffer may grow it */
+    b.cap = *len + 1;
     /* A try: a worker that scrapes while a reload waits for it must not
        wait for the reload (the families are left out of that scrape). */
     if (pthread_mutex_trylock(&e->reload_lock) == 0) {
