@@ -31,6 +31,7 @@
 
 #include "../fleet/fleet.h"
 #include "../fleet/script.h"
+#include "../fleet/shed_sync.h"
 #include "../fleet/sync.h"
 #include "daemon.h"
 #include "grpc_server.h"
@@ -57,6 +58,7 @@ typedef struct daemon_state {
   sigset_t sigs;      /* the signals the main thread waits for */
   eng_backend *backend; /* where per-key state lives (the engine's) */
   rs_sync *sync;      /* approximate mode's sync thread */
+  fleet_shed_sync *shed; /* fleet mode: load shedding's usage, shared */
   config_watch watch;
   int ready_written;  /* --ready-file is there (remove it at the stop) */
 } daemon_state;
@@ -231,6 +233,11 @@ static int daemon_start(daemon_state *d) {
     log_msg("info", "approximate mode: local decisions, synced with redis "
                     "every %d ms", a->sync_ms);
   }
+  /* Fleet usage of the shedders: one Redis (a cluster's daemons shed on
+     their own usage: docs/shedding.md). */
+  if (srv->fleet && !a->redis.cluster &&
+      !(d->shed = fleet_shed_sync_new(&a->redis)))
+    return -1;
   if (a->ready_file && write_ready_file(d)) return -1;
   return 0;
 }
@@ -269,6 +276,7 @@ static void daemon_run(daemon_state *d) {
     listen_log(srv, mono);
     sl_store_expire(engine_store(srv->eng), clock_wall_ns(), EXPIRE_SLOTS);
     engine_maintain(srv->eng);
+    if (d->shed) fleet_shed_sync_round(d->shed, srv->eng, clock_wall_ns());
     if (a->state_file && mono - last_state >= a->state_ms * 1000000LL) {
       last_state = mono;
       statefile_save(srv->eng, a->state_file, 0);
@@ -300,6 +308,7 @@ static int daemon_stop(daemon_state *d, int ok) {
   if (d->workers) workers_join(d->workers);
   if (ok && d->args.state_file) statefile_save(srv->eng, d->args.state_file, 1);
   rs_sync_stop(d->sync); /* pushes the last interval's charges */
+  fleet_shed_sync_free(d->shed);
   workers_free(d->workers);
   if (d->h2o_up) h2o_config_dispose(&d->h2o);
   config_watch_free(&d->watch);
