@@ -23,7 +23,7 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 mkdir -p "$DOCS/img"
 
 ALGOS="token_bucket gcra leaky_bucket fixed_window sliding_log sliding_window"
-EXAMPLES="boundary-burst idle-burst smoothing retry-storm fleet-quiz store-down"
+EXAMPLES="boundary-burst idle-burst smoothing retry-storm fleet-quiz store-down shedding"
 CHARTS="poisson-2x boundary many-keys" # of the six accuracy charts
 
 # ---- the runs -------------------------------------------------------------
@@ -326,6 +326,24 @@ printf 'The most in one second is %s against a limit of 10 (the seconds the stor
   "$(summ "$tmp/store-down.out" gcra max_in_window)"
 printf '![store-down](img/sim-store-down.svg)\n\n```\n%s\n```\n\n' \
   "$(grep '^summary ' "$tmp/store-down.out")"
+cat <<'EOF'
+### shedding
+
+A load shedder in front of the limit ([shedding.md](shedding.md)): a
+service that can take 100 requests per second gets 140 per second, of three
+priority classes. The shedder lets sheddable traffic fill fleet usage up to
+60% of the capacity, default traffic up to 90%, and never sheds critical
+traffic.
+EOF
+shed_of() { # CLASS FIELD -> the figure from the shedding example's lines
+  sed -n "s/^shed policy=api class=$1 .*$2=\([0-9]*\).*/\1/p" "$tmp/shedding.out"
+}
+printf 'Critical writes: %s of %s served; default reads: %s of %s; sheddable analytics: %s of %s, the rest shed. The least important class absorbs the whole cut.\n\n' \
+  "$(shed_of critical served)" "$(shed_of critical requests)" \
+  "$(shed_of default served)" "$(shed_of default requests)" \
+  "$(shed_of sheddable served)" "$(shed_of sheddable requests)"
+printf '![shedding](img/sim-shedding.svg)\n\n```\n%s\n```\n\n' \
+  "$(grep -E '^(summary|shed) ' "$tmp/shedding.out")"
 cat <<'EOF'
 ## The accuracy lab
 

@@ -112,6 +112,25 @@ const sim_example sim_examples[] = {
      "store down\n"
      "at 4s\n"
      "store up\n"},
+
+    {"shedding",
+     "an overload shed by priority: critical kept whole, sheddable cut",
+     "# A service that can take 100 requests per second gets 20 per second "
+     "of critical writes,\n"
+     "# 20 of default reads and 100 of sheddable analytics: 140 in all. The "
+     "shedder lets\n"
+     "# sheddable traffic fill fleet usage up to 60%, default up to 90%, "
+     "and never sheds\n"
+     "# critical: the analytics absorb the whole cut, every write and read "
+     "is served.\n"
+     "shedder 100/s critical:never default:90% sheddable:60%\n"
+     "policy api  gcra:1000/s\n"
+     "class critical\n"
+     "every 50ms for 3s writes\n"
+     "class default\n"
+     "every 50ms for 3s reads\n"
+     "class sheddable\n"
+     "every 10ms for 3s analytics\n"},
 };
 
 const size_t sim_nexamples = sizeof sim_examples / sizeof sim_examples[0];

@@ -73,6 +73,16 @@ typedef struct sim_fleet {
   char text[128]; /* as shown in the timeline's heading */
 } sim_fleet;
 
+/* The load shedder in front of every policy (sim_shed.c): `shedder
+   CAPACITY/PERIOD NAME:THRESHOLD...` (classes most important first), and
+   `class NAME` giving the requests that follow their class. */
+typedef struct sim_shed {
+  int on;
+  sl_shed_opts opts;
+  char names[SL_SHED_CLASSES_MAX][SIM_NAME_MAX + 1];
+  char text[200]; /* as shown in the heading */
+} sim_shed;
+
 /* One request-making command (or, CMD_STORE, the store going down or up:
    per_instant 0, cost 1 for down, 0 for up): `instants` instants, every_ns apart from t0,
    each with per_instant requests of `cost` for `key`. */
@@ -84,6 +94,7 @@ typedef struct sim_cmd {
   uint32_t key;
   int64_t cost;
   int32_t retry; /* index in retries, -1 = off */
+  int32_t cls;   /* the shedder's class (0 without a shedder) */
 } sim_cmd;
 
 struct sim_scenario {
@@ -99,6 +110,7 @@ struct sim_scenario {
   size_t nretry, capretry;
   uint64_t requests; /* first attempts */
   sim_fleet fleet;
+  sim_shed shed;
   char description[640]; /* up to 6 lines */
 };
 
@@ -109,7 +121,7 @@ typedef struct retry_ev {
   int64_t t, first_t, cost;
   uint64_t seq;
   uint32_t key, attempt;
-  int32_t retry;
+  int32_t retry, cls;
 } retry_ev;
 
 /* A policy's pending retries: a binary heap by time (ties: first come). */
@@ -174,7 +186,36 @@ typedef struct run_state {
   int store_down;
   int node, via; /* the last decision's node and how it was reached */
   uint64_t delayed[SIM_MAX_POLICIES];
+  /* The shedder per policy (sim_shed.c), and per class what it saw. */
+  sl_shedder *shed[SIM_MAX_POLICIES];
+  uint64_t cls_req[SIM_MAX_POLICIES][SL_SHED_CLASSES_MAX];
+  uint64_t cls_shed[SIM_MAX_POLICIES][SL_SHED_CLASSES_MAX];
+  uint64_t cls_served[SIM_MAX_POLICIES][SL_SHED_CLASSES_MAX];
 } run_state;
+
+/* ---- the load shedder (sim_shed.c) ---- */
+
+/* Parses 'shedder CAPACITY/PERIOD NAME:THRESHOLD...' (w[0] "shedder").
+   0, or -1 with "line N: message" in err. */
+int sim_shed_parse(sim_shed *s, int line, char **w, int n, char *err,
+                   size_t err_len);
+/* The class NAME names, or -1. The class of requests before any `class`
+   line: "default" if there is one, else the last. */
+int sim_shed_class(const sim_shed *s, const char *name);
+int sim_shed_default(const sim_shed *s);
+/* Makes each policy's shedder (none without one). 0, or an SL_E* code. */
+int sim_shed_init(run_state *rs);
+void sim_shed_free(run_state *rs);
+/* Whether the shedder sheds a request of class cls and cost at t in
+   front of policy p (counted; *d then says denied, retry after a
+   second). */
+int sim_shed_take(run_state *rs, int p, int64_t t, int32_t cls, int64_t cost,
+                  sl_decision *d);
+/* The served request of class cls counts as served. */
+void sim_shed_served(run_state *rs, int p, int32_t cls);
+/* Prints the shedder's lines: per policy and class, requests, served,
+   shed ("shed policy=P class=C requests=N served=N shed=N"). */
+void sim_shed_print(run_state *rs);
 
 /* ---- fleets (sim_fleet.c) ---- */
 

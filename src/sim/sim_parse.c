@@ -78,6 +78,7 @@ typedef struct parse_state {
   int line;
   int64_t now;
   int32_t retry; /* current retry setting, -1 = off */
+  int32_t cls;   /* current shedder class, -1 = the default */
   uint64_t max_requests;
   uint64_t decisions; /* requests x attempts, per policy, so far */
   char *err;
@@ -153,6 +154,7 @@ static int add_requests(parse_state *ps, int kind, int64_t every_ns,
   c->key = (uint32_t)kidx;
   c->cost = cost;
   c->retry = ps->retry;
+  c->cls = !sc->shed.on ? 0 : ps->cls >= 0 ? ps->cls : sim_shed_default(&sc->shed);
   sc->requests += instants * per_instant;
   return 0;
 }
@@ -307,6 +309,24 @@ static int parse_line(parse_state *ps, char **w, int n) {
                            ps->err_len);
   }
   if (!strcmp(cmd, "store")) return parse_store(ps, w, n);
+  if (!strcmp(cmd, "shedder")) {
+    if (ps->sc->ncmd || ps->sc->shed.on)
+      return perr(ps->err, ps->err_len, ps->line,
+                  "one shedder, before the first request");
+    return sim_shed_parse(&ps->sc->shed, ps->line, w, n, ps->err,
+                          ps->err_len);
+  }
+  if (!strcmp(cmd, "class")) {
+    int c = n == 2 && ps->sc->shed.on ? sim_shed_class(&ps->sc->shed, w[1])
+                                      : -1;
+    if (c < 0)
+      return perr(ps->err, ps->err_len, ps->line,
+                  ps->sc->shed.on ? "expected 'class NAME', NAME one of the "
+                                    "shedder's classes"
+                                  : "class needs a shedder line first");
+    ps->cls = c;
+    return 0;
+  }
   if (!strcmp(cmd, "at") || !strcmp(cmd, "advance")) {
     int at = cmd[0] == 'a' && cmd[1] == 't';
     if (n != 2)
@@ -366,7 +386,7 @@ static int parse_line(parse_state *ps, char **w, int n) {
   }
   return perr(ps->err, ps->err_len, ps->line,
               "unknown command '%.40s' (expected policy, at, advance, "
-              "request, burst, every, retry, fleet or store)", cmd);
+              "request, burst, every, retry, fleet, store, shedder or class)", cmd);
 }
 
 int sim_parse(const char *text, size_t len, uint64_t max_requests,
@@ -374,7 +394,7 @@ int sim_parse(const char *text, size_t len, uint64_t max_requests,
   *out = NULL;
   sim_scenario *sc = calloc(1, sizeof *sc);
   if (!sc) return perr(err, err_len, 0, "out of memory");
-  parse_state ps = {.sc = sc, .retry = -1, .max_requests = max_requests,
+  parse_state ps = {.sc = sc, .retry = -1, .cls = -1, .max_requests = max_requests,
                     .err = err, .err_len = err_len};
   char buf[SIM_LINE_MAX + 1];
   size_t pos = 0;

@@ -185,6 +185,7 @@ void sim_print_header(run_state *rs) {
   for (int p = 0; p < sc->npol; p++)
     fprintf(f, "  %-*s  %s\n", rs->name_w, sc->pol[p].name, sc->pol[p].spec);
   if (sc->fleet.nodes) fprintf(f, "  fleet: %s\n", sc->fleet.text);
+  if (sc->shed.on) fprintf(f, "  shedder: %s\n", sc->shed.text);
   fprintf(f, "\n%s%12s  %-*s  %-*s  %-24s %9s  %s%s\n", color ? C_DIM : "",
           "time", rs->label_w, "step", rs->name_w, "policy", "result",
           "remaining", "note", color ? C_OFF : "");

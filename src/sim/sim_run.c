@@ -110,11 +110,15 @@ static void peek_until(run_state *rs, int64_t t) {
 /* Decides one request under policy p and does the bookkeeping: counts,
    the judge, the plot, and a retry when the client is set to retry. */
 static int decide(run_state *rs, int p, int64_t t, uint32_t key, int64_t cost,
-                  int32_t retry, uint32_t attempt, int64_t first_t) {
+                  int32_t retry, int32_t cls, uint32_t attempt,
+                  int64_t first_t) {
   const sim_scenario *sc = rs->sc;
   sl_decision d;
-  int e = sim_fleet_take(rs, p, t, key, cost, &d);
-  if (e) return e;
+  if (!sim_shed_take(rs, p, t, cls, cost, &d)) { /* the shedder first */
+    int e = sim_fleet_take(rs, p, t, key, cost, &d);
+    if (e) return e;
+    if (d.allowed) sim_shed_served(rs, p, cls);
+  }
   if (rs->opts->json) sim_json_event(rs, p, t, key, &d);
   if (!rs->any) rs->t_min = t;
   rs->any = 1;
@@ -163,7 +167,7 @@ static int decide(run_state *rs, int p, int64_t t, uint32_t key, int64_t cost,
       } else {
         retry_ev ev = {.t = t + wait, .first_t = first_t, .cost = cost,
                        .seq = rs->seq++, .key = key, .attempt = attempt + 1,
-                       .retry = retry};
+                       .retry = retry, .cls = cls};
         if (rheap_push(&rs->retries[p], &ev)) return SL_ENOMEM;
       }
     }
@@ -197,7 +201,7 @@ static int run_pass(run_state *rs, char *err, size_t err_len) {
     uint64_t s = rs->opts->seed + (uint64_t)p * UINT64_C(0x9e3779b97f4a7c15);
     rs->rng[p] = lab_rand(&s);
   }
-  if (sim_fleet_init(rs)) goto oom;
+  if (sim_fleet_init(rs) || sim_shed_init(rs)) goto oom;
   rs->rstats = calloc(sc->nretry * (size_t)np + 1, sizeof *rs->rstats);
   heap = malloc((sc->ncmd + 1) * sizeof *heap);
   if (!rs->rstats || !heap) goto oom;
@@ -218,7 +222,8 @@ static int run_pass(run_state *rs, char *err, size_t err_len) {
       if (c->kind == CMD_STORE) rs->store_down = (int)c->cost;
       for (int p = 0; p < np; p++)
         for (uint64_t i = 0; i < c->per_instant; i++)
-          if ((rc = decide(rs, p, cp.t, c->key, c->cost, c->retry, 1, cp.t)))
+          if ((rc = decide(rs, p, cp.t, c->key, c->cost, c->retry, c->cls, 1,
+                           cp.t)))
             goto fail;
       if (c->kind != CMD_STORE) sim_end_step(rs, cp.t, cp.cmd);
       if (++cp.instant < c->instants) {
@@ -233,8 +238,8 @@ static int run_pass(run_state *rs, char *err, size_t err_len) {
       for (int p = 0; p < np; p++)
         while (rs->retries[p].n && rs->retries[p].v[0].t == tr) {
           retry_ev ev = rheap_pop(&rs->retries[p]);
-          if ((rc = decide(rs, p, tr, ev.key, ev.cost, ev.retry, ev.attempt,
-                           ev.first_t)))
+          if ((rc = decide(rs, p, tr, ev.key, ev.cost, ev.retry, ev.cls,
+                           ev.attempt, ev.first_t)))
             goto fail;
         }
       sim_end_step(rs, tr, -1);
@@ -254,6 +259,7 @@ fail:
 
 static void run_free(run_state *rs) {
   sim_fleet_free(rs);
+  sim_shed_free(rs);
   for (int p = 0; p < SIM_MAX_POLICIES; p++) {
     sl_limiter_free(rs->lim[p]);
     rs->lim[p] = NULL;
@@ -304,6 +310,7 @@ int sim_run(const sim_scenario *sc, const sim_options *opts, FILE *out,
                  "max_in_window=%lld\n", sc->pol[p].name,
             (unsigned long long)rs.allowed[p], (unsigned long long)rs.denied[p],
             (long long)rs.win[p].worst);
+  sim_shed_print(&rs);
 
   int rc = 0;
   if (opts->svg) {

@@ -13,7 +13,10 @@
 #   6. bad input: an unknown class, a utilisation that is no level, a
 #      domain that sheds nothing, a config whose thresholds rise;
 #   7. fleet usage shared by two daemons on one Redis: what one admitted
-#      counts against the other's capacity.
+#      counts against the other's capacity;
+#   8. the simulator: the shedding example keeps critical traffic whole
+#      while sheddable absorbs the cut; its shedder and class lines'
+#      errors.
 #
 #   SLUICE=build/sluice sh tests/integration/shedding.sh   (make integration)
 
@@ -69,6 +72,32 @@ report() { # report DOMAIN LEVEL [EXTRA-QUERY]
   http POST "$URL/v1/utilisation?domain=$1&utilisation=$2$3"
   [ "$code" = 200 ] || fail "report $1 $2: $code $(cat "$tmp/b")"
 }
+
+# ---- 8. the simulator (no daemon) ----
+"$SLUICE" sim --example shedding --summary-only >"$tmp/sim" 2>&1
+shed_of() { sed -n "s/^shed policy=api class=$1 .*$2=\([0-9]*\).*/\1/p" "$tmp/sim"; }
+[ "$(shed_of critical served)" = "$(shed_of critical requests)" ] && [ "$(shed_of critical shed)" = 0 ] &&
+  pass || fail "sim: critical not whole: $(cat "$tmp/sim")"
+[ "$(shed_of default shed)" = 0 ] && pass || fail "sim: default shed"
+[ "$(shed_of sheddable shed)" -gt 150 ] && pass || fail "sim: sheddable did not absorb the cut"
+sim_err() { # WHAT EXPECTED-TEXT SCENARIO
+  printf '%s\n' "$3" >"$tmp/sc"
+  "$SLUICE" sim "$tmp/sc" >"$tmp/sim" 2>&1
+  grep -q "$2" "$tmp/sim" && pass || fail "sim $1: $(cat "$tmp/sim")"
+}
+sim_err "class without shedder" "class needs a shedder line first" "policy p gcra:1/s
+class critical
+request"
+sim_err "rising thresholds" "class 1's threshold is above class 0's" "shedder 10/s a:50% b:80%
+policy p gcra:1/s"
+sim_err "bad capacity" "the capacity must be requests per period" "shedder lots a:50%
+policy p gcra:1/s"
+sim_err "unknown class" "one of the shedder's classes" "shedder 10/s a:never b:50%
+policy p gcra:1/s
+class c"
+sim_err "shedder after traffic" "one shedder, before the first request" "policy p gcra:1/s
+request
+shedder 10/s a:never"
 
 sv_start one -t 2 --config "$tmp/conf" || lib_finish
 
