@@ -39,6 +39,7 @@ typedef struct src_slot {
 
 struct sl_shedder {
   sl_shed_opts o;
+  uint64_t inv_w; /* 2^64 / window_ns: weights without a division */
   /* The sources' combined utilisation, valid until util_until (the
      earliest expiry among the fresh sources; NO_EXPIRY with 0 when there
      are none). */
@@ -99,6 +100,8 @@ int sl_shedder_new(const sl_shed_opts *o, sl_shedder **out, char *err,
   if (!sh) return SL_ENOMEM;
   sh->o = *o;
   if (!sh->o.max_sources) sh->o.max_sources = DEFAULT_SOURCES;
+  if (sh->o.window_ns > 0) /* rounded up: an exact half weighs half */
+    sh->inv_w = UINT64_MAX / (uint64_t)sh->o.window_ns + 1;
   sh->src = calloc(sh->o.max_sources, sizeof *sh->src);
   if (!sh->src || pthread_mutex_init(&sh->lock, NULL)) {
     free(sh->src);
@@ -213,8 +216,13 @@ static uint64_t usage(const sl_shedder *sh, int64_t now) {
   int64_t W = sh->o.window_ns;
   if (W && prev) {
     int64_t left = W - (now - ws); /* the previous window still covered */
-    if (left > 0) u += (uint64_t)((unsigned __int128)prev * (uint64_t)left /
-                                  (uint64_t)W);
+    /* Its weight in 1/65536ths, by a multiplication with the window's
+       reciprocal (no division on the request path), to within 1/65536 of
+       the previous window's count (rounded down). */
+    if (left > 0) {
+      uint64_t w16 = (uint64_t)(((unsigned __int128)left * sh->inv_w) >> 48);
+      u += (uint64_t)(((unsigned __int128)prev * w16) >> 16);
+    }
   }
   return u;
 }

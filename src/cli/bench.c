@@ -53,6 +53,9 @@ static void bench_usage(FILE *f) {
           "                      call instead of one per sl_limiter_take\n"
           "  -r, --repeat N      run each configuration N times and print the\n"
           "                      best (for noisy machines; default 1)\n"
+          "  -S, --shed          check a load shedder (sl_shedder_take, both\n"
+          "                      signals live, never shedding) before each\n"
+          "                      decision, as the daemon does\n"
           "  -p, --policy SPEC   use this policy (its algorithm) instead of\n"
           "                      ALGO:1000/h, which keeps every key live\n"
           "  -h, --help          this help\n");
@@ -66,6 +69,7 @@ typedef struct bench_cfg {
   int seconds;
   int batch;
   int repeat;
+  int shed; /* a load shedder's check before each decision (issue 16) */
 } bench_cfg;
 
 typedef struct keyset {
@@ -83,6 +87,7 @@ typedef struct worker {
   const bench_cfg *cfg;
   const keyset *ks;
   sl_limiter *lim;
+  sl_shedder *shed;     /* --shed: checked (and charged) first */
   uint8_t *floor_table; /* 64 bytes per key, for the floor */
   const uint8_t *hkey;
   int index;
@@ -159,6 +164,11 @@ static void *run_limiter(void *arg) {
         for (int j = 0; j < CLOCK_EVERY; j++) {
           size_t len = format_key(keys[0], pick(w, &rng));
           sl_decision d;
+          if (w->shed) { /* the daemon's order: the shedder, then the rule */
+            sl_shed_decision sd;
+            sl_shedder_take(w->shed, 2, 1, now, &sd);
+            if (sd.shed) continue;
+          }
           if (sl_limiter_take(w->lim, keys[0], len, 1, now, &d))
             w->errors++;
           else
@@ -231,10 +241,27 @@ static int bench_one(const bench_cfg *cfg, const keyset *ks, FILE *out,
     }
   }
 
+  /* --shed: both signals live, neither ever sheds (a capacity no run
+     reaches, a fresh report of 10%), so every decision pays the check. */
+  sl_shedder *shed = NULL;
+  if (cfg->shed) {
+    sl_shed_opts so = {3, {SL_SHED_NEVER, 900, 600}, UINT64_C(1) << 50,
+                       1000000000, 0, SL_SHED_MAX};
+    if (sl_shedder_new(&so, &shed, NULL, 0) ||
+        sl_shedder_report(shed, "bench", 5, 100, INT64_C(3600) * 1000000000,
+                          clock_wall_ns())) {
+      sl_shedder_free(shed);
+      sl_limiter_free(lim);
+      sl_store_free(store);
+      free(table);
+      return 1;
+    }
+  }
   atomic_int stop;
   atomic_init(&stop, 0);
   worker *ws = calloc((size_t)cfg->threads, sizeof *ws);
   if (!ws) {
+    sl_shedder_free(shed);
     free(table);
     sl_limiter_free(lim);
     sl_store_free(store);
@@ -244,7 +271,8 @@ static int bench_one(const bench_cfg *cfg, const keyset *ks, FILE *out,
   for (int i = 0; i < cfg->threads; i++) {
     /* A hot key is decided at one instant: no refill, so its remaining
        must account for every single decision. */
-    ws[i] = (worker){.cfg = cfg, .ks = ks, .lim = lim, .floor_table = table,
+    ws[i] = (worker){.cfg = cfg, .ks = ks, .lim = lim, .shed = shed,
+                     .floor_table = table,
                      .hkey = hkey, .index = i, .stop = &stop,
                      .fixed_now = ks->n == 1 ? now : 0};
     pthread_create(&ws[i].tid, NULL, is_floor ? run_floor : run_limiter,
@@ -280,6 +308,7 @@ static int bench_one(const bench_cfg *cfg, const keyset *ks, FILE *out,
   if (!is_floor)
     fprintf(out, " live_keys=%lld policy=%s", (long long)keys_live, spec);
   if (cfg->batch > 1) fprintf(out, " batch=%d", cfg->batch);
+  if (shed) fprintf(out, " shed=1");
   if (!is_floor && ks->n == 1) {
     /* The hot key's limit is never reached: every decision must count. */
     sl_decision d;
@@ -288,6 +317,7 @@ static int bench_one(const bench_cfg *cfg, const keyset *ks, FILE *out,
     fprintf(out, " lost_updates=%lld", (long long)allowed - counted);
   }
   fprintf(out, " errors=%d\n", errors);
+  sl_shedder_free(shed);
   free(ws);
   free(table);
   sl_limiter_free(lim);
@@ -381,6 +411,7 @@ int cmd_bench(int argc, char **argv) {
       {"batch", required_argument, NULL, 'b'},
       {"policy", required_argument, NULL, 'p'},
       {"repeat", required_argument, NULL, 'r'},
+      {"shed", no_argument, NULL, 'S'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   char algos_buf[256] = "all", threads_buf[256] = "1";
@@ -388,7 +419,7 @@ int cmd_bench(int argc, char **argv) {
   int c;
   int64_t v;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "a:k:t:s:b:p:r:h", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "a:k:t:s:b:p:r:Sh", opts, NULL)) != -1) {
     switch (c) {
     case 'a':
       snprintf(algos_buf, sizeof algos_buf, "%s", optarg);
@@ -417,6 +448,9 @@ int cmd_bench(int argc, char **argv) {
     case 'r':
       if (parse_int(optarg, 1, 100, 0, &v)) goto bad;
       base.repeat = (int)v;
+      break;
+    case 'S':
+      base.shed = 1;
       break;
     case 'h':
       bench_usage(stdout);
