@@ -259,11 +259,11 @@ static void load_of_a_file_reports_errors_under_its_path(void **state) {
   (void)state;
   char *dir = temp_dir();
   write_file(dir, "bad.yml", "domain: d\nbogus: 1\n");
-  char path[512], want[600];
+  char path[512], want[640];
   snprintf(path, sizeof path, "%s/bad.yml", dir);
   snprintf(want, sizeof want,
            "%s:2:1: unknown key 'bogus' at the top (expected domain, "
-           "descriptors or hash_tag)", path);
+           "descriptors, hash_tag or shedding)", path);
   path_fails_with(path, want, NULL);
   rm_tree(dir);
 }
@@ -337,13 +337,13 @@ static void load_of_a_directory_reports_the_errors_of_every_file(
   write_file(dir, "1.yaml", "domain: a\nx: 1\n");
   write_file(dir, "2.yaml", one_rule);
   write_file(dir, "3.yaml", "domain: c\ny: 1\n");
-  char want1[600], want3[600];
+  char want1[640], want3[640];
   snprintf(want1, sizeof want1,
            "%s/1.yaml:2:1: unknown key 'x' at the top (expected domain, "
-           "descriptors or hash_tag)", dir);
+           "descriptors, hash_tag or shedding)", dir);
   snprintf(want3, sizeof want3,
            "%s/3.yaml:2:1: unknown key 'y' at the top (expected domain, "
-           "descriptors or hash_tag)", dir);
+           "descriptors, hash_tag or shedding)", dir);
   path_fails_with(dir, want1, want3, NULL);
   rm_tree(dir);
 }
@@ -1047,7 +1047,7 @@ static void unknown_top_level_key_is_an_error(void **state) {
   (void)state;
   load_fails_with("domain: d\nfoo: 1\n",
                   "t.yaml:2:1: unknown key 'foo' at the top (expected domain, "
-                  "descriptors or hash_tag)",
+                  "descriptors, hash_tag or shedding)",
                   NULL);
 }
 
@@ -1504,8 +1504,8 @@ static void errors_stop_at_fifty(void **state) {
   assert_null(config_load_string(yaml, strlen(yaml), "t.yaml", &e));
   assert_int_equal(e.n, 50);
   assert_string_equal(e.msgs[49], "t.yaml:51:1: unknown key 'x49' at the top "
-                                  "(expected domain, descriptors or "
-                                  "hash_tag)");
+                                  "(expected domain, descriptors, "
+                                  "hash_tag or shedding)");
   cfg_errors_free(&e);
 }
 
