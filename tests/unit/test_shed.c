@@ -107,7 +107,7 @@ static void sources_combine_by_max_or_mean_and_expire_alone(void **state) {
 static void the_source_table_is_bounded_and_counts_refusals(void **state) {
   (void)state;
   sl_shedder *sh = three(0, 0); /* 4 sources */
-  char name[8];
+  char name[16];
   for (int i = 0; i < 4; i++) {
     snprintf(name, sizeof name, "s%d", i);
     assert_int_equal(sl_shedder_report(sh, name, 2, 100, S1, T0), 0);
