@@ -1076,7 +1076,8 @@ static void unknown_rate_limit_key_is_an_error(void **state) {
                   "      per_unit: 2\n",
                   "t.yaml:7:7: unknown key 'per_unit' in a rate limit "
                   "(expected unit, requests_per_unit, unlimited, name, "
-                  "replaces, policy, algorithm, period, burst, evict_below or split)",
+                  "replaces, policy, algorithm, period, burst, evict_below, split, "
+                  "candidate, calendar or tz)",
                   NULL);
 }
 
@@ -1713,7 +1714,7 @@ static void an_unknown_rate_limit_key_is_reported_once(void **state) {
   const char *want[] = {
       "t.yaml:6:7: unknown key 'per_unit' in a rate limit (expected unit, "
       "requests_per_unit, unlimited, name, replaces, policy, algorithm, "
-      "period, burst, evict_below or split)"};
+      "period, burst, evict_below, split, candidate, calendar or tz)"};
   expect_errors("domain: d\n"
                 "descriptors:\n"
                 "  - key: a\n"
