@@ -99,8 +99,12 @@ typedef enum sl_algo {
   SL_SLIDING_LOG,      /* exact: log of allowed requests over the last period */
   SL_SLIDING_WINDOW,   /* weighted two-window counter (Cloudflare's) */
   SL_GCRA,             /* generic cell rate algorithm: one timestamp per key */
+  SL_CONCURRENCY,      /* not a rate: at most LIMIT leases held at once */
   SL_ALGO_COUNT
 } sl_algo;
+
+/* The rate algorithms are those before SL_CONCURRENCY. */
+#define SL_RATE_ALGO_COUNT SL_CONCURRENCY
 
 /* The algorithm's name as spelled in policies ("token_bucket"), or NULL. */
 SL_API const char *sl_algo_name(sl_algo algo);
@@ -110,7 +114,17 @@ SL_API const char *sl_algo_name(sl_algo algo);
  * milliseconds, 1 ms to SL_PERIOD_MAX_NS). `burst` is the
  * capacity of the bucket algorithms and gcra (0 means "same as limit");
  * window algorithms have no burst and require 0.
+ *
+ * SL_CONCURRENCY ("concurrency:N[:lease=DURATION]") counts requests in
+ * flight, not a rate: at most `limit` = N (1..SL_CONCURRENCY_MAX) leases
+ * held at once per key, each expiring `period_ns` (the lease's time to
+ * live, 1 ms to SL_LEASE_MAX_NS; SL_LEASE_DEFAULT_NS when parsed without
+ * lease=) after it was acquired or last renewed; burst must be 0. See
+ * sl_acquire below and docs/semantics.md, "Concurrency".
  */
+#define SL_CONCURRENCY_MAX 10000
+#define SL_LEASE_DEFAULT_NS (INT64_C(30) * 1000000000)
+#define SL_LEASE_MAX_NS (INT64_C(86400) * 1000000000) /* a day */
 typedef struct sl_policy {
   sl_algo algo;
   uint32_t limit;
@@ -119,7 +133,8 @@ typedef struct sl_policy {
 } sl_policy;
 
 /*
- * Parses "ALGORITHM:LIMIT/PERIOD[:burst=N]" (PERIOD: [N]ms|s|m|h|d) into *out.
+ * Parses "ALGORITHM:LIMIT/PERIOD[:burst=N]" (PERIOD: [N]ms|s|m|h|d), or
+ * "concurrency:N[:lease=DURATION]" (DURATION: [N]ms|s|m|h|d), into *out.
  * Returns 0, or SL_EPOLICY with a message naming the offending part written
  * to err (NUL-terminated, truncated to err_len; err may be NULL). On success
  * out->burst is explicit (= limit when not given) for the bucket algorithms.
@@ -156,6 +171,8 @@ typedef struct sl_decision {
                              this same request would be allowed */
   int64_t delay_ns;       /* leaky_bucket: how long this allowed request
                              waits in the queue (0 for the others) */
+  uint64_t lease;         /* concurrency, allowed with cost 1: the lease
+                             it holds (never 0); 0 otherwise */
 } sl_decision;
 
 /* ---- stores -------------------------------------------------------------- */
@@ -447,6 +464,49 @@ SL_API void sl_shedder_stats(sl_shedder *sh, int64_t now_ns,
  * digits are dropped). 0, or SL_EINVAL.
  */
 SL_API int sl_shed_parse_level(const char *s, size_t len, uint32_t *pm);
+/* ---- concurrency: leases ------------------------------------------------- */
+
+/*
+ * A limiter of policy SL_CONCURRENCY admits at most LIMIT requests in
+ * flight per key. sl_limiter_take with cost 1 (or sl_acquire) acquires: when
+ * fewer than LIMIT leases of the key are live at now_ns, a new one is
+ * recorded, expiring at now_ns + the policy's lease, and its id is returned
+ * in out->lease (allowed 1, remaining = slots still free); otherwise it is
+ * denied (allowed 0) with retry_after_ns = until the earliest live lease
+ * expires (a release may free a slot sooner). limit = LIMIT; reset_ns =
+ * until the last live lease expires. Cost 0 peeks; a cost above 1 is
+ * SL_ECOST (a lease is one slot). In sl_take_all a concurrency check takes
+ * part all-or-nothing like any other: a request a rate rule denies holds no
+ * lease; all the concurrency checks of one call share one lease id.
+ *
+ * Lease ids are 64-bit SipHash values of a per-store counter under a
+ * per-store random key: unique within a store and not guessable by another
+ * client. A lease is tied to its (limiter, key): release and renew name
+ * both. Leases are kept in the store's memory (16 bytes each, counted
+ * against max_memory); a key holding a live lease is never evicted (a new
+ * key then gets SL_EFULL instead) and never expires.
+ */
+SL_API int sl_acquire(sl_limiter *lim, const void *key, size_t key_len,
+                      int64_t now_ns, sl_decision *out);
+
+/*
+ * Releases lease `lease` of key at now_ns: its slot is free at once.
+ * Returns 1 when it was live and is released, 0 when no such lease is live
+ * (unknown, already released, or expired: harmless, nothing changes), or
+ * SL_EINVAL (not a concurrency limiter, NULL limiter), SL_EKEY, SL_ETIME.
+ * out (may be NULL) receives the key's figures after it, as a peek.
+ */
+SL_API int sl_release(sl_limiter *lim, const void *key, size_t key_len,
+                      uint64_t lease, int64_t now_ns, sl_decision *out);
+
+/*
+ * Renews a live lease: it now expires the policy's lease after now_ns.
+ * Returns 1, 0 when no such lease is live (an expired lease cannot be
+ * renewed: its slot may be someone else's), or the errors of sl_release.
+ * out as sl_release's (out->lease is the renewed lease when renewed).
+ */
+SL_API int sl_renew(sl_limiter *lim, const void *key, size_t key_len,
+                    uint64_t lease, int64_t now_ns, sl_decision *out);
 
 #ifdef __cplusplus
 }

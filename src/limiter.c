@@ -92,7 +92,37 @@ int sl_limiter_take(sl_limiter *lim, const void *key, size_t key_len,
   if (rc) return rc;
   store_ref r;
   store_ref_init(lim->store, &r, &lim->p, lim->id, key, key_len);
+  if (lim->p.pub.algo == SL_CONCURRENCY && cost > 0)
+    r.lease = store_lease_id(lim->store);
   return store_take(lim->store, &r, cost, now_ns, out);
+}
+
+int sl_acquire(sl_limiter *lim, const void *key, size_t key_len,
+               int64_t now_ns, sl_decision *out) {
+  if (lim && lim->p.pub.algo != SL_CONCURRENCY) return SL_EINVAL;
+  return sl_limiter_take(lim, key, key_len, 1, now_ns, out);
+}
+
+/* sl_release and sl_renew: op on lease of key. */
+static int lease_op(sl_limiter *lim, const void *key, size_t key_len,
+                    uint64_t lease, int op, int64_t now_ns, sl_decision *out) {
+  if (!lim || lim->p.pub.algo != SL_CONCURRENCY) return SL_EINVAL;
+  int rc = check_request(lim, key, key_len, 0, now_ns);
+  if (rc) return rc;
+  store_ref r;
+  store_ref_init(lim->store, &r, &lim->p, lim->id, key, key_len);
+  r.lease = lease;
+  return store_lease_op(lim->store, &r, op, now_ns, out);
+}
+
+int sl_release(sl_limiter *lim, const void *key, size_t key_len,
+               uint64_t lease, int64_t now_ns, sl_decision *out) {
+  return lease_op(lim, key, key_len, lease, LSET_RELEASE, now_ns, out);
+}
+
+int sl_renew(sl_limiter *lim, const void *key, size_t key_len, uint64_t lease,
+             int64_t now_ns, sl_decision *out) {
+  return lease_op(lim, key, key_len, lease, LSET_RENEW, now_ns, out);
 }
 
 int sl_limiter_force(sl_limiter *lim, const void *key, size_t key_len,
@@ -146,6 +176,8 @@ int sl_limiter_take_batch(sl_limiter *lim, const sl_request *reqs, size_t n,
       if (rcs[k]) continue;
       store_ref_init(lim->store, &refs[k], &lim->p, lim->id, q->key,
                      q->key_len);
+      if (lim->p.pub.algo == SL_CONCURRENCY && q->cost > 0)
+        refs[k].lease = store_lease_id(lim->store);
       store_prefetch(lim->store, &refs[k]);
     }
     for (size_t k = 0; k < m; k++) {
@@ -215,6 +247,7 @@ int limiter_take_windows(const sl_check *checks, const limiter_window *win,
   store_ref refs[SL_CHECKS_MAX];
   algo_policy wp[SL_CHECKS_MAX]; /* the policies of checks in a window */
   unsigned shards[SL_CHECKS_MAX], ns = 0;
+  uint64_t lease = 0; /* one for all the request's concurrency checks */
   for (size_t u = 0; u < nu; u++) {
     const sl_check *c = &checks[uniq[u]];
     int rc = check_request(c->limiter, c->key, c->key_len, cost[u], now_ns);
@@ -231,6 +264,10 @@ int limiter_take_windows(const sl_check *checks, const limiter_window *win,
       p = &wp[u];
     }
     store_ref_init(store, &refs[u], p, c->limiter->id, c->key, c->key_len);
+    if (p->pub.algo == SL_CONCURRENCY && cost[u] > 0) {
+      if (!lease) lease = store_lease_id(store);
+      refs[u].lease = lease;
+    }
     /* Insertion sort into the distinct shards, ascending. */
     unsigned sh = refs[u].shard, k = ns;
     int dup = 0;

@@ -8,6 +8,9 @@
  *   PERIOD     [N]UNIT, UNIT one of ms s m h d; a bare unit means 1 of it
  *              (so a period is always a whole number of milliseconds)
  *   burst=N    bucket algorithms and gcra only; default LIMIT
+ * and, for requests in flight rather than a rate,
+ * "concurrency:N[:lease=DURATION]": N 1..SL_CONCURRENCY_MAX, DURATION
+ * [N]UNIT as a period (default SL_LEASE_DEFAULT_NS).
  * Every error names the part it is about, quoted as the user wrote it.
  */
 #include <stdio.h>
@@ -40,6 +43,81 @@ static int read_uint(const char **s, uint64_t max, uint64_t *out) {
 /* Length of the token at s, up to the next ':' or '/' or the end. */
 static int token_len(const char *s) { return (int)strcspn(s, ":/"); }
 
+/*
+ * Reads a duration [N]UNIT at *s (up to the next ':' or the end) into *ns,
+ * advancing *s; `what` names it in errors ("period", "lease"). 0, or
+ * SL_EPOLICY with the message in err.
+ */
+static int read_duration(const char **s, const char *what, int64_t *ns,
+                         char *err, size_t err_len) {
+  const char *per = *s;
+  int per_len = (int)strcspn(per, ":"); /* as the user wrote it, for errors */
+  uint64_t count = 1;
+  int digits = read_uint(s, (uint64_t)INT64_MAX, &count);
+  if (digits < 0)
+    return algo_policy_error(err, err_len, "%s '%.*s' is too large", what,
+                             per_len, per);
+  if (digits == 0) count = 1; /* a bare unit means 1 of it */
+  int ulen = (int)strspn(*s, "abcdefghijklmnopqrstuvwxyz");
+  int64_t unit = duration_unit_ns(*s, (size_t)ulen);
+  if (!unit)
+    return algo_policy_error(
+        err, err_len, "%s '%.*s' needs a unit: ms, s, m, h or d (e.g. 15m)",
+        what, per_len, per);
+  if (count == 0)
+    return algo_policy_error(err, err_len, "%s '%.*s' must be positive", what,
+                             digits + ulen, per);
+  if (count > (uint64_t)(SL_PERIOD_MAX_NS / unit))
+    return algo_policy_error(err, err_len, "%s '%.*s' is longer than 3650 days",
+                             what, digits + ulen, per);
+  *ns = (int64_t)count * unit;
+  *s += ulen;
+  return 0;
+}
+
+/* "concurrency:N[:lease=DURATION]", s just after the algorithm's name. */
+static int parse_concurrency(const char *spec, const char *s, sl_policy *out,
+                             char *err, size_t err_len) {
+  sl_policy p = {SL_CONCURRENCY, 0, 0, SL_LEASE_DEFAULT_NS};
+  if (*s != ':')
+    return algo_policy_error(err, err_len,
+                             "missing ':N' after 'concurrency' in '%s' "
+                             "(concurrency:N[:lease=DURATION])",
+                             spec);
+  s++;
+  const char *lim = s;
+  uint64_t v;
+  int digits = read_uint(&s, SL_CONCURRENCY_MAX, &v);
+  if (digits < 0)
+    return algo_policy_error(err, err_len, "limit '%.*s' is too large (max %u)",
+                             token_len(lim), lim, SL_CONCURRENCY_MAX);
+  if (digits == 0 || (*s != ':' && *s != '\0'))
+    return algo_policy_error(err, err_len,
+                             "limit '%.*s' is not a positive integer",
+                             token_len(lim), lim);
+  if (v == 0)
+    return algo_policy_error(err, err_len, "limit '%.*s' must be positive",
+                             digits, lim);
+  p.limit = (uint32_t)v;
+  if (*s == ':') {
+    s++;
+    if (strncmp(s, "lease=", 6) != 0)
+      return algo_policy_error(err, err_len,
+                               "unexpected '%s' after the limit "
+                               "(only ':lease=DURATION' may follow)",
+                               s);
+    s += 6;
+    int rc = read_duration(&s, "lease", &p.period_ns, err, err_len);
+    if (rc) return rc;
+    if (*s != '\0')
+      return algo_policy_error(err, err_len, "unexpected '%s' after the lease",
+                               s);
+  }
+  int rc = sl_policy_validate(&p, err, err_len);
+  if (rc == 0) *out = p;
+  return rc;
+}
+
 static int is_window(sl_algo a) {
   return a == SL_FIXED_WINDOW || a == SL_SLIDING_LOG || a == SL_SLIDING_WINDOW;
 }
@@ -68,11 +146,12 @@ int sl_policy_parse(const char *spec, sl_policy *out, char *err,
     return algo_policy_error(
         err, err_len,
         "unknown algorithm '%.*s' (expected token_bucket, "
-        "leaky_bucket, fixed_window, sliding_log, sliding_window "
-        "or gcra)",
+        "leaky_bucket, fixed_window, sliding_log, sliding_window, "
+        "gcra or concurrency)",
         n, s);
   }
   s += n;
+  if (p.algo == SL_CONCURRENCY) return parse_concurrency(spec, s, out, err, err_len);
   if (*s != ':')
     return algo_policy_error(err, err_len,
                              "missing ':LIMIT/PERIOD' after '%.*s'", n, spec);
@@ -99,29 +178,8 @@ int sl_policy_parse(const char *spec, sl_policy *out, char *err,
   s++;
 
   /* PERIOD = [N]UNIT */
-  const char *per = s;
-  int per_len = (int)strcspn(per, ":"); /* as the user wrote it, for errors */
-  uint64_t count = 1;
-  digits = read_uint(&s, (uint64_t)INT64_MAX, &count);
-  if (digits < 0)
-    return algo_policy_error(err, err_len, "period '%.*s' is too large",
-                             per_len, per);
-  if (digits == 0) count = 1; /* a bare unit means 1 of it */
-  int ulen = (int)strspn(s, "abcdefghijklmnopqrstuvwxyz");
-  int64_t unit = duration_unit_ns(s, (size_t)ulen);
-  if (!unit)
-    return algo_policy_error(
-        err, err_len, "period '%.*s' needs a unit: ms, s, m, h or d (e.g. 15m)",
-        per_len, per);
-  if (count == 0)
-    return algo_policy_error(err, err_len, "period '%.*s' must be positive",
-                             digits + ulen, per);
-  if (count > (uint64_t)(SL_PERIOD_MAX_NS / unit))
-    return algo_policy_error(err, err_len,
-                             "period '%.*s' is longer than 3650 days",
-                             digits + ulen, per);
-  p.period_ns = (int64_t)count * unit;
-  s += ulen;
+  int rc = read_duration(&s, "period", &p.period_ns, err, err_len);
+  if (rc) return rc;
 
   /* [:burst=N] */
   if (*s == ':') {
@@ -154,7 +212,7 @@ int sl_policy_parse(const char *spec, sl_policy *out, char *err,
   }
   if (!is_window(p.algo) && p.burst == 0) p.burst = p.limit;
 
-  int rc = sl_policy_validate(&p, err, err_len);
+  rc = sl_policy_validate(&p, err, err_len);
   if (rc == 0) *out = p;
   return rc;
 }
@@ -167,6 +225,12 @@ int sl_policy_format(const sl_policy *policy, char *buf, size_t len) {
   while (u > duration_units && ap.W % u->ns != 0) u--;
   int64_t count = ap.W / u->ns;
   char period[32];
+  if (ap.pub.algo == SL_CONCURRENCY) {
+    if (ap.W == SL_LEASE_DEFAULT_NS)
+      return snprintf(buf, len, "concurrency:%u", ap.pub.limit);
+    return snprintf(buf, len, "concurrency:%u:lease=%lld%s", ap.pub.limit,
+                    (long long)count, u->name);
+  }
   if (count == 1)
     snprintf(period, sizeof period, "%s", u->name);
   else

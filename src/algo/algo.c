@@ -17,6 +17,7 @@ static const algo_ops *const all_ops[SL_ALGO_COUNT] = {
     [SL_SLIDING_LOG] = &algo_sliding_log,
     [SL_SLIDING_WINDOW] = &algo_sliding_window,
     [SL_GCRA] = &algo_gcra,
+    [SL_CONCURRENCY] = &algo_concurrency,
 };
 
 const algo_ops *algo_ops_of(sl_algo algo) {
@@ -51,6 +52,36 @@ static int is_bucket(sl_algo algo) {
   return algo == SL_TOKEN_BUCKET || algo == SL_LEAKY_BUCKET || algo == SL_GCRA;
 }
 
+/*
+ * A concurrency policy: LIMIT slots (L), one per lease (B = 1: the largest
+ * cost), each lease living PERIOD (W). The period's generic checks have
+ * passed.
+ */
+static int compile_concurrency(const sl_policy *p, algo_policy *out, char *err,
+                               size_t err_len) {
+  if (p->limit > SL_CONCURRENCY_MAX)
+    return algo_policy_error(err, err_len,
+                             "concurrency limit %u is too large (max %d)",
+                             p->limit, SL_CONCURRENCY_MAX);
+  if (p->burst != 0)
+    return algo_policy_error(err, err_len,
+                             "burst is not allowed for concurrency");
+  if (p->period_ns > SL_LEASE_MAX_NS)
+    return algo_policy_error(err, err_len,
+                             "lease %lld ms is longer than a day",
+                             (long long)(p->period_ns / 1000000));
+  out->pub = *p;
+  out->ops = &algo_concurrency;
+  out->L = p->limit;
+  out->B = 1;
+  out->W = p->period_ns;
+  out->Lg = 1;
+  out->Wg = 1;
+  out->cap = 1;
+  out->evict_below = 0;
+  return 0;
+}
+
 /* The longest a bucket may take to refill from empty: B * PERIOD / LIMIT. */
 #define HORIZON_MAX_NS (INT64_C(1) << 60)
 
@@ -73,6 +104,7 @@ int algo_policy_compile(const sl_policy *pub, algo_policy *out, char *err,
     return algo_policy_error(err, err_len, "period is longer than 3650 days");
 
   sl_policy p = *pub;
+  if (p.algo == SL_CONCURRENCY) return compile_concurrency(&p, out, err, err_len);
   if (is_bucket(p.algo)) {
     if (p.burst == 0) p.burst = p.limit;
   } else if (p.burst != 0) {

@@ -88,7 +88,7 @@ typedef struct algo_ops {
 } algo_ops;
 
 extern const algo_ops algo_token_bucket, algo_leaky_bucket, algo_fixed_window,
-    algo_sliding_log, algo_sliding_window, algo_gcra;
+    algo_sliding_log, algo_sliding_window, algo_gcra, algo_concurrency;
 
 /* The ops of one algorithm, or NULL. */
 const algo_ops *algo_ops_of(sl_algo algo);
@@ -151,6 +151,7 @@ static inline void decision_init(sl_decision *d, const algo_policy *p) {
   d->reset_ns = 0;
   d->retry_after_ns = 0;
   d->delay_ns = 0;
+  d->lease = 0;
 }
 
 /*
@@ -204,5 +205,52 @@ void slog_move(const algo_policy *p, slog *dst, const slog *src, int64_t t);
 void slog_commit(const algo_policy *p, slog *log, int64_t t, int64_t cost);
 /* Takes back the cost the last slog_commit added (its newest entry). */
 void slog_uncommit(slog *log, int64_t cost);
+
+/* ---- concurrency's leases (concurrency.c) ---- */
+
+/*
+ * The lease set a concurrency key points at (algo_state.a holds the
+ * pointer, .b is unused), owned by the store like a sliding_log's log: an
+ * unordered array of (id, expiry), never more than LIMIT live ones. A
+ * lease is live at t while t < its expiry. min_exp and max_exp bound the
+ * expiries held, so that the common decision (nothing has expired yet)
+ * reads the header only.
+ */
+typedef struct lset {
+  uint32_t cap, count;
+  int64_t min_exp, max_exp; /* over the entries held (0, 0 when none) */
+  /* then lset_entry e[cap] */
+} lset;
+
+typedef struct lset_entry {
+  uint64_t id;
+  int64_t exp;
+} lset_entry;
+
+/* What a lease operation does (lset_op). */
+enum { LSET_RELEASE = 1, LSET_RENEW = 2 };
+
+/* Bytes of a set for cap entries. */
+size_t lset_bytes(uint32_t cap);
+/* Formats `mem` (lset_bytes(cap)) as an empty set. */
+lset *lset_init(void *mem, uint32_t cap);
+/* The set in a concurrency state, or NULL when there is none yet. */
+static inline lset *lset_of(const algo_state *st) {
+  return st ? (lset *)(uintptr_t)st->a : NULL;
+}
+/* The leases live at t. */
+uint32_t lset_live(const lset *set, int64_t t);
+/* Entries the set needs to hold one more lease at t (after pruning). */
+uint32_t lset_needed(const lset *set, int64_t t);
+/* Copies src's leases live at t into the empty set dst (room for them). */
+void lset_move(lset *dst, const lset *src, int64_t t);
+/* Records lease id at t, expiring at t + W; the set must have room
+   (lset_needed). Expired leases are dropped first. */
+void lset_commit(const algo_policy *p, lset *set, int64_t t, uint64_t id);
+/* Removes lease id (whether live or not): the undo of lset_commit. */
+void lset_remove(lset *set, uint64_t id);
+/* LSET_RELEASE: drops live lease id; LSET_RENEW: sets its expiry to
+   t + W. 1 when id was live at t, else 0 (nothing changes). */
+int lset_op(const algo_policy *p, lset *set, int op, uint64_t id, int64_t t);
 
 #endif /* SLUICE_ALGO_H */

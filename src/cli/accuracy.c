@@ -309,14 +309,14 @@ static void accuracy_usage(FILE *f) {
 typedef struct acc_args {
   int64_t seed, limit, windows, keys;
   const char *period, *svg_dir;
-  sl_policy pols[SL_ALGO_COUNT];
+  sl_policy pols[SL_RATE_ALGO_COUNT];
   int selected[NTRACES];
 } acc_args;
 
 /* Every algorithm's policy at the same limit (buckets: burst L); the period
    is checked by the policy parser. 0, or 2 after a message. */
 static int make_policies(acc_args *a) {
-  for (int al = 0; al < SL_ALGO_COUNT; al++) {
+  for (int al = 0; al < SL_RATE_ALGO_COUNT; al++) {
     char spec[128], err[256];
     const char *name = sl_algo_name((sl_algo)al);
     int window = al == SL_FIXED_WINDOW || al == SL_SLIDING_LOG ||
@@ -439,7 +439,7 @@ static int write_chart(const acc_args *a, size_t i, const trace *tr,
   chart->kinds[2] = (svg_kind){"false deny (below the line)", "#7b3fb5", 1};
   /* One scale for all lanes, so they compare at a glance. */
   top += top / 10;
-  for (int al = 0; al < SL_ALGO_COUNT; al++) {
+  for (int al = 0; al < SL_RATE_ALGO_COUNT; al++) {
     svg_lane *l = &chart->lanes[al];
     const result *res = &row[al];
     snprintf(l->title, sizeof l->title, "%s", sl_algo_name((sl_algo)al));
@@ -490,7 +490,7 @@ static int run_trace(const acc_args *a, size_t i, result *row) {
   qsort(tr.r, tr.n, sizeof *tr.r, req_cmp);
   svg_chart chart, *ch = NULL;
   if (a->svg_dir) {
-    if (svg_chart_init(&chart, SL_ALGO_COUNT, 0, tp.period_ns * tp.windows)) {
+    if (svg_chart_init(&chart, SL_RATE_ALGO_COUNT, 0, tp.period_ns * tp.windows)) {
       fprintf(stderr, "sluice accuracy: out of memory\n");
       free(tr.r);
       return 1;
@@ -500,7 +500,7 @@ static int run_trace(const acc_args *a, size_t i, result *row) {
   int64_t top = a->limit;
   int rc = 0;
   char x[32], y[32];
-  for (int al = 0; al < SL_ALGO_COUNT && !rc; al++) {
+  for (int al = 0; al < SL_RATE_ALGO_COUNT && !rc; al++) {
     result *res = &row[al];
     int e = judge(&tr, &a->pols[al], res, ch, (size_t)al);
     if (e) {
@@ -526,14 +526,14 @@ static int run_trace(const acc_args *a, size_t i, result *row) {
 
 /* The results again, as a Markdown table. */
 static void print_table(const acc_args *a,
-                        result table[NTRACES][SL_ALGO_COUNT]) {
+                        result table[NTRACES][SL_RATE_ALGO_COUNT]) {
   char x[32], y[32];
   printf("\n| trace | algorithm | requests | false allow %% | false deny %% "
          "| worst window | limit |\n"
          "|---|---|---:|---:|---:|---:|---:|\n");
   for (size_t i = 0; i < NTRACES; i++) {
     if (!a->selected[i]) continue;
-    for (int al = 0; al < SL_ALGO_COUNT; al++) {
+    for (int al = 0; al < SL_RATE_ALGO_COUNT; al++) {
       const result *res = &table[i][al];
       printf("| %s | %s | %llu | %s | %s | %lld | %lld |\n", traces[i].name,
              sl_algo_name((sl_algo)al), (unsigned long long)res->requests,
@@ -552,7 +552,7 @@ int cmd_accuracy(int argc, char **argv) {
     fprintf(stderr, "sluice accuracy: %s: %s\n", a.svg_dir, strerror(errno));
     return 1;
   }
-  result table[NTRACES][SL_ALGO_COUNT];
+  result table[NTRACES][SL_RATE_ALGO_COUNT];
   for (size_t i = 0; i < NTRACES; i++)
     if (a.selected[i] && (status = run_trace(&a, i, table[i])) != 0)
       return status;

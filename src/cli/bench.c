@@ -358,7 +358,7 @@ static int pick_algos(char *buf, const char *policy, char **algos) {
   }
   for (int i = 0; i < na; i++) {
     int known = !strcmp(algos[i], "floor");
-    for (int a = 0; a < SL_ALGO_COUNT; a++)
+    for (int a = 0; a < SL_RATE_ALGO_COUNT; a++)
       known |= !strcmp(algos[i], sl_algo_name((sl_algo)a));
     if (!known) {
       fprintf(stderr, "sluice bench: unknown algorithm '%s'\n", algos[i]);

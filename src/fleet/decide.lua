@@ -16,6 +16,9 @@ ARGV[2]   the requests the keys belong to:
                 batch of requests over consecutive keys, each decided
                 all-or-nothing in turn (a later one sees what an earlier
                 one charged; repeated keys across requests are fine);
+          "r" / "n" = one request, every key a concurrency key: release
+                / renew its lease (the key's nums carry it); the request's
+                allowed is 1 when every key held it live (LEASE below);
           "f" then one byte per request: the same, but every key is
                 charged by force (approximate mode's sync; sl_limiter_force):
                 whether or not it fits, into a debt below empty that stops
@@ -23,7 +26,7 @@ ARGV[2]   the requests the keys belong to:
                 at 2^32 - 1). The reply is REPLY_F below
 then, for key u (1..n), three values at ARGV[3u .. 3u+2]:
   algo    sl_algo: "0" token_bucket, "1" leaky_bucket, "2" fixed_window,
-          "3" sliding_log, "4" sliding_window, "5" gcra
+          "3" sliding_log, "4" sliding_window, "5" gcra, "6" concurrency
   shadow  "1" = never denies the request (still decided and charged)
   nums    32 bytes, four little-endian int64 ('<i8i8i8i8'):
           cost (0 <= cost <= the largest cost; 0 = a peek), then
@@ -32,6 +35,8 @@ then, for key u (1..n), three values at ARGV[3u .. 3u+2]:
               its windows start at PHASE + k*PERIOD; the daemon sends a
               calendar window's start and length, as Lua in Redis has no
               time zones; 0 = epoch-aligned; 0 for the other two)
+            concurrency (6): LIMIT, the lease's life in ms, then the lease
+              id: 8 raw bytes, the sorted set's member (not a number)
           Binary, not decimal: struct.unpack reads all four in one call,
           where tonumber costs about 0.3 us each (a sixth of the script).
 REPLY_F ("f") { now, levels }: levels is one string, 16 bytes per key u in
@@ -56,6 +61,14 @@ STATE   one Redis key per check, with a PEXPIRE/PX equal to its time to
                  and how far above the exact tick value that is (< Lg)
   fixed_window   string '<i8I4': window start (ms), count
   sliding_window string '<i8I4I4': window start (ms), prev, curr
+  concurrency    sorted set: member = lease id (8 bytes), score = its
+                 expiry in ms on Redis's clock; live while now < expiry.
+                 Expired members are removed on every call; PEXPIRE = the
+                 newest lease's life. (Never in "f" mode: approximate mode
+                 keeps leases local.)
+LEASE   "r"/"n": per key, allowed 1 when its lease was live (released, or
+        its expiry now + life), then limit, remaining (free slots after),
+        reset (until the last live lease expires), 0, 0.
   sliding_log    hash used as a deque: field "m" = '<i8I4I4i8i4I4i8i4I4'
                  (head index, count, sum, newest (ms, ns, cost), oldest
                  (ms, ns, cost)); field "<index>" = entry '<i8i4I4'
@@ -84,7 +97,8 @@ end
 local mode = ARGV[2]
 local dry, sizes = mode == '1', nil
 local force = ssub(mode, 1, 1) == 'f'
-if mode ~= '0' and mode ~= '1' then
+local lease_op = (mode == 'r' or mode == 'n') and mode or nil
+if mode ~= '0' and mode ~= '1' and not lease_op then
   if (ssub(mode, 1, 1) ~= 'g' and not force) or #mode < 2 then
     return redis.error_reply('ERR sluice decide.lua: malformed arguments')
   end
@@ -127,9 +141,14 @@ end
 -- Which algorithms this call decides. Lua makes a closure of every function
 -- definition it runs, on every call: only those this call uses are defined.
 local u0, u1, u2, u3, u4, u5 = false, false, false, false, false, false
+local u6 = false
 for u = 1, nk do
   local a = ARGV[3 * u]
-  if a == '0' then u0 = true
+  if lease_op and a ~= '6' then
+    return redis.error_reply('ERR sluice decide.lua: a lease names a concurrency key')
+  end
+  if a == '6' then u6 = true
+  elseif a == '0' then u0 = true
   elseif a == '1' then u1 = true
   elseif a == '2' then u2 = true
   elseif a == '3' then u3 = true
@@ -138,7 +157,8 @@ for u = 1, nk do
   else return redis.error_reply('ERR sluice decide.lua: unknown algorithm')
   end
 end
-local dur, token_bucket, gcra_leaky, fixed_window, sliding_window
+local dur, token_bucket, gcra_leaky, fixed_window, sliding_window, concurrency
+local conc_write, conc_op
 local B24, wide_sign, muldiv, META, ENT, sliding_log, slog_write
 local U32 = 4294967295
 
@@ -590,6 +610,58 @@ if u3 then
   end
 end
 
+-- concurrency: leases in a sorted set, member = id, score = expiry (ms).
+-- A lease is live while now < its expiry: expiries are whole ms, so that
+-- is now_ms < expiry, and ZREMRANGEBYSCORE to now_ms reclaims the rest.
+if u6 then
+  -- The figures of key's `live` leases: remaining, reset (ns).
+  local function held(key, N, live)
+    if live == 0 then return N, 0 end
+    local last = call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    return N - live, (tonumber(last[2]) - now_ms) * 1e6 - now_sub
+  end
+
+  concurrency = function(key, cost, N, Wms, lease, w)
+    call('ZREMRANGEBYSCORE', key, '-inf', now_ms)
+    local live = call('ZCARD', key)
+    local rem, reset = held(key, N, live)
+    if force then return 1, rem, 0, 0, 0 end -- no lease by force
+    if live + cost <= N then
+      if cost == 0 then return 1, rem, reset, 0, 0 end
+      local wr = {lease, now_ms + Wms, Wms}
+      if w then conc_write(key, wr) end
+      return 1, rem - 1, Wms * 1e6, 0, 0, wr, 0, w
+    end
+    local first = call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    local retry = (tonumber(first[2]) - now_ms) * 1e6 - now_sub
+    if rem < 0 then rem = 0 end
+    return 0, rem, reset, retry, 0
+  end
+
+  -- Records the lease concurrency() admitted (its wr table).
+  conc_write = function(key, wr)
+    call('ZADD', key, wr[2], wr[1])
+    call('PEXPIRE', key, wr[3])
+  end
+
+  -- Releases ('r') or renews ('n') key's lease: 1 when it was live.
+  conc_op = function(key, N, Wms, lease)
+    call('ZREMRANGEBYSCORE', key, '-inf', now_ms)
+    local done = 0
+    if call('ZSCORE', key, lease) then
+      done = 1
+      if lease_op == 'r' then
+        call('ZREM', key, lease)
+      else -- no lease outlives now + life: the key's TTL is that
+        call('ZADD', key, now_ms + Wms, lease)
+        call('PEXPIRE', key, Wms)
+      end
+    end
+    local rem, reset = held(key, N, call('ZCARD', key))
+    return done, rem, reset
+  end
+end
+
 -- Decides key u (for its cost, or as a peek): its limit, then the
 -- algorithm's values.
 local function decide(u, peek, w)
@@ -606,6 +678,8 @@ local function decide(u, peek, w)
     return c1, fixed_window(key, cost, c1, c2, w, c3)
   elseif algo == '4' then
     return c1, sliding_window(key, cost, c1, c2, w)
+  elseif algo == '6' then
+    return c1, concurrency(key, cost, c1, c2, ssub(ARGV[j + 2], 25, 32), w)
   elseif algo == '3' then
     local lim, a, r, re, ra, de, wr, ttl, now = c1, sliding_log(key, cost, c1, c2, w)
     if now then slog_write(key, wr) end
@@ -642,6 +716,7 @@ local function request(out, o, s, e)
       if v then -- allowed, with a cost
         if all == 1 then
           if ARGV[3 * u] == '3' then slog_write(KEYS[u], v)
+          elseif ARGV[3 * u] == '6' then conc_write(KEYS[u], v)
           else call('SET', KEYS[u], v, 'PX', pt[u]) end
         else -- not charged, because another check denied: a peek's figures
           local j = o + 1 + 6 * (u - s)
@@ -665,6 +740,19 @@ if force then -- every key charged by force, now, in order (REPLY_F)
 end
 
 local out = {now_str}
+if lease_op then -- one request: every key's lease released or renewed
+  local all = 1
+  for u = 1, nk do
+    local N, Wms = sunpack('<i8i8', ARGV[3 * u + 2], 9)
+    local done, rem, reset = conc_op(KEYS[u], N, Wms, ssub(ARGV[3 * u + 2], 25, 32))
+    if done == 0 then all = 0 end
+    local j = 3 + 6 * (u - 1)
+    out[j], out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] =
+      done, N, rem, reset, 0, 0
+  end
+  out[2] = all
+  return out
+end
 if not sizes then
   request(out, 2, 1, nk)
 else

@@ -158,6 +158,8 @@ static int prepare(const rs_check *checks, size_t n, rs_call *call,
   size_t uniq[RS_CHECKS_MAX], nu = 0;
   int64_t cost[RS_CHECKS_MAX];
   int shadow[RS_CHECKS_MAX];
+  uint64_t lease[RS_CHECKS_MAX], conc = 0;
+  call->lease = 0;
   for (size_t i = 0; i < n; i++) {
     const rs_check *c = &checks[i];
     if (!c->policy || (!c->key && c->key_len) || c->cost < 0) return SL_EINVAL;
@@ -182,6 +184,11 @@ static int prepare(const rs_check *checks, size_t n, rs_call *call,
       return SL_EINVAL; /* one state key cannot hold two policies */
     }
     shadow[u] &= c->shadow != 0;
+    if (p.pub.algo == SL_CONCURRENCY) {
+      lease[u] = c->lease;
+      if (!call->lease) call->lease = c->lease;
+      if (c->cost > 0) conc |= UINT64_C(1) << u;
+    }
     if (c->cost > pol[u].B - cost[u] && !force) return SL_ECOST;
     if (c->cost > INT64_MAX / 4 - cost[u]) return SL_ECOST;
     cost[u] += c->cost;
@@ -195,6 +202,8 @@ static int prepare(const rs_check *checks, size_t n, rs_call *call,
   call->n = n;
   call->nu = nu;
   call->force = force;
+  call->conc = conc;
+  call->mode = force ? RS_FORCE : RS_DECIDE;
   rs_call_alone(call);
 
   char *buf = malloc(total), *p = buf;
@@ -207,6 +216,8 @@ static int prepare(const rs_check *checks, size_t n, rs_call *call,
     char algo = (char)('0' + q->pub.algo), sh = shadow[u] ? '1' : '0', nums[32];
     if (is_bucket(q->pub.algo)) /* cap < 2^52 (rs_policy_check) */
       put_nums(nums, cost[u], (int64_t)q->cap, q->Lg, q->Wg);
+    else if (q->pub.algo == SL_CONCURRENCY) /* the lease: its 8 bytes */
+      put_nums(nums, cost[u], q->L, q->W / 1000000, (int64_t)lease[u]);
     else /* a whole number of ms (sl_policy_validate) */
       put_nums(nums, cost[u], q->L, q->W / 1000000, phase[u] / 1000000);
     p = put_bulk(p, &algo, 1);
@@ -237,11 +248,14 @@ int rs_format_batch(const rs_request *reqs, size_t n, int mode, int64_t now_ns,
                     char **cmd, size_t *len) {
   if (cmd) *cmd = NULL;
   if (len) *len = 0;
+  int lease_op = mode == RS_RELEASE || mode == RS_RENEW;
   if (!reqs || !cmd || !len || n == 0 || n > RS_BATCH_MAX ||
-      (mode == RS_DRY && n > 1) || mode < RS_DECIDE || mode > RS_FORCE)
+      ((mode == RS_DRY || lease_op) && n > 1) || mode < RS_DECIDE ||
+      mode > RS_RENEW)
     return SL_EINVAL;
   if (now_ns < -1 || now_ns >= SL_TIME_MAX_NS) return SL_EINVAL;
   size_t nk = 0, total = 0;
+  int leases = lease_op;
   for (size_t i = 0; i < n; i++) {
     const rs_call *c = reqs[i].call;
     if (!c || !reqs[i].words || c->nu == 0 || c->nu > RS_CHECKS_MAX ||
@@ -249,6 +263,7 @@ int rs_format_batch(const rs_request *reqs, size_t n, int mode, int64_t now_ns,
       return SL_EINVAL;
     nk += c->nu;
     total += reqs[i].len;
+    leases |= c->lease != 0;
   }
   total += 5 * 24 + 7 + 40 + BULK_MAX(1 + RS_BATCH_MAX);
   char *buf = malloc(total), *p = buf;
@@ -258,7 +273,10 @@ int rs_format_batch(const rs_request *reqs, size_t n, int mode, int64_t now_ns,
   p += fmt_i64(p, (int64_t)(3 + nk + 2 + 3 * nk));
   *p++ = '\r';
   *p++ = '\n';
-  p = put_bulk(p, "EVALSHA", 7);
+  /* A call with leases is spelled in lower case: rs_native (which
+     matches "EVALSHA" exactly) then leaves it to the script, since the
+     Redis module keeps no leases. Redis reads either spelling. */
+  p = put_bulk(p, leases ? "evalsha" : "EVALSHA", 7);
   p = put_bulk(p, rs_script_sha(), 40);
   char num[24];
   p = put_bulk(p, num, fmt_i64(num, (int64_t)nk));
@@ -268,7 +286,8 @@ int rs_format_batch(const rs_request *reqs, size_t n, int mode, int64_t now_ns,
   }
   p = put_bulk(p, num, now_ns < 0 ? 0 : fmt_i64(num, now_ns));
   if (n == 1 && mode != RS_FORCE) {
-    p = put_bulk(p, mode == RS_DRY ? "1" : "0", 1);
+    static const char modes[] = {'0', '1', 'f', 'r', 'n'};
+    p = put_bulk(p, &modes[mode], 1);
   } else {
     char sizes[1 + RS_BATCH_MAX];
     sizes[0] = mode == RS_FORCE ? 'f' : 'g';
@@ -282,6 +301,7 @@ int rs_format_batch(const rs_request *reqs, size_t n, int mode, int64_t now_ns,
            reqs[i].len - reqs[i].keys_len);
     p += reqs[i].len - reqs[i].keys_len;
     c->force = mode == RS_FORCE;
+    c->mode = mode;
     c->at = at;
     if (c->force) { /* key `at` of the reply's nk (level, limit) pairs */
       c->elements = nk;
@@ -385,7 +405,7 @@ static int parse_forced(const rs_call *call, const redisReply *r,
     if (level < -(INT64_C(1) << 53) || level > SL_LIMIT_MAX || limit <= 0 ||
         limit > SL_LIMIT_MAX)
       return SL_EINVAL;
-    dec[u] = (sl_decision){1, limit, level, 0, 0, 0};
+    dec[u] = (sl_decision){1, limit, level, 0, 0, 0, 0};
   }
   return 0;
 }
@@ -422,7 +442,11 @@ int rs_parse(const rs_call *call, const redisReply *r, sl_decision *out,
           get_num(e[4], 1, INT64_MAX, &retry) ||
           get_num(e[5], 1, INT64_MAX, &delay))
         return SL_EINVAL;
-      dec[u] = (sl_decision){(int)ok, limit, rem, reset, retry, delay};
+      dec[u] = (sl_decision){(int)ok, limit, rem, reset, retry, delay, 0};
+      /* A lease recorded: an acquire charged (the request allowed), or
+         one renewed. */
+      int charged = call->mode == RS_DECIDE && all && (call->conc >> u & 1);
+      if (ok && (charged || call->mode == RS_RENEW)) dec[u].lease = call->lease;
     }
   }
   for (size_t i = 0; i < call->n; i++) out[i] = dec[call->map[i]];

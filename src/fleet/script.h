@@ -46,6 +46,8 @@ typedef struct rs_check {
      window: the daemon computes its start and length, since Lua in Redis
      has no time zones); 0: epoch-aligned. A whole number of ms. */
   int64_t phase_ns;
+  uint64_t lease; /* concurrency: the lease to record (cost 1), or to
+                     release or renew (RS_RELEASE, RS_RENEW) */
 } rs_check;
 
 /* Requests in one batched call (decide.lua's "g" mode: a byte each). */
@@ -65,14 +67,20 @@ typedef struct rs_call {
   size_t at, elements;
   /* Charged by force (RS_FORCE): remaining is the signed level. */
   int force;
+  int mode;          /* the call's mode (rs_format_batch sets it) */
+  uint64_t conc;     /* bit u: key u is a concurrency key, charged */
+  uint64_t lease;    /* ... with this lease (the first such check's) */
 } rs_call;
 
 /* What a call does with its requests (rs_format, rs_format_batch). */
 enum {
   RS_DECIDE = 0, /* each request all-or-nothing, charged when allowed */
   RS_DRY = 1,    /* decide, charge nothing (one request only) */
-  RS_FORCE = 2   /* charge every key by force (sl_limiter_force): the
+  RS_FORCE = 2,  /* charge every key by force (sl_limiter_force): the
                     reply's remaining is the signed level after it */
+  RS_RELEASE = 3, /* one request of concurrency keys: release each key's
+                     lease (rs_check.lease); allowed = it was live */
+  RS_RENEW = 4    /* the same, renewing it */
 };
 
 /*

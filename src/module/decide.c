@@ -117,7 +117,7 @@ static int parse_check(RedisModuleString **w, int force, mcheck *c) {
   const char *sh = RedisModule_StringPtrLen(w[1], &ls);
   const unsigned char *nums =
       (const unsigned char *)RedisModule_StringPtrLen(w[2], &ln);
-  if (la != 1 || a[0] < '0' || a[0] >= '0' + SL_ALGO_COUNT || ln != 32)
+  if (la != 1 || a[0] < '0' || a[0] >= '0' + SL_RATE_ALGO_COUNT || ln != 32)
     return -1;
   sl_algo algo = (sl_algo)(a[0] - '0');
   int64_t v[4];

@@ -91,7 +91,11 @@ static int arg_policy(RedisModuleCtx *ctx, RedisModuleString *s,
     memcpy(buf, spec, n);
     buf[n] = '\0';
     if (!sl_policy_parse(buf, &pub, why, sizeof why) &&
-        !algo_policy_compile(&pub, p, why, sizeof why)) {
+        pub.algo == SL_CONCURRENCY) {
+      snprintf(why, sizeof why, "the module has no leases (concurrency: "
+                                "exact mode's script keeps them)");
+    } else if (why[0] == '\0' &&
+               !algo_policy_compile(&pub, p, why, sizeof why)) {
       memcpy(spec_cache[slot].spec, spec, n);
       spec_cache[slot].len = n;
       spec_cache[slot].p = *p;

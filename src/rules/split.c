@@ -110,6 +110,10 @@ void rules_check_split_policy(rules_loader *L, const cfg_limit *l,
               l->unlimited ? "unlimited: true" : "requests_per_unit: 0");
     return;
   }
+  if (l->policy.algo == SL_CONCURRENCY) {
+    rules_err(L, at, "split divides a rate, not a concurrency limit");
+    return;
+  }
   /* Every sub-counter must be able to admit a request of cost 1. */
   uint32_t least = l->policy.burst && l->policy.burst < l->policy.limit
                        ? l->policy.burst

@@ -183,6 +183,9 @@ static int parse_policy(parse_state *ps, char **w, int n) {
   char msg[256];
   if (sl_policy_parse(w[2], &sp->pol, msg, sizeof msg))
     return perr(ps->err, ps->err_len, ps->line, "policy %s: %s", w[1], msg);
+  if (sp->pol.algo == SL_CONCURRENCY) /* its traffic never releases */
+    return perr(ps->err, ps->err_len, ps->line,
+                "policy %s: the simulator runs rates, not concurrency", w[1]);
   snprintf(sp->name, sizeof sp->name, "%s", w[1]);
   sl_policy_format(&sp->pol, sp->spec, sizeof sp->spec);
   sp->capacity = sp->pol.burst ? sp->pol.burst : sp->pol.limit;

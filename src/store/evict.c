@@ -17,6 +17,9 @@
  * owner could be admitted beyond the limit because of it (the metric
  * sluice_store_evicted_units_total).
  *
+ * A concurrency key holding a live lease is never evicted (its holder is
+ * still in flight: dropping the lease would admit one request too many).
+ *
  * A policy may bound the price it lets its new keys pay (evict_below):
  * when every candidate is at the bound or above it, nothing is evicted and
  * the request fails with SL_EFULL — refused rather than paid for with
@@ -28,13 +31,17 @@
    fresh anyway (the earlier, the less its history is worth). */
 typedef struct price {
   int64_t units, fresh_at;
+  int pinned; /* a concurrency key holding a live lease: never evicted */
 } price;
 
 static price price_of(sl_store *s, const shard *sh, size_t i, int64_t now) {
   const algo_policy *p = reg_get(s, CTRL_ID(sh->ctrl[i]));
   const algo_state *st = &sh->slots[i].st;
-  price pr = {0, p->ops->fresh_at(p, st)};
+  price pr = {0, p->ops->fresh_at(p, st), 0};
   if (pr.fresh_at > now) pr.units = p->ops->used(p, st, now);
+  /* Evicting a live lease would admit one more request in flight than
+     the limit while its holder still runs: that is never a price to pay. */
+  pr.pinned = p->pub.algo == SL_CONCURRENCY && pr.units > 0;
   return pr;
 }
 
@@ -45,6 +52,7 @@ static int cheaper(price a, price b) {
 /* Whether r's policy lets its keys take the room of an entry of price pr. */
 static int affordable(const store_ref *r, price pr) {
   uint32_t below = r->p->evict_below;
+  if (pr.pinned) return 0;
   return below == 0 || pr.units < (int64_t)below;
 }
 
@@ -77,7 +85,7 @@ static size_t cheapest(sl_store *s, const shard *sh, const store_ref *r,
 
 int store_evict(sl_store *s, shard *sh, const store_ref *r, int64_t now,
                 int mode) {
-  price pr = {0, 0};
+  price pr = {0, 0, 0};
   int priced;
   size_t best = cheapest(s, sh, r, now, mode, &pr, &priced);
   if (best == SIZE_MAX) return priced ? SL_EFULL : SL_ENOMEM;
@@ -105,8 +113,11 @@ static void reclaimable(sl_store *s, const shard *sh, const store_ref *r,
     size_t b = store_payload_bytes(s, sh, i);
     if (!b) continue;
     *all += b;
-    /* Pricing costs a call per entry: only a bound needs it here. */
-    if (!r->p->evict_below || affordable(r, price_of(s, sh, i, now)))
+    /* Pricing costs a call per entry: only a bound, or a lease set (which
+       may be pinned), needs it here. */
+    int lease = reg_get(s, CTRL_ID(sh->ctrl[i]))->pub.algo == SL_CONCURRENCY;
+    if ((!r->p->evict_below && !lease) ||
+        affordable(r, price_of(s, sh, i, now)))
       *allowed += b;
   }
 }

@@ -124,6 +124,8 @@ static void budget_free(sl_store *s, void *p, size_t n) {
   release(s, n + ALLOC_OVERHEAD);
 }
 
+void store_budget_free(sl_store *s, void *p, size_t n) { budget_free(s, p, n); }
+
 /* Bytes of a table of cap slots; SIZE_MAX when that overflows. */
 static size_t table_size(size_t cap) {
   size_t per = sizeof(slot) + sizeof(uint32_t);
@@ -195,6 +197,7 @@ void store_ref_init(sl_store *s, store_ref *r, const algo_policy *p,
   r->h = hash_key(s, id, key, len);
   r->shard = (unsigned)(r->h & (s->nshards - 1));
   r->inl[0] = r->inl[1] = 0;
+  r->lease = 0;
   if (len && len <= KEY_INLINE) memcpy(r->inl, key, len);
 }
 
@@ -215,6 +218,10 @@ static size_t slot_home(const sl_store *s, const shard *sh, size_t i) {
 
 /* The slot holding r, or -1. */
 static long find(const shard *sh, const store_ref *r) {
+  return store_find(sh, r);
+}
+
+long store_find(const shard *sh, const store_ref *r) {
   if (sh->count == 0) return -1;
   uint32_t lenb = len_byte(r->len);
   size_t cap = sh->cap, i = home_of(r->h, cap);
@@ -257,10 +264,15 @@ static payload payload_of(sl_store *s, const shard *sh, size_t i) {
     pl.key = sl->key.big.ptr;
     pl.key_size = sizeof len + len;
   }
-  if (reg_get(s, CTRL_ID(c))->pub.algo == SL_SLIDING_LOG && sl->st.a) {
+  sl_algo algo = reg_get(s, CTRL_ID(c))->pub.algo;
+  if (algo == SL_SLIDING_LOG && sl->st.a) {
     slog *log = slog_of(&sl->st);
     pl.log = log;
     pl.log_size = slog_bytes(log->cap);
+  } else if (algo == SL_CONCURRENCY && sl->st.a) {
+    lset *set = lset_of(&sl->st);
+    pl.log = set;
+    pl.log_size = lset_bytes(set->cap);
   }
   return pl;
 }
@@ -398,6 +410,11 @@ static int over_load(size_t count, size_t cap) { return count * 8 > cap * 7; }
  */
 static long insert(sl_store *s, shard *sh, const store_ref *r, int64_t now,
                    const algo_state *st) {
+  return store_insert(s, sh, r, now, st);
+}
+
+long store_insert(sl_store *s, shard *sh, const store_ref *r, int64_t now,
+                  const algo_state *st) {
   sweep(s, sh, now, SWEEP_ON_INSERT);
   uint32_t lenb = len_byte(r->len);
   uint8_t *big = NULL;
@@ -504,7 +521,10 @@ int store_decide_locked(sl_store *s, const store_ref *r, int64_t cost,
   algo_state next = {0, 0};
   int change =
       p->ops->decide(p, i >= 0 ? &sh->slots[i].st : NULL, now, cost, d, &next);
-  return settle(s, sh, r, i, now, change && charge, cost, &next, undo);
+  int rc = settle(s, sh, r, i, now, change && charge, cost, &next, undo);
+  if (change && charge && !rc && p->pub.algo == SL_CONCURRENCY)
+    d->lease = r->lease; /* recorded: the caller's to release */
+  return rc;
 }
 
 /*
@@ -522,6 +542,14 @@ static int settle(sl_store *s, shard *sh, const store_ref *r, long i,
       sh->expirations++;
     }
     return 0;
+  }
+  if (p->pub.algo == SL_CONCURRENCY) {
+    int inserted, rc = store_lease_charge(s, sh, r, i, now, &inserted);
+    if (!rc && undo) {
+      undo->kind = inserted ? UNDO_REMOVE : UNDO_LEASE;
+      undo->lease = r->lease;
+    }
+    return rc;
   }
   if (p->pub.algo == SL_SLIDING_LOG) {
     int inserted, rc = log_charge(s, sh, r, i, now, cost, &inserted);
@@ -591,6 +619,9 @@ void store_undo_locked(sl_store *s, const store_ref *r,
     break;
   case UNDO_LOG:
     slog_uncommit(slog_of(&sh->slots[i].st), undo->cost);
+    break;
+  case UNDO_LEASE:
+    lset_remove(lset_of(&sh->slots[i].st), undo->lease);
     break;
   case UNDO_NONE:
     break;
@@ -762,6 +793,13 @@ int sl_store_new(const sl_store_options *opts, sl_store **out) {
     }
     randombytes_buf(s->hkey, sizeof s->hkey);
   }
+  /* Lease ids are secrets whatever hash_key says: always a random key. */
+  if (sodium_init() < 0) {
+    alloc(o.alloc_ud, s, sizeof *s, 0);
+    return SL_ENOMEM;
+  }
+  randombytes_buf(s->lease_key, sizeof s->lease_key);
+  atomic_init(&s->lease_next, 0);
   void *mem = alloc(o.alloc_ud, NULL, 0, nshards * sizeof(shard) + 63);
   if (!mem) {
     alloc(o.alloc_ud, s, sizeof *s, 0);

@@ -24,6 +24,8 @@ typedef struct store_ref {
   uint64_t h; /* keyed hash of (id, key) */
   unsigned shard;
   uint64_t inl[2]; /* a key of <= 16 bytes, zero-padded, as slots hold it */
+  uint64_t lease;  /* concurrency: the lease an allowed charge records
+                      (store_lease_id; 0 until the caller sets it) */
 } store_ref;
 
 /* Hashes (id, key) with the store's secret key and fills *r. */
@@ -38,9 +40,10 @@ void store_unlock(sl_store *s, unsigned shard);
 
 /* How to take back one charge (store_undo_locked). */
 typedef struct store_undo {
-  enum { UNDO_NONE, UNDO_RESTORE, UNDO_REMOVE, UNDO_LOG } kind;
+  enum { UNDO_NONE, UNDO_RESTORE, UNDO_REMOVE, UNDO_LOG, UNDO_LEASE } kind;
   algo_state old; /* UNDO_RESTORE: the state before */
   int64_t cost;   /* UNDO_LOG: the cost logged */
+  uint64_t lease; /* UNDO_LEASE: the lease recorded */
 } store_undo;
 
 /*
@@ -75,6 +78,19 @@ int store_force(sl_store *s, const store_ref *r, int64_t cost, int64_t now,
    *level gets the signed remaining after it. */
 int store_force_to(sl_store *s, const store_ref *r, int64_t target,
                    int64_t now, int64_t *level);
+
+/* A new lease id for this store: never 0, unique, unguessable (lease.c). */
+uint64_t store_lease_id(sl_store *s);
+
+/*
+ * A lease operation (LSET_RELEASE, LSET_RENEW: algo.h) on r's lease
+ * r->lease at now, under the shard's lock; a set left with no live lease
+ * is dropped. *d (may be NULL) gets the key's figures after it, as a peek.
+ * Returns 1 when the lease was live (and is released or renewed), 0 when
+ * not (nothing changes).
+ */
+int store_lease_op(sl_store *s, const store_ref *r, int op, int64_t now,
+                   sl_decision *d);
 
 /* Drops r's state. Returns 1 if it existed, 0 if not. */
 int store_remove(sl_store *s, const store_ref *r);

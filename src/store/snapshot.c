@@ -65,6 +65,9 @@ static void copy_entry(void *ud, const store_entry *en) {
   writer *w = ud;
   if (!w->names->name[en->id] || en->p->ops->fresh_at(en->p, en->st) <= w->now)
     return;
+  /* Leases are not saved: their holders do not outlive the daemon's
+     restart either (docs/semantics.md, "Concurrency"). */
+  if (en->p->pub.algo == SL_CONCURRENCY) return;
   int is_log = en->p->pub.algo == SL_SLIDING_LOG;
   strbuf_add(&w->buf, is_log ? "L" : "K", 1);
   put_le(&w->buf, en->id, 2);

@@ -71,6 +71,8 @@ struct sl_store {
   int64_t grace;             /* expiry trails freshness by this (ns) */
   unsigned nshards;
   uint8_t hkey[crypto_shorthash_KEYBYTES];
+  uint8_t lease_key[crypto_shorthash_KEYBYTES]; /* lease ids: random always */
+  atomic_uint_fast64_t lease_next;              /* ... of this counter */
   shard *shards;
   void *shards_raw; /* the allocation shards is aligned within */
   atomic_uint sweep_next;
@@ -148,6 +150,25 @@ size_t store_payload_bytes(sl_store *s, const shard *sh, size_t i);
 /* Removes slot i (freeing what it owns), shifting the rest of its probe
    run back: a later entry may move into i. */
 void store_erase(sl_store *s, shard *sh, size_t i);
+
+/* The slot holding r in sh, or -1 (mem.c). */
+long store_find(const shard *sh, const store_ref *r);
+/* Inserts r with state *st: its slot, or SL_ENOMEM / SL_EFULL (mem.c). */
+long store_insert(sl_store *s, shard *sh, const store_ref *r, int64_t now,
+                  const algo_state *st);
+/* Frees n bytes reserved by store_budget_alloc (mem.c). */
+void store_budget_free(sl_store *s, void *p, size_t n);
+
+/* ---- lease.c: concurrency's lease sets ---- */
+
+/*
+ * Records r's allowed acquire (lease r->lease) in slot i (-1: a new key),
+ * growing its lease set first when it is full (doubling, up to LIMIT) or
+ * shrinking one mostly empty. *inserted says whether the key was new.
+ * Returns 0, or SL_ENOMEM / SL_EFULL with nothing recorded.
+ */
+int store_lease_charge(sl_store *s, shard *sh, const store_ref *r, long i,
+                       int64_t now, int *inserted);
 
 /* ---- evict.c: room at the cap ---- */
 

@@ -1,0 +1,98 @@
+/*
+ * lease.c — the store's side of concurrency policies: lease ids, and the
+ * lease sets (algo.h's lset) it allocates, grows and edits for them.
+ *
+ * A lease id must be unique within the store and unguessable by another
+ * client (holding one must not let anyone release someone else's). It is
+ * SipHash-2-4 of a 64-bit counter under a random key drawn when the store
+ * is made: a pseudorandom permutation's output, so distinct counters never
+ * collide, and nobody without the key can predict one. (libsodium's
+ * randombytes_buf would do too, but it is a system call, ~2 us: a hundred
+ * times the cost of a decision.)
+ *
+ * A lease set is a block outside the table, like a sliding_log's log: it
+ * counts against the memory cap, grows by doubling up to LIMIT entries
+ * and halves when mostly empty. A key holding a live lease is never
+ * dropped: its state is not fresh before its last lease expires, and
+ * evict.c will not take it.
+ */
+#include "table.h"
+
+uint64_t store_lease_id(sl_store *s) {
+  uint64_t n = atomic_fetch_add_explicit(&s->lease_next, 1,
+                                         memory_order_relaxed);
+  uint64_t id;
+  for (;;) {
+    crypto_shorthash((unsigned char *)&id, (const unsigned char *)&n, sizeof n,
+                     s->lease_key);
+    if (id) return id; /* 0 means "no lease": take the next counter */
+    n = atomic_fetch_add_explicit(&s->lease_next, 1, memory_order_relaxed);
+  }
+}
+
+/* The capacity a set holding `need` entries should have, from cap. */
+static uint32_t new_cap(const algo_policy *p, uint32_t cap, uint32_t need) {
+  uint64_t n = need > cap ? (uint64_t)cap * 2 : cap / 2;
+  if (n < 4) n = 4;
+  if (n > (uint64_t)p->L) n = (uint64_t)p->L;
+  if (n < need) n = need;
+  return (uint32_t)n;
+}
+
+int store_lease_charge(sl_store *s, shard *sh, const store_ref *r, long i,
+                       int64_t now, int *inserted) {
+  const algo_policy *p = r->p;
+  lset *set = i >= 0 ? lset_of(&sh->slots[i].st) : NULL;
+  uint32_t need = lset_needed(set, now), cap = set ? set->cap : 0;
+  int grow = need > cap;
+  *inserted = 0;
+  if (grow || (cap > 16 && need * 4 <= cap)) {
+    uint32_t ncap = new_cap(p, cap, need);
+    size_t bytes = lset_bytes(ncap);
+    int err = SL_ENOMEM;
+    void *mem = grow ? store_alloc_evicting(s, sh, r, now, bytes, &err)
+                     : store_budget_alloc(s, bytes, NULL);
+    if (!mem && grow) return err;
+    if (mem) {
+      lset *nset = lset_init(mem, ncap);
+      algo_state st = {(int64_t)(uintptr_t)nset, 0};
+      if (i >= 0) i = store_find(sh, r); /* eviction may have moved it */
+      if (i >= 0) {
+        set = lset_of(&sh->slots[i].st);
+        lset_move(nset, set, now);
+        store_budget_free(s, set, lset_bytes(set->cap));
+        sh->slots[i].st = st;
+      } else {
+        i = store_insert(s, sh, r, now, &st);
+        if (i < 0) {
+          store_budget_free(s, nset, bytes);
+          return (int)i;
+        }
+        *inserted = 1;
+      }
+    }
+  }
+  lset_commit(p, lset_of(&sh->slots[i].st), now, r->lease);
+  return 0;
+}
+
+int store_lease_op(sl_store *s, const store_ref *r, int op, int64_t now,
+                   sl_decision *d) {
+  const algo_policy *p = r->p;
+  shard *sh = &s->shards[r->shard];
+  store_lock(s, r->shard);
+  long i = store_find(sh, r);
+  int done = i >= 0 && lset_op(p, lset_of(&sh->slots[i].st), op, r->lease, now);
+  if (d) {
+    p->ops->decide(p, i >= 0 ? &sh->slots[i].st : NULL, now, 0, d, NULL);
+    if (done && op == LSET_RENEW) d->lease = r->lease;
+  }
+  /* A set with no live lease left is fresh: it goes now, as expiry would
+     drop it (a release of the last lease frees its memory at once). */
+  if (i >= 0 && p->ops->fresh_at(p, &sh->slots[i].st) <= now) {
+    store_erase(s, sh, (size_t)i);
+    sh->expirations++;
+  }
+  store_unlock(s, r->shard);
+  return done;
+}
