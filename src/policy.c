@@ -91,6 +91,12 @@ static int parse_concurrency(const char *spec, const char *s, sl_policy *out,
   if (digits < 0)
     return algo_policy_error(err, err_len, "limit '%.*s' is too large (max %u)",
                              token_len(lim), lim, SL_CONCURRENCY_MAX);
+  if (digits > 0 && *s == '/')
+    return algo_policy_error(err, err_len,
+                             "concurrency has no period ('%s'): it counts "
+                             "requests in flight (concurrency:N"
+                             "[:lease=DURATION])",
+                             lim);
   if (digits == 0 || (*s != ':' && *s != '\0'))
     return algo_policy_error(err, err_len,
                              "limit '%.*s' is not a positive integer",
