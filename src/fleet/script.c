@@ -159,6 +159,7 @@ static int prepare(const rs_check *checks, size_t n, rs_call *call,
   int64_t cost[RS_CHECKS_MAX];
   int shadow[RS_CHECKS_MAX];
   uint64_t lease[RS_CHECKS_MAX], conc = 0;
+  int script_only = 0;
   call->lease = 0;
   for (size_t i = 0; i < n; i++) {
     const rs_check *c = &checks[i];
@@ -185,6 +186,7 @@ static int prepare(const rs_check *checks, size_t n, rs_call *call,
     }
     shadow[u] &= c->shadow != 0;
     if (p.pub.algo == SL_CONCURRENCY) {
+      script_only = 1;
       lease[u] = c->lease;
       if (!call->lease) call->lease = c->lease;
       if (c->cost > 0) conc |= UINT64_C(1) << u;
@@ -203,6 +205,7 @@ static int prepare(const rs_check *checks, size_t n, rs_call *call,
   call->nu = nu;
   call->force = force;
   call->conc = conc;
+  call->script_only = script_only;
   call->mode = force ? RS_FORCE : RS_DECIDE;
   rs_call_alone(call);
 
@@ -261,9 +264,10 @@ int rs_format_batch(const rs_request *reqs, size_t n, int mode, int64_t now_ns,
     if (!c || !reqs[i].words || c->nu == 0 || c->nu > RS_CHECKS_MAX ||
         reqs[i].keys_len > reqs[i].len)
       return SL_EINVAL;
+    if (lease_op && !c->lease) return SL_EINVAL; /* nothing to release */
     nk += c->nu;
     total += reqs[i].len;
-    leases |= c->lease != 0;
+    leases |= c->script_only;
   }
   total += 5 * 24 + 7 + 40 + BULK_MAX(1 + RS_BATCH_MAX);
   char *buf = malloc(total), *p = buf;

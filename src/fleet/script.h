@@ -70,6 +70,8 @@ typedef struct rs_call {
   int mode;          /* the call's mode (rs_format_batch sets it) */
   uint64_t conc;     /* bit u: key u is a concurrency key, charged */
   uint64_t lease;    /* ... with this lease (the first such check's) */
+  int script_only;   /* it has a concurrency key: the script's, never
+                        the module's (rs_native) */
 } rs_call;
 
 /* What a call does with its requests (rs_format, rs_format_batch). */

@@ -301,7 +301,7 @@ static void buckets_in_debt_agree_with_a_model(void **state) {
         continue;
       }
       int64_t c = rng_range(&r, 1, B), after = debt + c * Wg;
-      sl_decision want = {0, B, 0, 0, 0, 0};
+      sl_decision want = {0, B, 0, 0, 0, 0, 0};
       if (after <= cap) {
         want.allowed = 1;
         want.remaining = (cap - after) / Wg;
@@ -581,7 +581,7 @@ static void sliding_log_in_debt_agrees_with_a_model(void **state) {
         }
         continue;
       }
-      sl_decision want = {0, L, 0, 0, 0, 0};
+      sl_decision want = {0, L, 0, 0, 0, 0, 0};
       if (live + c <= L || c == 0) {
         want.allowed = 1;
         want.remaining = L - live - c > 0 ? L - live - c : 0;

@@ -467,7 +467,8 @@ static void reply_fills_each_check_from_its_key(void **state) {
   assert_int_equal(rs_parse(&call, r, out, &allowed, &now), 0);
   assert_int_equal(allowed, 0);
   assert_int_equal(now, INT64_C(1767225600123456789));
-  sl_decision a = {1, 25, 20, 500, 0, 0}, b = {0, 5, 0, 59000000000, 1000, 7};
+  sl_decision a = {1, 25, 20, 500, 0, 0, 0},
+              b = {0, 5, 0, 59000000000, 1000, 7, 0};
   assert_same_decision(&out[0], &a);
   assert_same_decision(&out[1], &b);
   assert_same_decision(&out[2], &a);
@@ -582,7 +583,8 @@ static void batch_reply_is_read_at_each_request(void **state) {
   int allowed = -1;
   assert_int_equal(rs_parse(&k1, r, out, &allowed, NULL), 0);
   assert_int_equal(allowed, 1);
-  sl_decision a = {1, 25, 20, 500, 0, 0}, b = {0, 5, 0, 59000000000, 1000, 7};
+  sl_decision a = {1, 25, 20, 500, 0, 0, 0},
+              b = {0, 5, 0, 59000000000, 1000, 7, 0};
   assert_same_decision(&out[0], &a);
   assert_same_decision(&out[1], &a);
   assert_int_equal(rs_parse(&k2, r, out, &allowed, NULL), 0);
@@ -649,7 +651,9 @@ static void force_mode_formats_f_and_reads_signed_levels(void **state) {
   assert_int_equal(rs_parse(&k, r, &out, &allowed, NULL), SL_EINVAL);
   freeReplyObject(r);
   /* RS_DRY takes one request; an unknown mode none */
-  assert_int_equal(rs_format_batch(&q, 1, 3, -1, &cmd, &len), SL_EINVAL);
+  assert_int_equal(rs_format_batch(&q, 1, 5, -1, &cmd, &len), SL_EINVAL);
+  /* a lease operation needs a lease (concurrency keys) */
+  assert_int_equal(rs_format_batch(&q, 1, RS_RELEASE, -1, &cmd, &len), SL_EINVAL);
   free(words);
 }
 
