@@ -153,6 +153,10 @@ int limiter_force_to(sl_limiter *lim, const void *key, size_t key_len,
   return store_force_to(lim->store, &r, target, now_ns, level);
 }
 
+uint64_t limiter_lease_id(const sl_limiter *lim) {
+  return store_lease_id(lim->store);
+}
+
 void limiter_ident(const sl_limiter *lim, const algo_policy **p,
                    uint16_t *id) {
   *p = &lim->p;

@@ -28,6 +28,10 @@ struct algo_policy;
 void limiter_ident(const sl_limiter *lim, const struct algo_policy **p,
                    uint16_t *id);
 
+/* A new lease id from lim's store (unique there, unguessable): what a
+   backend that keeps leases elsewhere (exact mode's Redis) records. */
+uint64_t limiter_lease_id(const sl_limiter *lim);
+
 /* sl_limiter_free for n limiters (NULLs skipped), with one walk over a
    store for all of its limiters' keys rather than one each. */
 void limiter_free_many(sl_limiter **lims, size_t n);

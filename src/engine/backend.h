@@ -59,6 +59,10 @@ typedef struct eng_decision {
   int charge_all; /* ENG_CHARGE_ALL (engine.h): a denied request, or one
                      above a capacity, is charged all the same (memory
                      backend only) */
+  int lease_op;   /* ENG_LEASE_RELEASE / _RENEW (engine.h): every check is
+                     a concurrency one; dec[i].allowed = its lease was
+                     live (released / renewed), *all = every one was */
+  uint64_t lease;
 } eng_decision;
 
 /* A pending decision's answer: dec[i] per check, all the overall one. */

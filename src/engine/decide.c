@@ -35,6 +35,7 @@ typedef struct finish_ctx {
   adhoc_entry *adhoc; /* one ad-hoc policy (status 0), pinned while
                          the decision waits for the backend */
   int blocked; /* a rule of requests_per_unit 0 denies */
+  int lease_op; /* a release or renewal (eng_query.lease_op): not counted */
   int nquota;  /* quota_mode statuses among out->st */
   size_t nc, ndesc;
   adhoc_entry *pins[ENG_MAX_DESCRIPTORS]; /* overrides' policies, pinned
@@ -197,6 +198,15 @@ static void finish(engine_thread *t, const finish_ctx *f, eng_result *out,
                    const sl_decision *dec, int all, int64_t t0) {
   engine *e = t->e;
   metric_observe(&t->m, e->mid[M_LATENCY], clock_mono_ns() - t0);
+  out->lease = 0;
+  for (size_t c = 0; c < f->nc && !out->lease; c++) out->lease = dec[c].lease;
+  if (f->lease_op) { /* figures, and whether the lease was live */
+    for (size_t c = 0; c < f->nc; c++)
+      out->st[f->adhoc ? 0 : f->check_of[c]].d = dec[c];
+    out->allowed = all;
+    rank(out, f->ndesc);
+    return;
+  }
   if (f->adhoc) {
     out->st[0].d = dec[0];
     out->allowed = dec[0].allowed;
@@ -289,9 +299,16 @@ static int run(engine_thread *t, const eng_query *q, const eng_check *checks,
                eng_result *out, eng_done_fn done, void *ud) {
   engine *e = t->e;
   eng_backend *b = e->backend;
-  eng_decision dq = {checks, nc, tag, tag_len, q->now,
+  eng_decision dq = {checks,
+                     nc,
+                     tag,
+                     tag_len,
+                     q->now,
                      q->kind == ENG_QUERY_RULES &&
-                         e->o.charging == ENG_CHARGE_ALL};
+                         e->o.charging == ENG_CHARGE_ALL,
+                     q->lease_op,
+                     q->lease};
+  f->lease_op = q->lease_op;
   sl_decision dec[ENG_MAX_STATUSES];
   int all = 1, rc = 0;
   int64_t t0 = clock_mono_ns();
@@ -553,6 +570,7 @@ static int decide_matched(engine_thread *t, const eng_query *q,
   finish_ctx f; /* (filled as far as it is read: no 800-byte memset) */
   f.adhoc = NULL;
   f.blocked = 0;
+  f.lease_op = 0;
   f.nquota = 0;
   f.npins = 0;
   f.cand_checks = 0;
@@ -561,6 +579,10 @@ static int decide_matched(engine_thread *t, const eng_query *q,
   for (int i = 0; i < nl; i++) {
     const cfg_limit *l = lims[i];
     int k = desc_of[i];
+    /* A lease names concurrency limits only: the rest are not its. */
+    if (q->lease_op && (l->unlimited || l->blocked ||
+                        l->policy.algo != SL_CONCURRENCY))
+      continue;
     const eng_descriptor *d = &req->descriptors[k];
     int64_t cost = d->hits >= 0 ? d->hits : req->hits;
     status_of(&out->st[out->n], l, k, cost, q->now);
@@ -620,6 +642,11 @@ static int decide_matched(engine_thread *t, const eng_query *q,
   }
   rc = decide_overrides(t, q, out, checks, &nc, &f, keys);
   if (rc) return rc;
+  if (q->lease_op && nc == 0) {
+    snprintf(out->msg, sizeof out->msg,
+             "no concurrency limit matches the descriptors: no lease here");
+    return ENG_EDESCRIPTOR;
+  }
   /* A blocked rule charges nothing: the others only report figures. */
   if (f.blocked)
     for (size_t c = 0; c < nc; c++) checks[c].c.cost = 0;
@@ -646,6 +673,12 @@ static int decide_policy(engine_thread *t, const eng_query *q, eng_result *out,
     snprintf(out->msg, sizeof out->msg, "%s", eng_error_of(rc)->message);
     return rc;
   }
+  if (q->lease_op && a->policy.algo != SL_CONCURRENCY) {
+    snprintf(out->err, sizeof out->err,
+             "%s is not a concurrency policy: it holds no leases", a->canon);
+    snprintf(out->msg, sizeof out->msg, "%s", out->err);
+    return SL_EPOLICY;
+  }
   eng_check check = {{a->lim, q->key, q->key_len, q->cost, 0},
                      {'a', a->canon, NULL, 0, 0},
                      a->local,
@@ -656,6 +689,7 @@ static int decide_policy(engine_thread *t, const eng_query *q, eng_result *out,
   f.adhoc = a;
   f.blocked = 0;
   f.npins = 0;
+  f.lease_op = 0;
   f.ndesc = 1;
   return run(t, q, &check, 1, "", 0, &f, out, done, ud);
 }
@@ -666,6 +700,7 @@ int engine_decide(engine_thread *t, const eng_query *q, eng_result *out,
   out->n = 0;
   out->worst = -1;
   out->shed.state = ENG_SHED_NO;
+  out->lease = 0;
   out->err[0] = out->msg[0] = '\0';
   return q->kind == ENG_QUERY_RULES ? decide_rules(t, q, out, done, ud)
                                     : decide_policy(t, q, out, done, ud);

@@ -184,7 +184,15 @@ typedef struct eng_query {
      says, or its default class (shed.c). */
   const char *priority;
   size_t priority_len;
+  /* ENG_LEASE_RELEASE / ENG_LEASE_RENEW: not a decision but an operation
+     on `lease` under every concurrency limit q names (the ad-hoc policy,
+     which must be one; or the rules the descriptors match, the others
+     left out); 0: decide. */
+  int lease_op;
+  uint64_t lease;
 } eng_query;
+
+enum { ENG_LEASE_RELEASE = 1, ENG_LEASE_RENEW = 2 };
 
 /* The outcome of one limit. */
 typedef struct eng_status {
@@ -231,12 +239,16 @@ typedef struct eng_result {
   int worst;                              /* most restrictive st[], or -1 */
   int by_descriptor[ENG_MAX_DESCRIPTORS]; /* most restrictive per
                                              descriptor, or -1 (no limit) */
+  uint64_t lease; /* allowed with a concurrency limit: the lease it holds
+                     (one for all of them; renewed: the lease); else 0 */
   char err[160];         /* a refused policy (SL_EPOLICY, ENG_EADHOC): why */
   char msg[ENG_MSG_MAX]; /* on failure: what went wrong, for the client */
 } eng_result;
 
 /*
- * Decides q. RULES: every descriptor is matched, every matched limit
+ * Decides q (or, with q->lease_op, releases or renews q->lease: allowed
+ * = the lease was live under every concurrency limit; st[] their figures
+ * after it). RULES: every descriptor is matched, every matched limit
  * checked, and the request charged only if all non-shadow limits allow it;
  * POLICY: the key under the policy (parsed once, then cached; at most
  * ENG_MAX_ADHOC distinct ones).

@@ -56,7 +56,25 @@ static int charge_denied(const eng_decision *q, sl_decision *dec, int rc,
   return 0;
 }
 
+/* A lease's release or renewal under every check's limiter. */
+static int lease_local(const eng_decision *q, sl_decision *dec, int *all) {
+  *all = 1;
+  for (size_t i = 0; i < q->n; i++) {
+    const sl_check *c = &q->checks[i].c;
+    int rc = q->lease_op == ENG_LEASE_RELEASE
+                 ? sl_release(c->limiter, c->key, c->key_len, q->lease, q->now,
+                              &dec[i])
+                 : sl_renew(c->limiter, c->key, c->key_len, q->lease, q->now,
+                            &dec[i]);
+    if (rc < 0) return rc;
+    dec[i].allowed = rc;
+    *all &= rc;
+  }
+  return 0;
+}
+
 int engine_decide_local(const eng_decision *q, sl_decision *dec, int *all) {
+  if (q->lease_op) return lease_local(q, dec, all);
   if (q->charge_all) {
     sl_check checks[ENG_MAX_STATUSES];
     for (size_t i = 0; i < q->n; i++) checks[i] = q->checks[i].c;

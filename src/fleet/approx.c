@@ -271,9 +271,13 @@ static int approx_decide(eng_backend *b, void *bt, const eng_decision *q,
     dh[c] = delta_prefetch(at, q->checks[c].c.limiter, q->checks[c].c.key,
                            q->checks[c].c.key_len);
   int rc = engine_decide_local(q, dec, all);
-  if (rc || !*all) return rc;
+  if (rc || !*all || q->lease_op) return rc;
+  /* Leases stay on this daemon (docs/fleet.md, "Concurrency"): a lease
+     has no level the fleet could sum, only holders here to release it. */
   for (size_t c = 0; c < q->n; c++)
-    if (dec[c].allowed) note_charge(at, &q->checks[c], dh[c]);
+    if (dec[c].allowed &&
+        sl_limiter_policy(q->checks[c].c.limiter)->algo != SL_CONCURRENCY)
+      note_charge(at, &q->checks[c], dh[c]);
   return 0;
 }
 

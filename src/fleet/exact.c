@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "../base/clock.h"
+#include "../limiter.h"
 #include "internal.h"
 #include "keys.h"
 #include "script.h"
@@ -73,6 +74,7 @@ typedef struct job {
   eng_decided_fn done;
   void *ud;
   int phase, waiting, failed, all;
+  int lease_op; /* eng_decision's: a release or renewal, not a decision */
   size_t nc, ngroups;
   int64_t now, t0, sent;
   job_check c[ENG_MAX_STATUSES];
@@ -116,6 +118,25 @@ static void fallback_fixed(const job_check *c, int deny, int64_t retry_ns,
  */
 static void job_fallback(job *j, int64_t now) {
   exact_thread *xt = j->xt;
+  if (j->lease_op) { /* a local limiter's lease may be released there */
+    j->all = 1;
+    for (size_t c = 0; c < j->nc; c++) {
+      job_check *jc = &j->c[c];
+      int rc = 0;
+      memset(&j->dec[c], 0, sizeof j->dec[c]);
+      if (jc->mode == CFG_STORE_ERROR_LOCAL && jc->local)
+        rc = j->lease_op == ENG_LEASE_RELEASE
+                 ? sl_release(jc->local, jc->lkey, jc->lkey_len, jc->rc.lease,
+                              now, &j->dec[c])
+                 : sl_renew(jc->local, jc->lkey, jc->lkey_len, jc->rc.lease,
+                            now, &j->dec[c]);
+      j->dec[c].allowed = rc == 1;
+      j->dec[c].limit = jc->rc.policy->limit;
+      j->all &= rc == 1;
+    }
+    count(xt, xt->x->m_fallbacks);
+    return;
+  }
   int64_t retry =
       (int64_t)(xt->x->o.breaker_ms > 0 ? xt->x->o.breaker_ms : 1000) * 1000000;
   int deny = 0;
@@ -185,8 +206,12 @@ static int job_queue(job *j) {
 /* Sends one call per group for the phase; 0, or an SL_E* from rs_format. */
 static int job_send(job *j, int phase) {
   exact_thread *xt = j->xt;
-  if (phase == PH_ATOMIC && j->ngroups == 1 && xt->x->o.batch_max > 1)
+  if (phase == PH_ATOMIC && j->ngroups == 1 && xt->x->o.batch_max > 1 &&
+      !j->lease_op)
     return job_queue(j);
+  int mode = phase == PH_CHECK ? RS_DRY : RS_DECIDE;
+  if (j->lease_op)
+    mode = j->lease_op == ENG_LEASE_RELEASE ? RS_RELEASE : RS_RENEW;
   char *cmds[ENG_MAX_STATUSES];
   size_t lens[ENG_MAX_STATUSES];
   for (size_t g = 0; g < j->ngroups; g++) {
@@ -194,8 +219,8 @@ static int job_send(job *j, int phase) {
     size_t n = 0;
     for (size_t c = 0; c < j->nc; c++)
       if (j->c[c].group == g) rc[n++] = j->c[c].rc;
-    int err = rs_format(rc, n, phase == PH_CHECK ? RS_DRY : RS_DECIDE, -1,
-                        &j->groups[g].call, &cmds[g], &lens[g]);
+    int err = rs_format(rc, n, mode, -1, &j->groups[g].call, &cmds[g],
+                        &lens[g]);
     if (err) {
       while (g-- > 0) free(cmds[g]);
       return err;
@@ -383,7 +408,9 @@ static job *job_new(exact_thread *xt, const eng_decision *q) {
   j->groups = NULL;
   j->nc = q->n;
   j->now = q->now;
+  j->lease_op = q->lease_op;
   j->t0 = clock_mono_ns();
+  uint64_t lease = q->lease; /* an acquire's: one for all its checks */
   char *p = j->keys;
   for (size_t c = 0; c < q->n; c++) {
     const eng_check *ck = &q->checks[c];
@@ -402,6 +429,11 @@ static job *job_new(exact_thread *xt, const eng_decision *q) {
     p += jc->rc.key_len;
     jc->rc.cost = ck->c.cost;
     jc->rc.shadow = ck->c.shadow;
+    jc->rc.lease = 0;
+    if (jc->rc.policy->algo == SL_CONCURRENCY && (q->lease_op || ck->c.cost)) {
+      if (!lease) lease = limiter_lease_id(ck->c.limiter);
+      jc->rc.lease = lease;
+    }
     jc->mode = ck->on_error;
     jc->local = ck->local;
     memcpy(p, ck->c.key, ck->c.key_len);
@@ -434,7 +466,7 @@ static int job_start(job *j) {
     }
     j->c[c].group = (unsigned)g;
   }
-  int rc = job_send(j, j->ngroups > 1 ? PH_CHECK : PH_ATOMIC);
+  int rc = job_send(j, j->ngroups > 1 && !j->lease_op ? PH_CHECK : PH_ATOMIC);
   if (rc) return rc;
   if (j->waiting) return ENG_PENDING;
   job_step(j); /* nothing was sent: the breaker is open */

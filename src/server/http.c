@@ -6,6 +6,9 @@
  *   POST /v1/check   {"domain", "descriptors": [{"entries": [{"key",
  *        "value"}], "hits_addend"?}], "hits_addend"?}  (Envoy's RLS shape)
  *   GET  /v1/throttle?key=K&policy=SPEC[&cost=N]   ad-hoc policy
+ *   POST /v1/acquire  (a /v1/throttle or /v1/check that takes a lease),
+ *        POST /v1/release, /v1/renew ?lease=T&key=K or &domain=D&K1=V1
+ *        (concurrency leases; lease.h has the token)
  *   GET  /metrics (Prometheus), /healthz, /readyz
  *   POST /admin/reset?key=K[&policy=SPEC] (ad-hoc), ?domain=D&K1=V1 (a
  *        config descriptor) or a /v1/check JSON body (its descriptors),
@@ -29,6 +32,7 @@
 #include <string.h>
 
 #include "http.h"
+#include "lease.h"
 
 typedef struct sluice_handler {
   h2o_handler_t super;
@@ -40,7 +44,7 @@ typedef struct sluice_handler {
  * request's pool, learns when h2o disposes of the request (the client went
  * away) before the answer came: the answer is then dropped.
  */
-enum { W_CHECK, W_THROTTLE, W_RESET };
+enum { W_CHECK, W_THROTTLE, W_RESET, W_RELEASE, W_RENEW };
 typedef struct http_wait {
   h2o_req_t *req; /* NULL once the request is gone */
   struct http_wait **hook;
@@ -97,6 +101,8 @@ static void wait_done(void *ud, int rc, eng_result *res) {
     *wt->hook = NULL;
     if (rc)
       http_engine_error(wt->req, rc, res->msg);
+    else if (wt->kind == W_RELEASE || wt->kind == W_RENEW)
+      http_render_lease(wt->req, res, wt->kind == W_RENEW);
     else if (wt->kind == W_CHECK)
       http_render_check(wt->req, wt->srv, res, wt->n, wt->peek,
                    wt->has_skipped ? wt->skipped : NULL, wt->asked, wt->now);
@@ -222,6 +228,96 @@ static int get_throttle(h2o_req_t *req, server *srv, int peek) {
   return sent;
 }
 
+/*
+ * The query of a release or renewal (the lease in *q, found or not): the
+ * lease is lease= or the Sluice-Lease header; what it was taken under is
+ * key= (its token names the ad-hoc policy, or policy= does), domain=D&
+ * K1=V1 (lease= is not an entry there) or a /v1/check JSON body (*root).
+ * 0, or -1 after sending a 400.
+ */
+static int lease_query(h2o_req_t *req, server *srv, eng_query *q,
+                       eng_request *er, eng_descriptor *ds, json_t **root) {
+  qparam ps[MAX_PARAMS];
+  char err[200];
+  int n = http_parse_query(req, ps, err, sizeof err);
+  if (n < 0) return http_send_error(req, 400, "%s", err), -1;
+  const qparam *lp = http_find_param(ps, n, "lease");
+  const char *tok = lp ? lp->value : NULL;
+  size_t tok_len = lp ? lp->value_len : 0;
+  ssize_t hi = lp ? -1
+                  : h2o_find_header_by_str(&req->headers, "sluice-lease", 12, -1);
+  if (hi >= 0) {
+    tok = req->headers.entries[hi].value.base;
+    tok_len = req->headers.entries[hi].value.len;
+  }
+  const char *pol = NULL;
+  size_t plen = 0;
+  if (!tok || lease_token_parse(tok, tok_len, &q->lease, &pol, &plen))
+    return http_send_error(req, 400, "lease= (or a Sluice-Lease header) must "
+                                     "be the token the acquire returned"),
+           -1;
+  const qparam *key = http_find_param(ps, n, "key"),
+               *pp = http_find_param(ps, n, "policy");
+  if (key) {
+    if (pp) pol = pp->value, plen = pp->value_len;
+    if (!pol)
+      return http_send_error(req, 400, "policy= is required: the lease "
+                                       "names none"),
+             -1;
+    q->kind = ENG_QUERY_POLICY;
+    q->key = key->value;
+    q->key_len = key->value_len;
+    q->spec = pol;
+    q->spec_len = plen;
+    return 0;
+  }
+  q->kind = ENG_QUERY_RULES;
+  q->req = er;
+  if (http_find_param(ps, n, "domain")) {
+    if (http_query_request(req, srv, er, &ds[0])) return -1;
+    size_t k = 0; /* lease= said which lease, not which descriptor */
+    for (size_t i = 0; i < ds[0].n; i++)
+      if (!(ds[0].entries[i].key_len == 5 &&
+            !memcmp(ds[0].entries[i].key, "lease", 5)))
+        ds[0].entries[k++] = ds[0].entries[i];
+    ds[0].n = k;
+    return 0;
+  }
+  int skipped[ENG_MAX_DESCRIPTORS];
+  size_t asked;
+  if (req->entity.len)
+    return http_body_request(req, srv, root, er, ds, skipped, &asked) ? -1 : 0;
+  return http_send_error(req, 400, "key= or domain= (with descriptor "
+                                   "entries), or a JSON body, is required"),
+         -1;
+}
+
+/* POST /v1/release, /v1/renew: 200 with released (renewed) true, or false
+   when no such lease is live (unknown, released, expired: harmless). */
+static int lease_route(h2o_req_t *req, server *srv, int renew) {
+  worker *w = worker_of(req->conn->ctx);
+  eng_descriptor ds[ENG_MAX_DESCRIPTORS];
+  eng_request er;
+  json_t *root = NULL;
+  int64_t now = clock_wall_ns();
+  eng_query q = {.now = now,
+                 .lease_op = renew ? ENG_LEASE_RENEW : ENG_LEASE_RELEASE};
+  if (lease_query(req, srv, &q, &er, ds, &root)) {
+    json_decref(root);
+    return 0;
+  }
+  eng_result stack_res, *res = &stack_res;
+  http_wait *wt = wait_new(req, srv, renew ? W_RENEW : W_RELEASE, now);
+  if (wt) res = &wt->u.r;
+  int rc = engine_decide(w->et, &q, res, wt ? wait_done : NULL, wt);
+  json_decref(root); /* (the engine copied what it needs) */
+  if (rc == ENG_PENDING) return wait_pending(wt);
+  int sent = rc ? http_engine_error(req, rc, res->msg)
+                : http_render_lease(req, res, renew);
+  free(wt);
+  return sent;
+}
+
 /* A reset's answer, when it waited for Redis (fleet mode, either). */
 static void reset_done(void *ud, int rc, eng_reset *r) {
   http_wait *wt = ud;
@@ -298,6 +394,26 @@ static int route_throttle(h2o_req_t *req, server *srv) {
   return get_throttle(req, srv, 0);
 }
 
+/* POST /v1/acquire: /v1/throttle (key=, policy=: one lease) or
+   /v1/check (domain= or a JSON body) by another name. */
+static int route_acquire(h2o_req_t *req, server *srv) {
+  qparam ps[MAX_PARAMS];
+  char err[200];
+  int n = http_parse_query(req, ps, err, sizeof err);
+  if (n < 0) return http_send_error(req, 400, "%s", err);
+  if (http_find_param(ps, n, "policy")) return get_throttle(req, srv, 0);
+  return http_find_param(ps, n, "domain") ? get_check(req, srv, 0)
+                                          : post_check(req, srv, 0);
+}
+
+static int route_release(h2o_req_t *req, server *srv) {
+  return lease_route(req, srv, 0);
+}
+
+static int route_renew(h2o_req_t *req, server *srv) {
+  return lease_route(req, srv, 1);
+}
+
 static int route_metrics(h2o_req_t *req, server *srv) {
   size_t len = 0;
   char *text = engine_metrics(srv->eng, &len);
@@ -355,6 +471,9 @@ typedef struct http_route {
 static const http_route routes[] = {
     {"/v1/check", M_GET | M_POST, 0, route_check},
     {"/v1/throttle", M_GET, 0, route_throttle},
+    {"/v1/acquire", M_POST, 0, route_acquire},
+    {"/v1/release", M_POST, 0, route_release},
+    {"/v1/renew", M_POST, 0, route_renew},
     {"/metrics", M_GET, 0, route_metrics},
     {"/healthz", M_GET, 0, route_healthz},
     {"/readyz", M_GET, 0, route_readyz},

@@ -125,6 +125,9 @@ int http_render_throttle(h2o_req_t *req, server *srv, const eng_result *res,
 
 /* A reset's answer: {"reset":N}, or why it failed. */
 int http_render_reset(h2o_req_t *req, int rc, const eng_reset *r);
+/* A release's (renew 0) or renewal's answer: 200, whether the lease was
+   live, and the limit's figures after it. */
+int http_render_lease(h2o_req_t *req, const eng_result *res, int renew);
 
 /* The answers h2o writes itself before a handler runs (a body over
    --max-body: 413; a broken chunked body: 400), on host's fallback path,

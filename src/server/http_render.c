@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "http.h"
+#include "lease.h"
 
 /* ---- JSON strings ---- */
 
@@ -243,7 +244,12 @@ static void add_deny_message(strbuf *out, const server *srv,
                              const eng_status *s) {
   const char *t = srv->o.deny_message;
   int never = s->d.retry_after_ns < 0;
-  if (!t) t = never ? DENY_MESSAGE_BLOCKED : DENY_MESSAGE;
+  int conc = s->policy && s->policy->algo == SL_CONCURRENCY;
+  if (!t)
+    t = never  ? DENY_MESSAGE_BLOCKED
+        : conc ? "{limit} requests in flight at most. Retry after "
+                 "{retry_after} seconds."
+               : DENY_MESSAGE;
   ANSWER_BUF(m);
   while (*t) {
     const char *open = strchr(t, '{');
@@ -289,6 +295,18 @@ static void maybe_message(strbuf *b, const server *srv, const eng_result *r,
   add_deny_message(b, srv, &r->st[r->worst]);
 }
 
+/* A lease taken: "lease" (and "in_flight") in the JSON, and the
+   Sluice-Lease header (what a proxy passes on to the application). */
+static void add_lease(h2o_req_t *req, strbuf *b, const eng_result *res,
+                      const char *policy) {
+  if (!res->lease) return;
+  char *tok = h2o_mem_alloc_pool(&req->pool, LEASE_TOKEN_MAX);
+  size_t n = lease_token(tok, res->lease, policy);
+  STRBUF_LIT(b, ",\"lease\":");
+  add_json_str(b, tok, n);
+  http_add_header(req, "sluice-lease", tok, n);
+}
+
 int http_engine_error(h2o_req_t *req, int rc, const char *msg) {
   return http_send_error(req, eng_error_of(rc)->http_status, "%s", msg);
 }
@@ -302,6 +320,7 @@ int http_render_check(h2o_req_t *req, server *srv, const eng_result *res,
          res->allowed ? "OK" : "OVER_LIMIT", res->allowed ? "true" : "false");
   maybe_message(&b, srv, res, peek);
   http_shed_add(req, &b, res);
+  add_lease(req, &b, res, NULL);
   for (size_t i = 0; i < res->n; i++)
     if (res->st[i].unchecked && !res->st[i].shadow) {
       STRBUF_LIT(&b, ",\"unchecked\":true");
@@ -349,11 +368,35 @@ int http_render_throttle(h2o_req_t *req, server *srv, const eng_result *res,
   strbuf_add_i64(&b, ns_to_ms_up(d->delay_ns));
   STRBUF_LIT(&b, ",\"policy\":");
   add_json_str(&b, res->st[0].policy_str, strlen(res->st[0].policy_str));
+  if (res->st[0].policy && res->st[0].policy->algo == SL_CONCURRENCY) {
+    STRBUF_LIT(&b, ",\"in_flight\":");
+    strbuf_add_i64(&b, d->limit - d->remaining);
+  }
+  add_lease(req, &b, res, res->st[0].policy_str);
   maybe_message(&b, srv, res, 0);
   STRBUF_LIT(&b, "}\n");
   add_limit_headers(req, srv, res, now);
   return http_send_body(req, d->allowed ? 200 : srv->o.deny_status,
                    "application/json", &b);
+}
+
+int http_render_lease(h2o_req_t *req, const eng_result *res, int renew) {
+  ANSWER_BUF(b);
+  strbuf_addf(&b, "{\"%s\":%s", renew ? "renewed" : "released",
+              res->allowed ? "true" : "false");
+  if (!res->allowed)
+    STRBUF_LIT(&b, ",\"reason\":\"no such live lease (unknown, already "
+                   "released, or expired)\"");
+  if (res->worst >= 0) {
+    const sl_decision *d = &res->st[res->worst].d;
+    strbuf_addf(&b, ",\"limit\":%lld,\"in_flight\":%lld",
+                (long long)d->limit, (long long)(d->limit - d->remaining));
+    if (renew && res->allowed)
+      strbuf_addf(&b, ",\"ttl_ms\":%lld",
+                  (long long)ns_to_ms_up(res->st[res->worst].policy->period_ns));
+  }
+  STRBUF_LIT(&b, "}\n");
+  return http_send_body(req, 200, "application/json", &b);
 }
 
 /* A reset's answer: {"reset":N}, or why it failed. */

@@ -10,6 +10,8 @@
  *                                      remaining, retry_after_ms, reset_ms,
  *                                      rule] (limit -1: no rule matched,
  *                                      rule ""; or an unlimited rule)
+ *   SL.ACQUIRE key policy, SL.RELEASE key lease, SL.RENEW key lease:
+ *                                      concurrency leases (resp_lease.c)
  *   SL.RESET key [policy]              forgets key under the ad-hoc policy,
  *                                      or every one this daemon has used:
  *                                      the number of states dropped
@@ -46,7 +48,7 @@
 #define SLOTS_PAUSE 1024    /* ... or this many commands waiting for Redis */
 #define WBUF_KEEP (64 << 10) /* a written buffer bigger than this is freed */
 
-enum { K_CL, K_SL_THROTTLE, K_SL_CHECK, K_SL_RESET };
+enum { K_CL, K_SL_THROTTLE, K_SL_CHECK, K_SL_RESET, K_FN };
 
 #define SL_CHECK_ARITY                                                  \
   "ERR wrong number of arguments for 'sl.check' command (SL.CHECK domain " \
@@ -58,6 +60,7 @@ typedef struct resp_slot {
   resp_conn *c;        /* NULL: the connection closed while it waited */
   int done;            /* reply in buf */
   int kind, never;
+  resp_reply_fn reply; /* K_FN: writes the reply (resp_decide) */
   char *buf;
   size_t len;
   /* then, for a waiting command, the eng_result (or, for SL.RESET, the
@@ -358,17 +361,20 @@ static void slot_done(void *ud, int rc, eng_result *r) {
     reply_cl(c, r, s->never);
   else if (s->kind == K_SL_THROTTLE)
     reply_sl_throttle(c, r);
+  else if (s->kind == K_FN)
+    s->reply(c, r);
   else
     reply_sl_check(c, r);
   slot_answered(c, s, mark);
 }
 
 /*
- * Runs CALL (an engine_decide deciding into `r`, with slot_done and `slot`)
+ * Runs CALL (an engine_decide deciding into `r`, with slot_done and `slot`;
+ * reply_: K_FN's reply writer, else NULL)
  * and leaves its rc in `rc`: in fleet mode with an answer to wait for, the
  * command's slot joins the queue and the handler returns.
  */
-#define RESP_DECIDE(kind_, never_, CALL)                     \
+#define RESP_DECIDE(kind_, never_, reply_, CALL)             \
   eng_result stack_r, *r = &stack_r;                         \
   resp_slot *slot = NULL;                                    \
   if (c->w->may_wait) {                                      \
@@ -381,6 +387,7 @@ static void slot_done(void *ud, int rc, eng_result *r) {
     slot->done = 0;                                          \
     slot->kind = (kind_);                                    \
     slot->never = (never_);                                  \
+    slot->reply = (reply_);                                  \
     slot->buf = NULL;                                        \
     slot->len = 0;                                           \
     r = (eng_result *)(void *)(slot + 1);                    \
@@ -473,7 +480,7 @@ static void cmd_cl_throttle(resp_conn *c, const resp_cmd *cmd) {
                  .policy = &p,
                  .cost = never ? 0 : qty,
                  .now = now};
-  RESP_DECIDE(K_CL, never,
+  RESP_DECIDE(K_CL, never, NULL,
               engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
     engine_error(c, r->msg);
@@ -495,13 +502,23 @@ static void cmd_sl_throttle(resp_conn *c, const resp_cmd *cmd) {
                  .spec_len = cmd->len[2],
                  .cost = cost,
                  .now = clock_wall_ns()};
-  RESP_DECIDE(K_SL_THROTTLE, 0,
+  RESP_DECIDE(K_SL_THROTTLE, 0, NULL,
               engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
     engine_error(c, r->msg);
     return;
   }
   reply_sl_throttle(c, r);
+}
+
+void resp_decide(resp_conn *c, const eng_query *q, resp_reply_fn reply) {
+  RESP_DECIDE(K_FN, 0, reply,
+              engine_decide(c->w->et, q, r, slot ? slot_done : NULL, slot));
+  if (rc) {
+    engine_error(c, r->msg);
+    return;
+  }
+  reply(c, r);
 }
 
 static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
@@ -544,7 +561,7 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
                  .now = clock_wall_ns(),
                  .priority = prio,
                  .priority_len = prio_len};
-  RESP_DECIDE(K_SL_CHECK, 0,
+  RESP_DECIDE(K_SL_CHECK, 0, NULL,
               engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
     engine_error(c, r->msg);
@@ -657,6 +674,18 @@ static const resp_command commands[] = {
      "Decides for key under an ad-hoc policy"},
     {NAME("SL.CHECK"), 4, -1, RESP_CMD_WRITE, cmd_sl_check, SL_CHECK_ARITY,
      "Decides one descriptor by the configured rules"},
+    {NAME("SL.ACQUIRE"), 3, 3, KW, cmd_sl_acquire,
+     "ERR wrong number of arguments for 'sl.acquire' command (SL.ACQUIRE "
+     "key policy)",
+     "Takes a lease under a concurrency policy"},
+    {NAME("SL.RELEASE"), 3, 3, KW, cmd_sl_release,
+     "ERR wrong number of arguments for 'sl.release' command (SL.RELEASE "
+     "key lease)",
+     "Gives a lease back"},
+    {NAME("SL.RENEW"), 3, 3, KW, cmd_sl_renew,
+     "ERR wrong number of arguments for 'sl.renew' command (SL.RENEW key "
+     "lease)",
+     "Extends a live lease by its policy's lease time"},
     {NAME("SL.RESET"), 2, 3, KW | RESP_CMD_ADMIN, cmd_sl_reset,
      "ERR wrong number of arguments for 'sl.reset' command (SL.RESET key "
      "[policy])",

@@ -62,6 +62,18 @@ enum {
   RESP_CMD_WRITE = 16,      /* changes state (COMMAND INFO's flags) */
 };
 
+/* Writes the reply of a decided query (resp_decide). */
+typedef void (*resp_reply_fn)(resp_conn *c, const eng_result *r);
+
+/* Decides q and replies with reply(c, r), or the engine's error; in fleet
+   mode, later, in command order (resp.c). */
+void resp_decide(resp_conn *c, const eng_query *q, resp_reply_fn reply);
+
+/* SL.ACQUIRE, SL.RELEASE, SL.RENEW (resp_lease.c). */
+void cmd_sl_acquire(resp_conn *c, const resp_cmd *cmd);
+void cmd_sl_release(resp_conn *c, const resp_cmd *cmd);
+void cmd_sl_renew(resp_conn *c, const resp_cmd *cmd);
+
 /* The table and its length (resp.c). */
 const resp_command *resp_commands(size_t *n);
 
