@@ -43,6 +43,8 @@ done | sort -t= -k5 -n | awk '{ best = $0 } END { print best }' | tee "$tmp/xtim
 echo "# sluice, 1 thread, $KEYS keys"
 "$SLUICE" bench --algo token_bucket,leaky_bucket,fixed_window,sliding_log,sliding_window,gcra \
   --keys $KEYS --seconds "$S" --repeat "$R" | tee "$tmp/one.txt"
+echo "# concurrency: acquire + release pairs (sl_limiter_take + sl_release)"
+"$SLUICE" bench --policy concurrency:1000 --keys $KEYS --seconds "$S" --repeat "$R" | tee "$tmp/conc.txt"
 echo "# sluice, batch calls (sl_limiter_take_batch, 16 per call)"
 "$SLUICE" bench --algo gcra --keys $KEYS --seconds "$S" --batch 16 --repeat "$R" | tee "$tmp/batch.txt"
 echo "# scaling: gcra on distinct keys, 1 and 2 threads"
@@ -67,7 +69,8 @@ for f in noshed shed; do
 done | tee "$tmp/shed.txt"
 
 echo "# verdicts"
-cat "$tmp/xtime.txt" "$tmp/floor.txt" "$tmp/one.txt" "$tmp/scale.txt" "$tmp/hot.txt" "$tmp/state.txt" "$tmp/shed.txt" | awk '
+sed 's/^algo=concurrency/pairs=concurrency/' "$tmp/conc.txt" >"$tmp/pairs.txt"
+cat "$tmp/xtime.txt" "$tmp/floor.txt" "$tmp/one.txt" "$tmp/pairs.txt" "$tmp/scale.txt" "$tmp/hot.txt" "$tmp/state.txt" "$tmp/shed.txt" | awk '
   function val(line, k,   n, i, kv) {
     n = split(line, kv, " ")
     for (i = 1; i <= n; i++) if (index(kv[i], k "=") == 1) return substr(kv[i], length(k) + 2)
@@ -84,6 +87,7 @@ cat "$tmp/xtime.txt" "$tmp/floor.txt" "$tmp/one.txt" "$tmp/scale.txt" "$tmp/hot.
   /^algo=gcra run=shed/ { sh1 = val($0, "decisions_per_s"); next }
   /^algo=/ && val($0, "threads") == 1 && !/^algo=floor/ && !(val($0, "algo") in one) {
     a = val($0, "algo"); one[a] = val($0, "decisions_per_s"); bpk[a] = val($0, "bytes_per_key"); order[++n] = a }
+  /^pairs=concurrency/ { pairs = val($0, "decisions_per_s") }
   /^keys=/ { save_max = val($0, "save_ms_max") }
   /^quiet:/ { p99q = val($0, "p99_ns") }
   /^saving:/ { p99s = val($0, "p99_ns") }
@@ -98,6 +102,8 @@ cat "$tmp/xtime.txt" "$tmp/floor.txt" "$tmp/one.txt" "$tmp/scale.txt" "$tmp/hot.
     }
     printf "bytes_per_key anchor=x_time_rate %s (for comparison)\n", xtb
     printf "ratio_vs_x_time_rate algo=floor=%.2f (the most any limiter doing the floor'"'"'s work reaches here)\n", fl / xt
+    # an acquire + release pair against two takes on the same keys
+    verdict("acquire_release_pairs_vs_two_takes algo=gcra", pairs / (one["gcra"] / 2), ">=", 0.8)
     verdict("scaling_2_threads algo=gcra", g2 / g1, ">=", 1.8)
     verdict("state_save_p99_vs_quiet", p99s / p99q, "<=", 2)
     verdict("state_save_ms_max_1M_keys", save_max + 0, "<=", 1000)

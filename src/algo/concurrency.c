@@ -111,13 +111,15 @@ int lset_op(const algo_policy *p, lset *set, int op, uint64_t id, int64_t t) {
     ents(set)[i] = ents(set)[--set->count];
   else
     ents(set)[i].exp = max64(ents(set)[i].exp, t + p->W);
-  prune(set, t); /* also recomputes the bounds when nothing expired */
-  bounds(set);
+  if (t >= set->min_exp)
+    prune(set, t); /* drops the expired, and recomputes the bounds */
+  else
+    bounds(set);
   return 1;
 }
 
-/* The figures of a key whose `live` leases include one expiring first at
-   `first` and the last at set->max_exp; allowed and remaining as given. */
+/* Allowed iff the live leases and cost fit LIMIT; a deny waits for the
+   earliest live lease to expire. */
 static int conc_decide(const algo_policy *p, const algo_state *st, int64_t t,
                        int64_t cost, sl_decision *d, algo_state *next) {
   (void)next;

@@ -1,6 +1,8 @@
 /*
  * bench.c — `sluice bench`: decisions per second and bytes per key of the
  * real path (sl_limiter_take on a shared store), plus the "floor" anchor.
+ * Under a concurrency policy (-p concurrency:N) a decision is an acquire
+ * and the release of its lease.
  *
  * Keys are "user:N", N uniform random in [0, keys), written into a small
  * per-thread buffer for each decision, as a server finds a key in the
@@ -173,6 +175,11 @@ static void *run_limiter(void *arg) {
             w->errors++;
           else
             ok += (uint64_t)d.allowed;
+          /* A concurrency policy: the decision is an acquire and its
+             release, the pair a request in flight costs. */
+          if (d.lease &&
+              sl_release(w->lim, keys[0], len, d.lease, now, NULL) != 1)
+            w->errors++;
         }
       }
     }
@@ -358,7 +365,7 @@ static int pick_algos(char *buf, const char *policy, char **algos) {
   }
   for (int i = 0; i < na; i++) {
     int known = !strcmp(algos[i], "floor");
-    for (int a = 0; a < SL_RATE_ALGO_COUNT; a++)
+    for (int a = 0; a < SL_ALGO_COUNT; a++)
       known |= !strcmp(algos[i], sl_algo_name((sl_algo)a));
     if (!known) {
       fprintf(stderr, "sluice bench: unknown algorithm '%s'\n", algos[i]);
