@@ -1194,7 +1194,7 @@ static void force_call(trace *tr, int step, const treq *q, int k) {
     ucost[u] += q[i].cost[0];
     const char *kn = tr->kname[q[i].pi[0]][q[i].ki[0]];
     rs_check rq = {&tr->pol[q[i].pi[0]].p, kn, strlen(kn), q[i].cost[0], 0,
-                   0};
+                   0, 0};
     char *words = NULL;
     int prc = rs_prepare_force(&rq, 1, &calls[i], &words, &reqs[i].keys_len,
                                &reqs[i].len);
