@@ -59,7 +59,7 @@ int md_request(RedisModuleCtx *ctx, const mcheck *c, size_t n, int mode,
       int64_t cost = c[i].cost, level;
       if (p->ops->force(p, state_of(&k[i]), now, &cost, &level, &next[i]))
         mkey_save(ctx, &k[i], p, &next[i], now, cost, real_ms);
-      out[i] = (sl_decision){1, p->B, level, 0, 0, 0};
+      out[i] = (sl_decision){1, p->B, level, 0, 0, 0, 0};
       continue;
     }
     charge[i] = p->ops->decide(p, state_of(&k[i]), now, c[i].cost, &out[i],
