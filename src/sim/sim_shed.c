@@ -117,7 +117,7 @@ int sim_shed_take(run_state *rs, int p, int64_t t, int32_t cls, int64_t cost,
   sl_shedder_take(rs->shed[p], (uint32_t)cls, cost, t, &sd);
   if (!sd.shed) return 0;
   rs->cls_shed[p][cls]++;
-  *d = (sl_decision){0, 0, 0, 0, NS_S, 0};
+  *d = (sl_decision){0, 0, 0, 0, NS_S, 0, 0};
   return 1;
 }
 

@@ -917,7 +917,7 @@ static int sent_bin(rc_client *c, int nd, const char *s) {
 /* One exact-mode call (rs_format's EVALSHA) sent on node 0. */
 static void send_call(rc_client *c, outcome *o) {
   sl_policy p = {SL_TOKEN_BUCKET, 10, 10, 1000000000};
-  rs_check chk = {&p, "k", 1, 1, 0, 0};
+  rs_check chk = {.policy = &p, .key = "k", .key_len = 1, .cost = 1};
   rs_call call;
   char *cmd;
   size_t len;

@@ -1140,7 +1140,7 @@ static void bad_policy_is_an_error_with_the_policy_message(void **state) {
                   "      policy: \"tokenbucket:1/s\"\n",
                   "t.yaml:5:15: unknown algorithm 'tokenbucket' (expected "
                   "token_bucket, leaky_bucket, fixed_window, sliding_log, "
-                  "sliding_window or gcra)",
+                  "sliding_window, gcra or concurrency)",
                   NULL);
 }
 
@@ -1155,7 +1155,7 @@ static void bad_algorithm_is_an_error_at_the_algorithm(void **state) {
                   "      algorithm: fixed\n",
                   "t.yaml:7:18: unknown algorithm 'fixed' (expected "
                   "token_bucket, leaky_bucket, fixed_window, sliding_log, "
-                  "sliding_window or gcra)",
+                  "sliding_window, gcra or concurrency)",
                   NULL);
 }
 

@@ -949,7 +949,7 @@ static void throttle_with_a_bad_policy_says_why(void **state) {
   assert_int_equal(rc, SL_EPOLICY);
   assert_string_equal(err, "unknown algorithm 'tokenbucket' (expected "
                            "token_bucket, leaky_bucket, fixed_window, "
-                           "sliding_log, sliding_window or gcra)");
+                           "sliding_log, sliding_window, gcra or concurrency)");
   rc = do_throttle(f.t, "k", 1, "gcra:0/s", 8, 1, T0, &r, err, sizeof err);
   assert_int_equal(rc, SL_EPOLICY);
   assert_string_equal(err, "limit '0' must be positive");

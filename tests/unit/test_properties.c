@@ -806,7 +806,7 @@ static void extreme_policies_hold_to_every_definition(void **state) {
                        CHK_FRESHEQ | CHK_CHANGE;
   static trace tr;
   int ran = 0;
-  for (int a = 0; a < SL_ALGO_COUNT; a++) {
+  for (int a = 0; a < SL_RATE_ALGO_COUNT; a++) {
     for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
       sl_policy pub = pub_of((sl_algo)a, &ext[i]);
       algo_policy ap;

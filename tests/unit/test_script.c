@@ -121,7 +121,8 @@ static int format_rc(const rs_check *c, size_t n, int dry, int64_t now) {
 
 static rs_check chk(const sl_policy *p, const char *key, int64_t cost,
                     int shadow) {
-  rs_check c = {p, key, key ? strlen(key) : 0, cost, shadow, 0};
+  rs_check c = {.policy = p, .key = key, .key_len = key ? strlen(key) : 0,
+                .cost = cost, .shadow = shadow};
   return c;
 }
 
@@ -410,7 +411,7 @@ static void bad_arguments_are_einval(void **state) {
 
   rs_check neg = chk(&p, "k", -1, 0);
   assert_int_equal(format_rc(&neg, 1, 0, 0), SL_EINVAL);
-  rs_check nokey = {&p, NULL, 3, 1, 0, 0};
+  rs_check nokey = {.policy = &p, .key = NULL, .key_len = 3, .cost = 1};
   assert_int_equal(format_rc(&nokey, 1, 0, 0), SL_EINVAL);
   rs_check nopol = chk(NULL, "k", 1, 0);
   assert_int_equal(format_rc(&nopol, 1, 0, 0), SL_EINVAL);
@@ -446,7 +447,7 @@ static void key_over_4096_bytes_is_ekey(void **state) {
   char *key = malloc(4097);
   assert_non_null(key);
   memset(key, 'k', 4097);
-  rs_check c = {&p, key, 4096, 1, 0, 0};
+  rs_check c = {.policy = &p, .key = key, .key_len = 4096, .cost = 1};
   assert_int_equal(format_rc(&c, 1, 0, 0), 0);
   c.key_len = 4097;
   assert_int_equal(format_rc(&c, 1, 0, 0), SL_EKEY);
@@ -833,7 +834,9 @@ static void hand_built_trees_never_crash(void **state) {
 static void native_form_shares_the_script_arguments(void **state) {
   (void)state;
   sl_policy p = {SL_GCRA, 10, 10, 1000000000};
-  rs_check chk[2] = {{&p, "a", 1, 1, 0, 0}, {&p, "b", 1, 2, 1, 0}};
+  rs_check chk[2] = {{.policy = &p, .key = "a", .key_len = 1, .cost = 1},
+                     {.policy = &p, .key = "b", .key_len = 1, .cost = 2,
+                      .shadow = 1}};
   rs_call call;
   char *cmd, hdr[RS_NATIVE_HDR];
   size_t len, hl;

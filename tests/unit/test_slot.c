@@ -14,7 +14,7 @@
 /* ---- local helpers ---- */
 
 static rs_check chk(const sl_policy *p, const char *key, int64_t cost) {
-  rs_check c = {p, key, strlen(key), cost, 0, 0};
+  rs_check c = {.policy = p, .key = key, .key_len = strlen(key), .cost = cost};
   return c;
 }
 
