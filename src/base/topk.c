@@ -1,0 +1,211 @@
+/*
+ * topk.c — Space-Saving summaries and their merge (topk.h says what they
+ * promise). A summary is three arrays of k and an index: the counters in
+ * no order, a min-heap of them by count (the one a new key replaces is
+ * its root), and an open-addressing table from a key's id to its counter.
+ * A counter only ever grows until the summary is cleared, so an increment
+ * only sifts down.
+ */
+#include "topk.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash.h"
+
+int topk_init(topk *s, size_t k) {
+  memset(s, 0, sizeof *s);
+  if (k < 1 || k > TOPK_MAX) return -1;
+  size_t icap = 4;
+  while (icap < 2 * k) icap *= 2;
+  s->k = k;
+  s->icap = icap;
+  s->items = malloc(k * sizeof *s->items);
+  s->heap = malloc(k * sizeof *s->heap);
+  s->pos = malloc(k * sizeof *s->pos);
+  s->index = calloc(icap, sizeof *s->index);
+  if (!s->items || !s->heap || !s->pos || !s->index) {
+    topk_free(s);
+    return -1;
+  }
+  return 0;
+}
+
+void topk_free(topk *s) {
+  free(s->items);
+  free(s->heap);
+  free(s->pos);
+  free(s->index);
+  memset(s, 0, sizeof *s);
+}
+
+void topk_clear(topk *s) {
+  if (s->n) memset(s->index, 0, s->icap * sizeof *s->index);
+  s->n = 0;
+  s->total = 0;
+}
+
+/* The index slot of id: where it is, or the empty slot where it would go. */
+static size_t slot_of(const topk *s, uint64_t id) {
+  size_t m = s->icap - 1, i = (size_t)hash_mix(id) & m;
+  while (s->index[i] && s->items[s->index[i] - 1].id != id) i = (i + 1) & m;
+  return i;
+}
+
+/* Removes id's entry from the index (linear probing's backward shift:
+   every entry stays reachable from its home slot). */
+static void index_remove(topk *s, uint64_t id) {
+  size_t m = s->icap - 1, hole = slot_of(s, id);
+  if (!s->index[hole]) return;
+  for (size_t i = (hole + 1) & m; s->index[i]; i = (i + 1) & m) {
+    size_t home = (size_t)hash_mix(s->items[s->index[i] - 1].id) & m;
+    /* The entry at i may move to the hole only if its home is not in
+       (hole, i], cyclically. */
+    int between = hole <= i ? (home > hole && home <= i)
+                            : (home > hole || home <= i);
+    if (!between) {
+      s->index[hole] = s->index[i];
+      hole = i;
+    }
+  }
+  s->index[hole] = 0;
+}
+
+static void heap_swap(topk *s, size_t a, size_t b) {
+  uint32_t x = s->heap[a];
+  s->heap[a] = s->heap[b];
+  s->heap[b] = x;
+  s->pos[s->heap[a]] = (uint32_t)a;
+  s->pos[s->heap[b]] = (uint32_t)b;
+}
+
+static uint64_t count_at(const topk *s, size_t h) {
+  return s->items[s->heap[h]].count;
+}
+
+/* Restores the heap below place h after its count grew. */
+static void sift_down(topk *s, size_t h) {
+  for (;;) {
+    size_t l = 2 * h + 1, r = l + 1, least = h;
+    if (l < s->n && count_at(s, l) < count_at(s, least)) least = l;
+    if (r < s->n && count_at(s, r) < count_at(s, least)) least = r;
+    if (least == h) return;
+    heap_swap(s, h, least);
+    h = least;
+  }
+}
+
+/* Restores the heap above place h (a counter added with a small count). */
+static void sift_up(topk *s, size_t h) {
+  while (h > 0 && count_at(s, (h - 1) / 2) > count_at(s, h)) {
+    heap_swap(s, h, (h - 1) / 2);
+    h = (h - 1) / 2;
+  }
+}
+
+void topk_add(topk *s, uint64_t id, uint64_t w, topk_text_fn text, void *ctx) {
+  s->total += w;
+  size_t slot = slot_of(s, id);
+  if (s->index[slot]) { /* counted already */
+    uint32_t i = s->index[slot] - 1;
+    s->items[i].count += w;
+    sift_down(s, s->pos[i]);
+    return;
+  }
+  uint32_t i;
+  uint64_t floor = 0;
+  if (s->n < s->k) { /* a free counter */
+    i = (uint32_t)s->n;
+    s->heap[s->n] = i;
+    s->pos[i] = (uint32_t)s->n;
+    s->n++;
+  } else { /* the smallest counter changes hands */
+    i = s->heap[0];
+    floor = s->items[i].count;
+    index_remove(s, s->items[i].id);
+    slot = slot_of(s, id);
+  }
+  topk_item *it = &s->items[i];
+  it->id = id;
+  it->count = floor + w;
+  it->err = floor;
+  it->text[0] = '\0';
+  if (text) text(ctx, it->text, sizeof it->text);
+  s->index[slot] = i + 1;
+  if (floor)
+    sift_down(s, s->pos[i]);
+  else
+    sift_up(s, s->pos[i]);
+}
+
+uint64_t topk_floor(const topk *s) {
+  return s->n == s->k && s->n ? count_at(s, 0) : 0;
+}
+
+/* ---- merging ---- */
+
+void topk_merge_add(topk_merge *m, const topk *s) {
+  if (m->n + s->n > m->cap) {
+    size_t cap = m->cap ? m->cap : 64;
+    while (cap < m->n + s->n) cap *= 2;
+    topk_gathered *v = realloc(m->v, cap * sizeof *v);
+    if (!v) {
+      m->oom = 1;
+      return;
+    }
+    m->v = v;
+    m->cap = cap;
+  }
+  uint64_t floor = topk_floor(s);
+  for (size_t i = 0; i < s->n; i++)
+    m->v[m->n + i] = (topk_gathered){s->items[i], floor};
+  m->n += s->n;
+  m->total += s->total;
+  m->sum_min += floor;
+}
+
+static int by_id(const void *a, const void *b) {
+  uint64_t x = ((const topk_gathered *)a)->it.id;
+  uint64_t y = ((const topk_gathered *)b)->it.id;
+  return x < y ? -1 : x > y;
+}
+
+static int by_count_desc(const void *a, const void *b) {
+  const topk_item *x = &((const topk_gathered *)a)->it;
+  const topk_item *y = &((const topk_gathered *)b)->it;
+  if (x->count != y->count) return x->count < y->count ? 1 : -1;
+  return x->id < y->id ? -1 : x->id > y->id; /* (a stable order) */
+}
+
+size_t topk_merge_top(topk_merge *m, topk_item *out, size_t n) {
+  if (!m->n || !n) return 0;
+  /* One entry per key: its counts summed over the summaries that hold
+     it, plus the floor of each that does not (sum_min less the floors of
+     those that do), in count and in err alike. */
+  qsort(m->v, m->n, sizeof *m->v, by_id);
+  size_t w = 0;
+  for (size_t i = 0; i < m->n;) {
+    topk_gathered g = m->v[i];
+    uint64_t held_min = m->v[i].floor;
+    size_t j = i + 1;
+    for (; j < m->n && m->v[j].it.id == g.it.id; j++) {
+      g.it.count += m->v[j].it.count;
+      g.it.err += m->v[j].it.err;
+      held_min += m->v[j].floor;
+    }
+    g.it.count += m->sum_min - held_min;
+    g.it.err += m->sum_min - held_min;
+    m->v[w++] = g;
+    i = j;
+  }
+  m->n = w;
+  qsort(m->v, m->n, sizeof *m->v, by_count_desc);
+  size_t k = m->n < n ? m->n : n;
+  for (size_t i = 0; i < k; i++) out[i] = m->v[i].it;
+  return k;
+}
+
+void topk_merge_free(topk_merge *m) {
+  free(m->v);
+  memset(m, 0, sizeof *m);
+}
