@@ -54,6 +54,7 @@ typedef struct pending {
   eng_done_fn done;
   void *ud;
   int64_t t0;
+  eng_query *q; /* a copy for the observer (NULL: none) */
   finish_ctx f;
 } pending;
 
@@ -194,8 +195,9 @@ static void count_rules(engine_thread *t, eng_result *out,
 
 /* The decision is complete: out gets the backend's answer (dec, all),
    the outcome is counted, and ranked. */
-static void finish(engine_thread *t, const finish_ctx *f, eng_result *out,
-                   const sl_decision *dec, int all, int64_t t0) {
+static void finish_decision(engine_thread *t, const finish_ctx *f,
+                            eng_result *out, const sl_decision *dec, int all,
+                            int64_t t0) {
   engine *e = t->e;
   metric_observe(&t->m, e->mid[M_LATENCY], clock_mono_ns() - t0);
   out->lease = 0;
@@ -241,6 +243,16 @@ static void finish(engine_thread *t, const finish_ctx *f, eng_result *out,
   rank(out, f->ndesc);
 }
 
+/* finish_decision, then the decision is final: the observer sees it (q
+   NULL: a waiting decision whose copy could not be made). */
+static void finish(engine_thread *t, const finish_ctx *f, eng_result *out,
+                   const sl_decision *dec, int all, int64_t t0,
+                   const eng_query *q) {
+  finish_decision(t, f, out, dec, all, t0);
+  engine *e = t->e;
+  if (e->o.observe && q) e->o.observe(e->o.observe_ud, t->slot, q, out);
+}
+
 /* Pins (delta 1) or unpins (-1) the ad-hoc policies a waiting decision
    uses: its own, and its descriptors' overrides. */
 static void pin(const finish_ctx *f, int delta) {
@@ -252,11 +264,12 @@ static void pin(const finish_ctx *f, int delta) {
 /* The backend's answer to a pending decision. */
 static void decided(void *ud, const sl_decision *dec, int all) {
   pending *p = ud;
-  finish(p->t, &p->f, p->out, dec, all, p->t0);
+  finish(p->t, &p->f, p->out, dec, all, p->t0, p->q);
   /* Before unpinning: the caller reads out's rules, which live in p->g. */
   p->done(p->ud, 0, p->out);
   atomic_fetch_sub(&p->g->pins, 1);
   pin(&p->f, -1);
+  free(p->q);
   free(p);
 }
 
@@ -320,13 +333,15 @@ static int run(engine_thread *t, const eng_query *q, const eng_check *checks,
                eng_error_of(SL_ENOMEM)->message);
       return SL_ENOMEM;
     }
-    *p = (pending){t, t->g, out, done, ud, t0, *f};
+    *p = (pending){t, t->g, out, done, ud, t0, NULL, *f};
+    if (e->o.observe) p->q = query_copy(q);
     atomic_fetch_add(&p->g->pins, 1);
     pin(f, 1);
     rc = b->ops->decide(b, t->bt, &dq, dec, &all, decided, p);
     if (rc == ENG_PENDING) return rc;
     atomic_fetch_sub(&p->g->pins, 1);
     pin(f, -1);
+    free(p->q);
     free(p);
   } else if (nc) {
     rc = b->ops->decide(b, t->bt, &dq, dec, &all, NULL, NULL);
@@ -336,7 +351,7 @@ static int run(engine_thread *t, const eng_query *q, const eng_check *checks,
     decision_msg(q, checks, nc, rc, out->msg, sizeof out->msg);
     return rc;
   }
-  finish(t, f, out, dec, all, t0);
+  finish(t, f, out, dec, all, t0, q);
   return 0;
 }
 

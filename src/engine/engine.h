@@ -38,6 +38,20 @@
 typedef struct engine engine;
 typedef struct engine_thread engine_thread;
 typedef struct eng_backend eng_backend; /* engine/backend.h */
+struct eng_query;
+struct eng_result;
+
+/*
+ * Who sees every decision once it is final (the daemon's denial log and
+ * top keys, server/observe.c): called on the deciding thread, whose slot
+ * (0..ENG_MAX_THREADS-1, one per live engine_thread) lets the observer
+ * keep per-thread state. q is the query as asked (for a decision that
+ * waited for its store, a copy the engine made); both stay valid only
+ * during the call.
+ */
+typedef void (*eng_observe_fn)(void *ud, unsigned slot,
+                               const struct eng_query *q,
+                               const struct eng_result *out);
 
 typedef struct engine_opts {
   size_t max_memory; /* the local store's cap; 0 = library default */
@@ -54,6 +68,8 @@ typedef struct engine_opts {
      not, and a cost above a limit's capacity is a denial). CHARGE_ALL
      needs the memory backend (engine_new refuses it otherwise). */
   int charging;
+  eng_observe_fn observe; /* NULL: nobody */
+  void *observe_ud;
 } engine_opts;
 
 enum { ENG_CHARGE_ALLOWED = 0, ENG_CHARGE_ALL = 1 };
@@ -190,6 +206,8 @@ typedef struct eng_query {
      left out); 0: decide. */
   int lease_op;
   uint64_t lease;
+  const char *client; /* the client's address as text, for the observer
+                         (the denial log); NULL: unknown */
 } eng_query;
 
 enum { ENG_LEASE_RELEASE = 1, ENG_LEASE_RENEW = 2 };

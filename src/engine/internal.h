@@ -249,6 +249,13 @@ void adhoc_reclaim(engine *e);
 /* Whether every online thread has moved past adhoc epoch `epoch`. */
 int threads_past_epoch(engine *e, uint64_t epoch);
 
+/* ---- observe.c ---- */
+
+/* A deep copy of q in one allocation (free() it): what the observer reads
+   of a decision that finishes after its caller's query is gone. NULL
+   when out of memory. */
+eng_query *query_copy(const eng_query *q);
+
 /* ---- decide.c ---- */
 
 /* The store key of a descriptor: its entries, length-prefixed, each value

@@ -7,7 +7,8 @@
  *                 --ready-file, the bound addresses written for whoever
  *                 waits for the daemon;
  *   daemon_run    the main thread's loop: signals (SIGHUP reloads,
- *                 SIGTERM/SIGINT stop), the store's active expiry a
+ *                 SIGUSR1 opens the denial log again, SIGTERM/SIGINT
+ *                 stop), the store's active expiry a
  *                 bounded step every 100 ms, and a config file that changed
  *                 on disk (reload.c);
  *   daemon_stop   the workers stop accepting and finish what is in flight
@@ -33,9 +34,11 @@
 #include "../fleet/script.h"
 #include "../fleet/shed_sync.h"
 #include "../fleet/sync.h"
+#include "../engine/backend.h"
 #include "daemon.h"
 #include "grpc_server.h"
 #include "listen.h"
+#include "observe.h"
 #include "options.h"
 #include "reload.h"
 #include "statefile.h"
@@ -61,6 +64,7 @@ typedef struct daemon_state {
   fleet_shed_sync *shed; /* fleet mode: load shedding's usage, shared */
   config_watch watch;
   int ready_written;  /* --ready-file is there (remove it at the stop) */
+  observe obs;        /* the denial log and top keys */
 } daemon_state;
 
 /* ---- start ---- */
@@ -69,6 +73,10 @@ typedef struct daemon_state {
 static int start_engine(daemon_state *d) {
   const serve_args *a = &d->args;
   server *srv = &d->srv;
+  /* Who is being limited: the denial log and top keys see every final
+     decision through the engine's observer. */
+  if (observe_start(&d->obs, &a->obs)) return -1;
+  srv->obs = &d->obs;
   sl_config *cfg = config_load_logged(srv->o.config_path, srv->fleet,
                                       srv->o.merge_domains);
   if (!cfg) return -1;
@@ -91,10 +99,17 @@ static int start_engine(daemon_state *d) {
                     .on_store_error = a->on_store_error,
                     .local_fraction = a->local_fraction,
                     .backend = d->backend,
-                    .charging = a->charging};
+                    .charging = a->charging,
+                    .observe = observe_wanted(&d->obs) ? observe_decision
+                                                       : NULL,
+                    .observe_ud = &d->obs};
   srv->eng = engine_new(&eo, cfg, err, sizeof err);
   if (!srv->eng) {
     log_msg("error", "%s", err);
+    return -1;
+  }
+  if (observe_metrics(&d->obs, engine_metrics_registry(srv->eng))) {
+    log_msg("error", "too many metrics");
     return -1;
   }
   config_log(srv->o.config_path ? srv->o.config_path
@@ -204,6 +219,7 @@ static int daemon_start(daemon_state *d) {
   sigaddset(&d->sigs, SIGINT);
   sigaddset(&d->sigs, SIGTERM);
   sigaddset(&d->sigs, SIGHUP);
+  sigaddset(&d->sigs, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &d->sigs, NULL); /* workers inherit the mask */
 
   if (!ok || workers_start(d->workers)) return -1;
@@ -265,6 +281,8 @@ static void daemon_run(daemon_state *d) {
               sig == SIGINT ? "SIGINT" : "SIGTERM", srv->o.shutdown_grace_ms);
       return;
     }
+    if (sig == SIGUSR1) /* logrotate moved the denial log */
+      observe_reopen(&d->obs);
     if (sig == SIGHUP) {
       log_msg("info", "SIGHUP: reloading the config");
       if (path)
@@ -300,12 +318,16 @@ static void daemon_run(daemon_state *d) {
  */
 static int daemon_stop(daemon_state *d, int ok) {
   server *srv = &d->srv;
-  if (!srv->eng) return 1; /* nothing started (the config did not load) */
+  if (!srv->eng) { /* nothing started (the config did not load) */
+    observe_stop(&d->obs);
+    return 1;
+  }
   /* gRPC first, while the workers still run: an exact-mode decision in
      flight is answered from a worker's loop. */
   grpc_front_stop(d->grpc);
   atomic_store(&srv->stopping, 1);
   if (d->workers) workers_join(d->workers);
+  observe_stop(&d->obs); /* the queued lines written */
   if (ok && d->args.state_file) statefile_save(srv->eng, d->args.state_file, 1);
   rs_sync_stop(d->sync); /* pushes the last interval's charges */
   fleet_shed_sync_free(d->shed);

@@ -33,6 +33,7 @@
 
 #include "http.h"
 #include "lease.h"
+#include "observe.h"
 
 typedef struct sluice_handler {
   h2o_handler_t super;
@@ -112,6 +113,15 @@ static void wait_done(void *ud, int rc, eng_result *res) {
   free(wt);
 }
 
+/* The client's address for the denial log, or NULL when nothing logs
+   it (it costs a formatting per request). */
+static const char *http_client(h2o_req_t *req, server *srv, char *buf,
+                               size_t len) {
+  if (!observe_wants_client(srv->obs)) return NULL;
+  http_client_addr(req, srv, buf, len);
+  return buf;
+}
+
 /*
  * Decides req's descriptors and sends the answer (status, headers, body).
  * `skipped` (NULL: none) marks, among the `asked` descriptors of the
@@ -142,8 +152,10 @@ static int answer_check(h2o_req_t *req, server *srv, const eng_request *er,
                  sizeof *skipped);
   }
   if (!prio) prio = http_priority(req, &prio_len);
+  char client[64];
   eng_query q = {.kind = ENG_QUERY_RULES, .req = &r, .now = now,
-                 .priority = prio, .priority_len = prio_len};
+                 .priority = prio, .priority_len = prio_len,
+                 .client = http_client(req, srv, client, sizeof client)};
   int rc =
       r.n ? engine_decide(w->et, &q, res, wt ? wait_done : NULL, wt) : 0;
   if (rc == ENG_PENDING) return wait_pending(wt);
@@ -211,6 +223,7 @@ static int get_throttle(h2o_req_t *req, server *srv, int peek) {
     return http_send_error(req, 400, "key longer than %zu bytes", srv->o.max_key);
   int64_t now = clock_wall_ns();
   eng_result stack_res, *res = &stack_res;
+  char client[64];
   http_wait *wt = wait_new(req, srv, W_THROTTLE, now);
   if (wt) res = &wt->u.r;
   eng_query q = {.kind = ENG_QUERY_POLICY,
@@ -219,7 +232,8 @@ static int get_throttle(h2o_req_t *req, server *srv, int peek) {
                  .spec = pol->value,
                  .spec_len = pol->value_len,
                  .cost = cost,
-                 .now = now};
+                 .now = now,
+                 .client = http_client(req, srv, client, sizeof client)};
   int rc = engine_decide(w->et, &q, res, wt ? wait_done : NULL, wt);
   if (rc == ENG_PENDING) return wait_pending(wt);
   int sent = rc ? http_engine_error(req, rc, res->msg)
@@ -422,6 +436,7 @@ static int route_metrics(h2o_req_t *req, server *srv) {
   b.len = len;
   b.cap = len + 1;
   b.oom = text == NULL;
+  if (srv->obs->top) topkeys_prometheus(srv->obs->top, clock_wall_ns(), &b);
   return http_send_body(req, 200, "text/plain; version=0.0.4; charset=utf-8",
                         &b);
 }
@@ -479,6 +494,7 @@ static const http_route routes[] = {
     {"/readyz", M_GET, 0, route_readyz},
     {"/admin/reset", M_POST, 1, admin_reset},
     {"/admin/inspect", M_GET | M_POST, 1, route_inspect},
+    {"/v1/top", M_GET, 1, http_top},
     /* The page and what it reads (http_ui.c). */
     {"/v1/sim", M_POST, 0, http_sim},
     {"/v1/sim/examples", M_GET, 0, http_sim_examples},

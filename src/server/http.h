@@ -86,6 +86,14 @@ int http_body_request(h2o_req_t *req, server *srv, json_t **root,
    overlong, a surrogate, past U+10FFFF, cut short). */
 size_t http_utf8_len(const unsigned char *s, size_t n);
 
+/* Appends s[0..n) as a JSON string: escaped, U+FFFD for bytes that are
+   not UTF-8 (answers, and the denial log's lines). */
+void http_json_str(strbuf *b, const char *s, size_t n);
+
+/* The client's address as text, per $remote_addr's rules
+   (http_request.c): what the denial log shows. */
+void http_client_addr(h2o_req_t *req, server *srv, char *buf, size_t len);
+
 /* Adds a response header (the value is copied into the request's pool:
    h2o keeps the pointer). */
 void http_add_header(h2o_req_t *req, const char *name, const char *value,
@@ -162,5 +170,9 @@ void http_shed_add(h2o_req_t *req, strbuf *b, const eng_result *r);
 int http_utilisation(h2o_req_t *req, server *srv);
 /* GET /v1/shedding?domain=D: the domain's shedder (engine_shed_json). */
 int http_shedding(h2o_req_t *req, server *srv);
+
+/* GET /v1/top?rule=R&n=N: the rule's heaviest keys (topkeys.c; 404
+   without --top-keys). */
+int http_top(h2o_req_t *req, server *srv);
 
 #endif /* SLUICE_SERVER_HTTP_H */

@@ -58,6 +58,10 @@ static void add_json_str(strbuf *b, const char *s, size_t n) {
   STRBUF_LIT(b, "\"");
 }
 
+void http_json_str(strbuf *b, const char *s, size_t n) {
+  add_json_str(b, s, n);
+}
+
 /* ---- responses ---- */
 
 static const char *reason(int status) {

@@ -200,6 +200,10 @@ static void remote_addr(h2o_req_t *req, server *srv, char *buf, size_t len) {
               (socklen_t)len);
 }
 
+void http_client_addr(h2o_req_t *req, server *srv, char *buf, size_t len) {
+  remote_addr(req, srv, buf, len);
+}
+
 /*
  * Resolves a value reference in place. Returns 1 when the value is usable,
  * 0 when it names a missing header (the descriptor is skipped).

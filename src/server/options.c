@@ -75,6 +75,13 @@ static int parse_store_error(serve_args *a, const char *v, char *err,
                              size_t len);
 static int parse_clock_skew(serve_args *a, const char *v, char *err,
                             size_t len);
+static int parse_log_rate(serve_args *a, const char *v, char *err,
+                          size_t len);
+
+static const opt_word value_modes[] = {{"plain", OBS_VALUES_PLAIN},
+                                       {"hash", OBS_VALUES_HASH},
+                                       {"redact", OBS_VALUES_REDACT},
+                                       {NULL, 0}};
 
 static const serve_option options[] = {
     {.name = "http", .arg = "ADDR:PORT", .kind = OPT_ADDR,
@@ -207,6 +214,40 @@ static const serve_option options[] = {
      .min = 100, .max = 86400000, .def = "10000",
      .help = "how often --state-file is saved: what a kill -9 can lose"},
 
+    {.name = "denial-log", .arg = "PATH", .kind = OPT_STRING,
+     FIELD(obs.log_path),
+     .section = "who is being limited (docs/operations.md)",
+     .help = "write a JSON line per denial to PATH ('-': stderr); opened "
+             "again on SIGUSR1 (logrotate)"},
+    {.name = "log-denials", .arg = "RATE", .kind = OPT_CUSTOM,
+     .parse = parse_log_rate,
+     .help = "the share of denials logged, 0 to 1 (default 1 with "
+             "--denial-log; without it, RATE > 0 logs to stderr)"},
+    {.name = "denial-log-limit", .arg = "POLICY", .kind = OPT_STRING,
+     FIELD(obs.log_limit), .def = "token_bucket:1000/s",
+     .help = "lines written at most, as a sluice policy (a flood of "
+             "denials cannot fill the disk; the rest are counted in "
+             "sluice_denial_log_dropped_total)"},
+    {.name = "denial-log-buffer", .arg = "BYTES", .kind = OPT_BYTES,
+     FIELD(obs.log_buffer), .min = 4096, .max = 1 << 30, .def = "1M",
+     .help = "lines waiting for the disk at most; past it they are dropped "
+             "and counted, and the workers never wait"},
+    {.name = "denial-log-values", .arg = "MODE", .kind = OPT_ENUM,
+     FIELD(obs.values), .words = value_modes, .def = "plain",
+     .help = "how descriptor values and client addresses are shown in the "
+             "log and in top keys: plain, hash (keyed BLAKE2b) or redact"},
+    {.name = "denial-log-secret", .arg = "FILE", .kind = OPT_STRING,
+     FIELD(obs.secret_path),
+     .help = "the key of the hashes (at least 16 bytes): the same hashes "
+             "across restarts and daemons (default: random at start)"},
+    {.name = "top-keys", .arg = "K", .kind = OPT_INT, FIELD(obs.top_k),
+     .min = 0, .max = TOP_N_MAX, .def = "32",
+     .help = "counters per rule for its heaviest keys (GET /v1/top, "
+             "SL.TOP, sluice_top_key_share): counts are within N/K; 0 off"},
+    {.name = "top-keys-window", .arg = "MS", .kind = OPT_MS,
+     FIELD(obs.top_window_ms), .min = 1000, .max = 86400000, .def = "60000",
+     .help = "top keys count the window running and the one before"},
+
     {.name = "store", .arg = "URL", .kind = OPT_CUSTOM, .parse = parse_store,
      .section = "fleet mode (one limit across many daemons; docs/fleet.md)",
      .help = "memory (default), redis://[[USER]:PASS@]HOST:PORT[/DB], or "
@@ -292,6 +333,20 @@ static int parse_clock_skew(serve_args *a, const char *v, char *err,
   return 0;
 }
 
+/* --log-denials: a share of denials, 0 to 1. */
+static int parse_log_rate(serve_args *a, const char *v, char *err,
+                          size_t len) {
+  char *end;
+  errno = 0;
+  double r = strtod(v, &end);
+  if (end == v || *end || errno || !(r >= 0 && r <= 1)) {
+    snprintf(err, len, "--log-denials '%s' is not a share from 0 to 1", v);
+    return -1;
+  }
+  a->obs.log_rate = r;
+  return 0;
+}
+
 /* ---- the generic kinds ---- */
 
 /* Stores v in an integer field of 4 or 8 bytes (int, unsigned, long,
@@ -369,6 +424,7 @@ static void set_defaults(serve_args *a) {
   memset(a, 0, sizeof *a);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   a->o.threads = cores > 0 ? (unsigned)cores : 1;
+  a->obs.log_rate = -1; /* not given */
   for (size_t i = 0; i < NOPTIONS; i++) {
     const serve_option *op = &options[i];
     const char *v = op->env ? getenv(op->env) : op->def;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "../fleet/client.h"
+#include "observe.h"
 #include "server.h"
 
 /* --batch-max's default: requests per script call (make bench-fleet). */
@@ -40,6 +41,7 @@ typedef struct serve_args {
   int settle_ms;          /* --watch-settle: unchanged this long first */
   const char *state_file; /* --state-file: memory mode's keys; NULL */
   int state_ms;           /* --state-interval: how often to save it */
+  observe_opts obs;       /* the denial log and top keys (observe.h) */
 } serve_args;
 
 /*

@@ -35,6 +35,7 @@
  * their own slots, so replies still leave in command order.
  */
 #include <ctype.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -474,12 +475,14 @@ static void cmd_cl_throttle(resp_conn *c, const resp_cmd *cmd) {
   }
   int64_t now = clock_wall_ns();
   int never = qty > (long long)p.burst; /* redis-cell: limited, retry -1 */
+  char client[NI_MAXHOST];
   eng_query q = {.kind = ENG_QUERY_POLICY,
                  .key = cmd->argv[1],
                  .key_len = cmd->len[1],
                  .policy = &p,
                  .cost = never ? 0 : qty,
-                 .now = now};
+                 .now = now,
+                 .client = resp_client(c, client)};
   RESP_DECIDE(K_CL, never, NULL,
               engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
@@ -495,13 +498,15 @@ static void cmd_sl_throttle(resp_conn *c, const resp_cmd *cmd) {
     out_err(c, "ERR cost must be an integer >= 0");
     return;
   }
+  char client[NI_MAXHOST];
   eng_query q = {.kind = ENG_QUERY_POLICY,
                  .key = cmd->argv[1],
                  .key_len = cmd->len[1],
                  .spec = cmd->argv[2],
                  .spec_len = cmd->len[2],
                  .cost = cost,
-                 .now = clock_wall_ns()};
+                 .now = clock_wall_ns(),
+                 .client = resp_client(c, client)};
   RESP_DECIDE(K_SL_THROTTLE, 0, NULL,
               engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
@@ -556,11 +561,13 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
     d.entries[i] = (cfg_entry){cmd->argv[2 + 2 * i], cmd->len[2 + 2 * i],
                                cmd->argv[3 + 2 * i], cmd->len[3 + 2 * i]};
   eng_request req = {cmd->argv[1], cmd->len[1], &d, 1, hits};
+  char client[NI_MAXHOST];
   eng_query q = {.kind = ENG_QUERY_RULES,
                  .req = &req,
                  .now = clock_wall_ns(),
                  .priority = prio,
-                 .priority_len = prio_len};
+                 .priority_len = prio_len,
+                 .client = resp_client(c, client)};
   RESP_DECIDE(K_SL_CHECK, 0, NULL,
               engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
@@ -694,6 +701,8 @@ static const resp_command commands[] = {
      "ERR wrong number of arguments for 'sl.utilisation' command "
      "(SL.UTILISATION domain utilisation [SOURCE name] [TTL ms])",
      "Reports the protected service's utilisation (load shedding)"},
+    {NAME("SL.TOP"), 2, 4, RESP_CMD_ADMIN, cmd_sl_top, NULL,
+     "A rule's heaviest keys: key, count, ... (DENIALS: by denials)"},
     {NAME("AUTH"), 2, 3, BA, cmd_auth, NULL, "Authenticates the connection"},
     {NAME("HELLO"), 1, 7, BA, cmd_hello, NULL,
      "Handshakes: protocol 2 or 3, AUTH, SETNAME"},

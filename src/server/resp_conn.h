@@ -135,6 +135,10 @@ void cmd_time(resp_conn *c, const resp_cmd *cmd);
 void cmd_command(resp_conn *c, const resp_cmd *cmd);
 void cmd_config(resp_conn *c, const resp_cmd *cmd);
 void cmd_client(resp_conn *c, const resp_cmd *cmd);
+/* ... in resp_top.c: SL.TOP; and c's peer address in buf (NI_MAXHOST
+   bytes) when the denial log wants it, else NULL (eng_query.client). */
+void cmd_sl_top(resp_conn *c, const resp_cmd *cmd);
+const char *resp_client(resp_conn *c, char *buf);
 /* Whether s[0..n) may be a client's name or SETINFO value: '!'..'~'
    only, as Redis allows, and at most RESP_NAME_MAX bytes. */
 int resp_name_ok(const char *s, size_t n);

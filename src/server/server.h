@@ -79,6 +79,7 @@ typedef struct server {
                                is made in Redis */
   struct resp_shared *resp; /* RESP's process-wide budget and AUTH limiter
                                (resp_guard.h) */
+  struct observe *obs;      /* the denial log and top keys (observe.h) */
 } server;
 
 typedef struct worker {

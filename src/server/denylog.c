@@ -1,0 +1,372 @@
+/*
+ * denylog.c — the denial log: one JSON line per denial (each limit over
+ * its limit, enforced or shadow), written by a thread of its own so that
+ * a worker never waits for the disk.
+ *
+ * A denial becomes a line only if (1) the sample keeps it (--log-denials:
+ * the share of denials logged), (2) the log's own limiter has room
+ * (--denial-log-limit, a sluice policy on a store of the log's own: a
+ * flood of denials cannot fill the disk), and (3) the queue has room
+ * (--denial-log-buffer bytes: a disk slower than the denials does not
+ * grow the daemon). Lines refused by (2) and (3), and those the disk
+ * refused, are counted in sluice_denial_log_dropped_total by reason.
+ *
+ * The file is opened with O_APPEND and opened again on SIGUSR1
+ * (logrotate's convention: it renames the file, then signals): the
+ * writer closes the old descriptor only after the lines queued before
+ * the signal are written to it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../base/log.h"
+#include "../base/num.h"
+#include "http.h"
+#include "observe.h"
+
+#define LINE_MAX_BYTES 16384 /* a line is cut (and marked) past this */
+
+/* A line waiting for the writer. */
+typedef struct line {
+  struct line *next;
+  size_t len;
+  char text[];
+} line;
+
+enum { D_WRITTEN, D_RATE, D_QUEUE, D_ERROR, D_COUNT };
+
+struct denylog {
+  const observe *obs;
+  double rate;
+  int fd; /* 2 for stderr */
+  sl_store *store;
+  sl_limiter *lim;
+
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  line *head, *tail;
+  size_t queued;  /* bytes of the lines queued */
+  int reopen;     /* SIGUSR1 came */
+  int stop;
+  int writer_up;
+  pthread_t writer;
+
+  metrics *m;
+  int mid[D_COUNT];
+  int m_queued;
+};
+
+/* The log's own limiter: --denial-log-limit's policy over one key. */
+static int make_limiter(denylog *d, const char *spec, char *err, size_t len) {
+  sl_policy p;
+  char why[200];
+  if (sl_policy_parse(spec, &p, why, sizeof why)) {
+    snprintf(err, len, "--denial-log-limit '%s': %s", spec, why);
+    return -1;
+  }
+  sl_store_options so;
+  sl_store_options_init(&so);
+  so.max_memory = 1 << 20;
+  if (sl_store_new(&so, &d->store) || sl_limiter_new(d->store, &p, &d->lim)) {
+    snprintf(err, len, "--denial-log-limit: out of memory");
+    return -1;
+  }
+  return 0;
+}
+
+/* Opens the log's file (append, created 0640). */
+static int open_log(const char *path) {
+  return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+}
+
+static int to_stderr(const char *path) {
+  return !path || !strcmp(path, "-");
+}
+
+/* Writes all of buf to fd: 0, or -1 (errno). */
+static int write_all(int fd, const char *buf, size_t n) {
+  while (n) {
+    ssize_t w = write(fd, buf, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    buf += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* The writer: takes the queue whole, writes it, and opens the file again
+   when SIGUSR1 asked, until stopped with nothing left. */
+static void *writer_main(void *arg) {
+  denylog *d = arg;
+  const char *path = d->obs->o.log_path;
+  pthread_mutex_lock(&d->lock);
+  for (;;) {
+    while (!d->head && !d->reopen && !d->stop)
+      pthread_cond_wait(&d->cond, &d->lock);
+    line *batch = d->head;
+    int reopen = d->reopen, stop = d->stop && !d->head;
+    d->head = d->tail = NULL;
+    d->queued = 0;
+    d->reopen = 0;
+    pthread_mutex_unlock(&d->lock);
+    uint64_t written = 0, failed = 0;
+    for (line *l = batch, *next; l; l = next) {
+      next = l->next;
+      if (write_all(d->fd, l->text, l->len))
+        failed++;
+      else
+        written++;
+      free(l);
+    }
+    if (d->m) {
+      metrics_global_add(d->m, d->mid[D_WRITTEN], written);
+      metrics_global_add(d->m, d->mid[D_ERROR], failed);
+      metrics_global_set(d->m, d->m_queued, 0);
+    }
+    if (reopen && !to_stderr(path)) {
+      int fd = open_log(path);
+      if (fd < 0) {
+        log_msg("error", "--denial-log %s: cannot open it again: %s (still "
+                         "writing to the old file)", path, strerror(errno));
+      } else {
+        close(d->fd);
+        d->fd = fd;
+        log_msg("info", "SIGUSR1: --denial-log %s opened again", path);
+      }
+    }
+    pthread_mutex_lock(&d->lock);
+    if (stop) break;
+  }
+  pthread_mutex_unlock(&d->lock);
+  return NULL;
+}
+
+denylog *denylog_new(const observe *obs, char *err, size_t len) {
+  const observe_opts *o = &obs->o;
+  denylog *d = calloc(1, sizeof *d);
+  if (!d) {
+    snprintf(err, len, "out of memory");
+    return NULL;
+  }
+  d->obs = obs;
+  d->rate = o->log_rate < 0 ? 1 : o->log_rate;
+  d->fd = 2;
+  pthread_mutex_init(&d->lock, NULL);
+  pthread_cond_init(&d->cond, NULL);
+  if (make_limiter(d, o->log_limit, err, len)) goto fail;
+  if (!to_stderr(o->log_path) && (d->fd = open_log(o->log_path)) < 0) {
+    snprintf(err, len, "--denial-log %s: %s", o->log_path, strerror(errno));
+    goto fail;
+  }
+  if (pthread_create(&d->writer, NULL, writer_main, d)) {
+    snprintf(err, len, "--denial-log: cannot start its thread");
+    goto fail;
+  }
+  d->writer_up = 1;
+  return d;
+fail:
+  denylog_free(d);
+  return NULL;
+}
+
+int denylog_metrics(denylog *d, metrics *m) {
+  static const metric_def defs[D_COUNT] = {
+      [D_WRITTEN] = {"sluice_denial_log_lines_total", NULL, METRIC_COUNTER,
+                     METRIC_GLOBAL, METRIC_GROUP_DAEMON,
+                     "Denial log lines written."},
+      [D_RATE] = {"sluice_denial_log_dropped_total", "reason=\"rate_limited\"",
+                  METRIC_COUNTER, METRIC_GLOBAL, METRIC_GROUP_DAEMON,
+                  "Denial log lines dropped, by reason: over "
+                  "--denial-log-limit, the queue full (the disk slower than "
+                  "the denials), or the write failed."},
+      [D_QUEUE] = {"sluice_denial_log_dropped_total", "reason=\"queue_full\"",
+                   METRIC_COUNTER, METRIC_GLOBAL, METRIC_GROUP_DAEMON, NULL},
+      [D_ERROR] = {"sluice_denial_log_dropped_total", "reason=\"write_error\"",
+                   METRIC_COUNTER, METRIC_GLOBAL, METRIC_GROUP_DAEMON, NULL},
+  };
+  static const metric_def queued = {
+      "sluice_denial_log_queued_bytes", NULL, METRIC_GAUGE, METRIC_GLOBAL,
+      METRIC_GROUP_DAEMON,
+      "Denial log bytes waiting for the writer (at most "
+      "--denial-log-buffer)."};
+  for (int i = 0; i < D_COUNT; i++)
+    if ((d->mid[i] = metrics_add(m, &defs[i])) < 0) return -1;
+  if ((d->m_queued = metrics_add(m, &queued)) < 0) return -1;
+  d->m = m;
+  return 0;
+}
+
+/* A JSON string of a shown value (observe_value), escaped. */
+static void json_value(const observe *obs, strbuf *b, const char *v,
+                       size_t n) {
+  char mem[256];
+  strbuf t;
+  strbuf_init_with(&t, mem, sizeof mem);
+  observe_value(obs, &t, v, n);
+  http_json_str(b, t.p ? t.p : "", t.len);
+  strbuf_free(&t);
+}
+
+/* "2026-11-21T12:00:00.123Z" for now (ns since the epoch). */
+static void add_time(strbuf *b, int64_t now) {
+  time_t s = (time_t)(now / 1000000000);
+  struct tm tm;
+  gmtime_r(&s, &tm);
+  char ts[40];
+  size_t n = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+  strbuf_add(b, ts, n);
+  strbuf_addf(b, ".%03dZ", (int)(now % 1000000000 / 1000000));
+}
+
+/* The line of status s of out (q the query), newline included. */
+static void format_line(const observe *obs, strbuf *b, const eng_query *q,
+                        const eng_result *out, const eng_status *s) {
+  STRBUF_LIT(b, "{\"time\":\"");
+  add_time(b, q->now);
+  STRBUF_LIT(b, "\",\"domain\":");
+  if (q->kind == ENG_QUERY_RULES) {
+    http_json_str(b, q->req->domain, q->req->domain_len);
+    STRBUF_LIT(b, ",\"rule\":");
+    http_json_str(b, s->limit->rule, strlen(s->limit->rule));
+    STRBUF_LIT(b, ",\"descriptor\":{");
+    const eng_descriptor *d = &q->req->descriptors[s->descriptor];
+    for (size_t i = 0; i < d->n; i++) {
+      if (i) STRBUF_LIT(b, ",");
+      http_json_str(b, d->entries[i].key, d->entries[i].key_len);
+      STRBUF_LIT(b, ":");
+      json_value(obs, b, d->entries[i].value, d->entries[i].value_len);
+    }
+    STRBUF_LIT(b, "}");
+  } else {
+    STRBUF_LIT(b, "null,\"rule\":null,\"key\":");
+    json_value(obs, b, q->key, q->key_len);
+  }
+  STRBUF_LIT(b, ",\"client\":");
+  if (q->client && *q->client)
+    json_value(obs, b, q->client, strlen(q->client));
+  else
+    STRBUF_LIT(b, "null");
+  STRBUF_LIT(b, ",\"policy\":");
+  http_json_str(b, s->policy_str, strlen(s->policy_str));
+  STRBUF_LIT(b, ",\"limit\":");
+  strbuf_add_i64(b, (int64_t)s->d.limit);
+  STRBUF_LIT(b, ",\"remaining\":");
+  strbuf_add_i64(b, (int64_t)s->d.remaining);
+  STRBUF_LIT(b, ",\"retry_after_ms\":");
+  if (s->d.retry_after_ns < 0)
+    STRBUF_LIT(b, "null");
+  else
+    strbuf_add_i64(b, ns_to_ms_up(s->d.retry_after_ns));
+  /* Enforced: this limit denied the request. Shadow: it would have (a
+     shadow_mode rule, or a quota limit another quota limit overruled). */
+  int enforced = !out->allowed && !s->shadow;
+  STRBUF_LIT(b, ",\"mode\":\"");
+  if (enforced)
+    STRBUF_LIT(b, "enforced\"}\n");
+  else
+    STRBUF_LIT(b, "shadow\"}\n");
+}
+
+/* Whether the sample keeps this denial: a per-thread xorshift draw. */
+static int sampled(double rate) {
+  if (rate >= 1) return 1;
+  static _Thread_local uint64_t x;
+  if (!x) x = ((uint64_t)(uintptr_t)&x ^ (uint64_t)clock_mono_ns()) | 1;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return (double)(x >> 11) * 0x1p-53 < rate;
+}
+
+/* Queues one line (its bytes taken from b), or drops it when the queue
+   is full. */
+static void enqueue(denylog *d, strbuf *b) {
+  size_t n = b->len;
+  line *l = malloc(sizeof *l + n);
+  if (!l) {
+    metrics_global_add(d->m, d->mid[D_QUEUE], 1);
+    return;
+  }
+  memcpy(l->text, b->p, n);
+  l->len = n;
+  l->next = NULL;
+  pthread_mutex_lock(&d->lock);
+  int full = d->queued + n > d->obs->o.log_buffer;
+  if (!full) {
+    if (d->tail)
+      d->tail->next = l;
+    else
+      d->head = l;
+    d->tail = l;
+    d->queued += n;
+    if (d->m) metrics_global_set(d->m, d->m_queued, d->queued);
+    pthread_cond_signal(&d->cond);
+  }
+  pthread_mutex_unlock(&d->lock);
+  if (full) {
+    free(l);
+    if (d->m) metrics_global_add(d->m, d->mid[D_QUEUE], 1);
+  }
+}
+
+void denylog_decision(denylog *d, const eng_query *q, const eng_result *out) {
+  for (size_t i = 0; i < out->n; i++) {
+    const eng_status *s = &out->st[i];
+    if (s->d.allowed || !sampled(d->rate)) continue;
+    sl_decision room;
+    if (sl_limiter_take(d->lim, "log", 3, 1, q->now, &room) || !room.allowed) {
+      if (d->m) metrics_global_add(d->m, d->mid[D_RATE], 1);
+      continue;
+    }
+    char mem[1024];
+    strbuf b;
+    strbuf_init_with(&b, mem, sizeof mem);
+    format_line(d->obs, &b, q, out, s);
+    if (b.oom || b.len > LINE_MAX_BYTES) {
+      /* (a line that long is a descriptor of many long values: the
+         line says so rather than being lost) */
+      b.len = 0;
+      b.oom = 0;
+      strbuf_addf(&b, "{\"time\":null,\"error\":\"line over %d bytes\"}\n",
+                  LINE_MAX_BYTES);
+    }
+    enqueue(d, &b);
+    strbuf_free(&b);
+  }
+}
+
+void denylog_reopen(denylog *d) {
+  pthread_mutex_lock(&d->lock);
+  d->reopen = 1;
+  pthread_cond_signal(&d->cond);
+  pthread_mutex_unlock(&d->lock);
+}
+
+void denylog_free(denylog *d) {
+  if (!d) return;
+  if (d->writer_up) {
+    pthread_mutex_lock(&d->lock);
+    d->stop = 1;
+    pthread_cond_signal(&d->cond);
+    pthread_mutex_unlock(&d->lock);
+    pthread_join(d->writer, NULL);
+  }
+  for (line *l = d->head, *next; l; l = next) {
+    next = l->next;
+    free(l);
+  }
+  if (d->fd > 2) close(d->fd);
+  sl_limiter_free(d->lim);
+  sl_store_free(d->store);
+  pthread_mutex_destroy(&d->lock);
+  pthread_cond_destroy(&d->cond);
+  free(d);
+}

@@ -1,0 +1,426 @@
+/*
+ * topkeys.c — the heaviest keys of each rule, by decisions and by
+ * denials, over a recent window, in bounded memory.
+ *
+ * Each worker keeps its own tables (found by its engine_thread's slot),
+ * so that a decision takes only its own worker's lock, which nobody else
+ * takes but a reader (GET /v1/top, SL.TOP, a scrape), briefly, to copy
+ * the summaries out. A table per rule, up to TOP_RULES_MAX per worker
+ * (past it, decisions of new rules are counted, not tracked); per rule
+ * two Space-Saving summaries (base/topk.h) of --top-keys counters each,
+ * for decisions and for denials, in each of two windows: the window now
+ * running and the one before it. Windows are epoch-aligned on the
+ * decision's clock (now / --top-keys-window), and a reader merges what
+ * every worker holds of the current window and the one before: between
+ * one and two windows of traffic, never older.
+ *
+ * A key is its descriptor (all entries, or an ad-hoc policy's key), known
+ * by a keyed hash (observe_id) and shown as "k=v,k2=v2" with values as
+ * --denial-log-values says (plain, hashed or redacted), so that an
+ * answer does not leak what the log would not.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/hash.h"
+#include "http.h"
+#include "observe.h"
+
+#define ID_BYTES 2048 /* a descriptor's bytes hashed for its id, at most */
+#define RULES_LISTED 1024 /* rules a listing or a scrape shows, at most */
+#define RANKS 3           /* sluice_top_key_rank_share's ranks */
+
+typedef struct tk_rule {
+  char *name;
+  uint64_t hash;
+  int64_t epoch[2]; /* the window each pair of summaries counts */
+  topk dec[2], den[2];
+} tk_rule;
+
+typedef struct tk_thread {
+  pthread_mutex_t lock;
+  size_t n;
+  tk_rule *rules[TOP_RULES_MAX];
+  uint16_t index[2 * TOP_RULES_MAX]; /* open addressing: rule + 1 */
+} tk_thread;
+
+struct topkeys {
+  const observe *obs;
+  size_t k;
+  int64_t window_ns;
+  _Atomic(tk_thread *) threads[ENG_MAX_THREADS];
+  metrics *m;
+  int m_untracked, m_rules;
+};
+
+topkeys *topkeys_new(const observe *obs, char *err, size_t len) {
+  topkeys *t = calloc(1, sizeof *t);
+  if (!t) {
+    snprintf(err, len, "out of memory");
+    return NULL;
+  }
+  t->obs = obs;
+  t->k = (size_t)obs->o.top_k;
+  t->window_ns = (int64_t)obs->o.top_window_ms * 1000000;
+  return t;
+}
+
+int topkeys_metrics(topkeys *t, metrics *m) {
+  static const metric_def untracked = {
+      "sluice_top_keys_untracked_total", NULL, METRIC_COUNTER, METRIC_GLOBAL,
+      METRIC_GROUP_DAEMON,
+      "Decisions of rules a worker could not track in top keys (past its "
+      "TOP_RULES_MAX rules)."};
+  static const metric_def rules = {
+      "sluice_top_keys_tables", NULL, METRIC_GAUGE, METRIC_GLOBAL,
+      METRIC_GROUP_DAEMON,
+      "Top-keys tables (rules tracked, summed over the workers)."};
+  if ((t->m_untracked = metrics_add(m, &untracked)) < 0 ||
+      (t->m_rules = metrics_add(m, &rules)) < 0)
+    return -1;
+  t->m = m;
+  return 0;
+}
+
+size_t topkeys_k(const topkeys *t) { return t->k; }
+
+static void rule_free(tk_rule *r) {
+  if (!r) return;
+  for (int w = 0; w < 2; w++) {
+    topk_free(&r->dec[w]);
+    topk_free(&r->den[w]);
+  }
+  free(r->name);
+  free(r);
+}
+
+void topkeys_free(topkeys *t) {
+  if (!t) return;
+  for (size_t i = 0; i < ENG_MAX_THREADS; i++) {
+    tk_thread *th = atomic_load(&t->threads[i]);
+    if (!th) continue;
+    for (size_t r = 0; r < th->n; r++) rule_free(th->rules[r]);
+    pthread_mutex_destroy(&th->lock);
+    free(th);
+  }
+  free(t);
+}
+
+/* The slot's tables, made by the slot's own thread on first use (and
+   published for readers); NULL out of memory. */
+static tk_thread *thread_of(topkeys *t, unsigned slot) {
+  tk_thread *th = atomic_load_explicit(&t->threads[slot], memory_order_acquire);
+  if (th || slot >= ENG_MAX_THREADS) return th;
+  th = calloc(1, sizeof *th);
+  if (!th) return NULL;
+  pthread_mutex_init(&th->lock, NULL);
+  atomic_store_explicit(&t->threads[slot], th, memory_order_release);
+  return th;
+}
+
+/* The index slot of rule `name` (hash h) in th: where it is, or the empty
+   slot where it would go. */
+static size_t rule_slot(const tk_thread *th, const char *name, uint64_t h) {
+  size_t m = 2 * TOP_RULES_MAX - 1, i = (size_t)hash_mix(h) & m;
+  for (; th->index[i]; i = (i + 1) & m) {
+    const tk_rule *r = th->rules[th->index[i] - 1];
+    if (r->hash == h && !strcmp(r->name, name)) break;
+  }
+  return i;
+}
+
+/* Rule `name`'s tables in th (made when new; under th's lock), or NULL
+   when th tracks TOP_RULES_MAX rules already or out of memory. */
+static tk_rule *rule_of(topkeys *t, tk_thread *th, const char *name) {
+  uint64_t h = fnv1a_str(FNV1A_INIT, name);
+  size_t i = rule_slot(th, name, h);
+  if (th->index[i]) return th->rules[th->index[i] - 1];
+  if (th->n == TOP_RULES_MAX) return NULL;
+  tk_rule *r = calloc(1, sizeof *r);
+  if (!r || !(r->name = strdup(name))) goto fail;
+  r->hash = h;
+  r->epoch[0] = r->epoch[1] = -2;
+  for (int w = 0; w < 2; w++)
+    if (topk_init(&r->dec[w], t->k) || topk_init(&r->den[w], t->k)) goto fail;
+  th->rules[th->n++] = r;
+  th->index[i] = (uint16_t)th->n;
+  if (t->m) metrics_global_add(t->m, t->m_rules, 1);
+  return r;
+fail:
+  rule_free(r);
+  return NULL;
+}
+
+/* Makes r's summaries of window `epoch` current (clearing what they held
+   of an older one). */
+static void roll(tk_rule *r, int64_t epoch) {
+  int w = (int)(epoch & 1);
+  if (r->epoch[w] == epoch) return;
+  topk_clear(&r->dec[w]);
+  topk_clear(&r->den[w]);
+  r->epoch[w] = epoch;
+}
+
+/* One key of a decision: its id and what shows it. */
+typedef struct tk_key {
+  const observe *obs;
+  const cfg_entry *entries; /* a descriptor's; NULL: an ad-hoc key */
+  size_t n;
+  const char *key; /* ad-hoc */
+  size_t key_len;
+} tk_key;
+
+/* topk_text_fn: "k=v,k2=v2" (values as shown), or the ad-hoc key. */
+static void key_text(void *ctx, char *buf, size_t len) {
+  const tk_key *k = ctx;
+  char mem[TOPK_TEXT];
+  strbuf b;
+  strbuf_init_with(&b, mem, sizeof mem);
+  if (!k->entries) observe_value(k->obs, &b, k->key, k->key_len);
+  for (size_t i = 0; k->entries && i < k->n && b.len < len; i++) {
+    if (i) STRBUF_LIT(&b, ",");
+    strbuf_add(&b, k->entries[i].key, k->entries[i].key_len);
+    STRBUF_LIT(&b, "=");
+    observe_value(k->obs, &b, k->entries[i].value, k->entries[i].value_len);
+  }
+  size_t n = b.len < len - 1 ? b.len : len - 1;
+  memcpy(buf, b.p ? b.p : "", n);
+  buf[n] = '\0';
+  strbuf_free(&b);
+}
+
+/* A descriptor's id: its entries, each length-prefixed, keyed-hashed. */
+static uint64_t descriptor_id(const observe *obs, const eng_descriptor *d) {
+  uint8_t buf[ID_BYTES];
+  size_t n = 0;
+  for (size_t i = 0; i < d->n; i++) {
+    const cfg_entry *e = &d->entries[i];
+    const struct {
+      const char *p;
+      size_t len;
+    } part[2] = {{e->key, e->key_len}, {e->value, e->value_len}};
+    for (int j = 0; j < 2; j++) {
+      if (n + 4 + part[j].len > sizeof buf) break; /* (hash what fits) */
+      uint32_t len = (uint32_t)part[j].len;
+      memcpy(buf + n, &len, 4);
+      memcpy(buf + n + 4, part[j].p, part[j].len);
+      n += 4 + part[j].len;
+    }
+  }
+  return observe_id(obs, buf, n);
+}
+
+/* Counts status s's key (id, shown by key) in its rule's tables. */
+static void count(topkeys *t, tk_thread *th, const char *rule, int64_t epoch,
+                  uint64_t id, tk_key *key, int denied) {
+  tk_rule *r = rule_of(t, th, rule);
+  if (!r) {
+    if (t->m) metrics_global_add(t->m, t->m_untracked, 1);
+    return;
+  }
+  roll(r, epoch);
+  int w = (int)(epoch & 1);
+  topk_add(&r->dec[w], id, 1, key_text, key);
+  if (denied) topk_add(&r->den[w], id, 1, key_text, key);
+}
+
+void topkeys_decision(topkeys *t, unsigned slot, const eng_query *q,
+                      const eng_result *out) {
+  tk_thread *th = thread_of(t, slot);
+  if (!th || out->n == 0) return;
+  int64_t epoch = q->now / t->window_ns;
+  pthread_mutex_lock(&th->lock);
+  if (q->kind == ENG_QUERY_POLICY) {
+    /* An ad-hoc policy counts as the rule "adhoc:POLICY". */
+    char rule[96];
+    snprintf(rule, sizeof rule, "adhoc:%s", out->st[0].policy_str);
+    tk_key key = {t->obs, NULL, 0, q->key, q->key_len};
+    count(t, th, rule, epoch, observe_id(t->obs, q->key, q->key_len), &key,
+          !out->st[0].d.allowed);
+  } else {
+    uint64_t ids[ENG_MAX_DESCRIPTORS];
+    int have[ENG_MAX_DESCRIPTORS] = {0};
+    for (size_t i = 0; i < out->n; i++) {
+      const eng_status *s = &out->st[i];
+      if (s->unlimited || !s->limit) continue;
+      const eng_descriptor *d = &q->req->descriptors[s->descriptor];
+      if (!have[s->descriptor]) {
+        ids[s->descriptor] = descriptor_id(t->obs, d);
+        have[s->descriptor] = 1;
+      }
+      tk_key key = {t->obs, d->entries, d->n, NULL, 0};
+      count(t, th, s->limit->rule, epoch, ids[s->descriptor], &key,
+            !s->d.allowed);
+    }
+  }
+  pthread_mutex_unlock(&th->lock);
+}
+
+/* ---- reading ---- */
+
+int topkeys_query(topkeys *t, const char *rule, size_t n, int64_t now,
+                  top_answer *a) {
+  int64_t epoch = now / t->window_ns;
+  uint64_t h = fnv1a_str(FNV1A_INIT, rule);
+  topk_merge dec = TOPK_MERGE_INIT, den = TOPK_MERGE_INIT;
+  for (size_t i = 0; i < ENG_MAX_THREADS; i++) {
+    tk_thread *th = atomic_load_explicit(&t->threads[i], memory_order_acquire);
+    if (!th) continue;
+    pthread_mutex_lock(&th->lock);
+    size_t s = rule_slot(th, rule, h);
+    const tk_rule *r = th->index[s] ? th->rules[th->index[s] - 1] : NULL;
+    for (int w = 0; r && w < 2; w++)
+      if (r->epoch[w] == epoch || r->epoch[w] == epoch - 1) {
+        topk_merge_add(&dec, &r->dec[w]);
+        topk_merge_add(&den, &r->den[w]);
+      }
+    pthread_mutex_unlock(&th->lock);
+  }
+  if (n > TOP_N_MAX) n = TOP_N_MAX;
+  a->decisions = dec.total;
+  a->denials = den.total;
+  a->n_dec = topk_merge_top(&dec, a->by_decisions, n);
+  a->n_den = topk_merge_top(&den, a->by_denials, n);
+  int oom = dec.oom || den.oom;
+  topk_merge_free(&dec);
+  topk_merge_free(&den);
+  return oom ? -1 : 0;
+}
+
+/* The rules some worker counted in the current window or the one before
+   (their names live as long as t), at most RULES_LISTED; their number. */
+static size_t rules_seen(topkeys *t, int64_t now, const char **names) {
+  int64_t epoch = now / t->window_ns;
+  size_t n = 0;
+  for (size_t i = 0; i < ENG_MAX_THREADS; i++) {
+    tk_thread *th = atomic_load_explicit(&t->threads[i], memory_order_acquire);
+    if (!th) continue;
+    pthread_mutex_lock(&th->lock);
+    for (size_t r = 0; r < th->n && n < RULES_LISTED; r++) {
+      const tk_rule *x = th->rules[r];
+      int live = x->epoch[0] >= epoch - 1 || x->epoch[1] >= epoch - 1;
+      size_t k = 0;
+      while (live && k < n && strcmp(names[k], x->name)) k++;
+      if (live && k == n) names[n++] = x->name;
+    }
+    pthread_mutex_unlock(&th->lock);
+  }
+  return n;
+}
+
+/* A guaranteed share: the lower bound of item's count over total. */
+static double share_of(const topk_item *it, uint64_t total) {
+  return total ? (double)(it->count - it->err) / (double)total : 0;
+}
+
+/* [{"key", "id", "count", "error", "share"}...] */
+static void json_items(strbuf *b, const topk_item *v, size_t n,
+                       uint64_t total) {
+  STRBUF_LIT(b, "[");
+  for (size_t i = 0; i < n; i++) {
+    if (i) STRBUF_LIT(b, ",");
+    STRBUF_LIT(b, "{\"key\":");
+    http_json_str(b, v[i].text, strlen(v[i].text));
+    strbuf_addf(b, ",\"id\":\"%016llx\",\"count\":%llu,\"error\":%llu,"
+                   "\"share\":%.4f}",
+                (unsigned long long)v[i].id, (unsigned long long)v[i].count,
+                (unsigned long long)v[i].err, share_of(&v[i], total));
+  }
+  STRBUF_LIT(b, "]");
+}
+
+int topkeys_json(topkeys *t, const char *rule, size_t n, int64_t now,
+                 strbuf *b) {
+  top_answer *a = malloc(sizeof *a);
+  if (!a) return -1;
+  double window_s = (double)t->window_ns / 1e9;
+  int rc = 0;
+  if (rule) {
+    rc = topkeys_query(t, rule, n, now, a);
+    STRBUF_LIT(b, "{\"rule\":");
+    http_json_str(b, rule, strlen(rule));
+    strbuf_addf(b, ",\"window_seconds\":%g,\"counters\":%zu,"
+                   "\"decisions\":%llu,\"denials\":%llu,"
+                   "\"error_bound\":%llu,\"by_decisions\":",
+                window_s, t->k, (unsigned long long)a->decisions,
+                (unsigned long long)a->denials,
+                (unsigned long long)(a->decisions / t->k));
+    json_items(b, a->by_decisions, a->n_dec, a->decisions);
+    STRBUF_LIT(b, ",\"by_denials\":");
+    json_items(b, a->by_denials, a->n_den, a->denials);
+    STRBUF_LIT(b, "}\n");
+  } else {
+    const char *names[RULES_LISTED];
+    size_t nr = rules_seen(t, now, names);
+    strbuf_addf(b, "{\"window_seconds\":%g,\"counters\":%zu,\"rules\":[",
+                window_s, t->k);
+    for (size_t i = 0; i < nr && !rc; i++) {
+      rc = topkeys_query(t, names[i], 1, now, a);
+      if (i) STRBUF_LIT(b, ",");
+      STRBUF_LIT(b, "{\"rule\":");
+      http_json_str(b, names[i], strlen(names[i]));
+      strbuf_addf(b, ",\"decisions\":%llu,\"denials\":%llu,"
+                     "\"top_key_share\":%.4f}",
+                  (unsigned long long)a->decisions,
+                  (unsigned long long)a->denials,
+                  a->n_dec ? share_of(&a->by_decisions[0], a->decisions) : 0);
+    }
+    STRBUF_LIT(b, "]}\n");
+  }
+  free(a);
+  return rc || b->oom ? -1 : 0;
+}
+
+/* A label value: backslash, quote and newline escaped. */
+static void add_label(strbuf *b, const char *s) {
+  for (; *s; s++) {
+    if (*s == '\\' || *s == '"')
+      strbuf_add(b, (const char[]){'\\', *s}, 2);
+    else if (*s == '\n')
+      STRBUF_LIT(b, "\\n");
+    else
+      strbuf_add(b, s, 1);
+  }
+}
+
+void topkeys_prometheus(topkeys *t, int64_t now, strbuf *b) {
+  const char *names[RULES_LISTED];
+  size_t nr = rules_seen(t, now, names);
+  top_answer *a = malloc(sizeof *a);
+  if (!a) {
+    b->oom = 1;
+    return;
+  }
+  static const char *const families[3][2] = {
+      {"sluice_top_key_share",
+       "The heaviest key's share of the rule's decisions in the current "
+       "top-keys window (a lower bound: the true share is at most 1/k more)."},
+      {"sluice_top_key_rank_share",
+       "The shares of the rule's three heaviest keys (rank 1 to 3), lower "
+       "bounds; no key is named."},
+      {"sluice_top_window_decisions",
+       "The rule's decisions in the current top-keys window (between one "
+       "and two --top-keys-window)."}};
+  for (int f = 0; f < 3; f++) {
+    strbuf_addf(b, "# HELP %s %s\n# TYPE %s gauge\n", families[f][0],
+                families[f][1], families[f][0]);
+    for (size_t i = 0; i < nr; i++) {
+      if (topkeys_query(t, names[i], RANKS, now, a)) continue;
+      for (size_t r = 0; r < (f == 1 ? a->n_dec : 1); r++) {
+        strbuf_addf(b, "%s{rule=\"", families[f][0]);
+        add_label(b, names[i]);
+        if (f == 1) strbuf_addf(b, "\",rank=\"%zu", r + 1);
+        if (f == 2)
+          strbuf_addf(b, "\"} %llu\n", (unsigned long long)a->decisions);
+        else
+          strbuf_addf(b, "\"} %.6f\n",
+                      r < a->n_dec ? share_of(&a->by_decisions[r], a->decisions)
+                                   : 0.0);
+      }
+    }
+  }
+  free(a);
+}
