@@ -98,6 +98,22 @@ start_sluice() { # THREADS
   eval "sluice_t${1}_resp=$(ready_port "$ready" resp)"
   eval "sluice_t${1}_grpc=$(ready_port "$ready" grpc)"
 }
+# The denial log and top keys' cost (docs/operations.md): one daemon with
+# both off, one with both on (every denial written: the log's limit far
+# above the rate), --threads 1, on a policy that denies nearly every
+# request (gcra:1/h: a key's second request is denied).
+start_sluice_obs() { # NAME ARGS...
+  name=$1; shift
+  log=$tmp/sluice-$name.log
+  ready=$tmp/sluice-$name.ready
+  "$SLUICE" serve --http 127.0.0.1:0 --resp 127.0.0.1:0 --grpc off --threads 1 \
+    --shutdown-grace 100 --ready-file "$ready" "$@" 2>"$log" &
+  pids="$pids $!"
+  eval "sluice_${name}_pid=$!"
+  wait_for test -f "$ready" || die "sluice did not start: $(cat "$log")"
+  eval "sluice_${name}_http=$(ready_port "$ready" http)"
+  eval "sluice_${name}_resp=$(ready_port "$ready" resp)"
+}
 start_nginx() { # WORKERS
   d=$tmp/nginx-w$1
   mkdir -p "$d"
@@ -123,6 +139,10 @@ start_redis redislua
 sha=$(redis-cli -p "$redislua_port" SCRIPT LOAD "$(cat "$here/tokenbucket.lua")")
 for t in $THREADS; do start_sluice "$t"; done
 for t in $THREADS; do start_nginx "$t"; done
+OBS_POLICY=gcra:1/h
+start_sluice_obs obsoff --top-keys 0
+start_sluice_obs obson --top-keys 32 --denial-log "$tmp/denials.log" \
+  --denial-log-limit token_bucket:1000000/s
 # The token bucket: capacity 1000, 1000 per 3600000 ms (= gcra:1000/h).
 TB_ARGS="1000 1000 3600000 1"
 
@@ -245,6 +265,11 @@ grpc_run() {
     echo "http server=sluice+threads=$t+path=/v1/check $p $pid /v1/check?domain=bench&key= -"
     eval "g=\$sluice_t${t}_grpc"
     echo "grpc server=sluice+threads=$t+rpc=ShouldRateLimit $g $pid"
+  done
+  for o in off on; do
+    eval "p=\$sluice_obs${o}_http r=\$sluice_obs${o}_resp pid=\$sluice_obs${o}_pid"
+    echo "http server=sluice+threads=1+observe=$o+path=/v1/throttle $p $pid /v1/throttle?key= &policy=$OBS_POLICY"
+    echo "resp server=sluice+threads=1+observe=$o+cmd=SL.THROTTLE $r $pid 16 SL.THROTTLE key:__rand_int__ $OBS_POLICY 1"
   done
 } >"$tmp/configs"
 
@@ -393,7 +418,11 @@ awk '
   }
   /^best / {
     pl = val("pipeline")
-    if (/server=redis cmd=INCR /) keep("incr" pl)
+    if (/observe=off .*path=/) keep("obsoff_http")
+    else if (/observe=on .*path=/) keep("obson_http")
+    else if (/observe=off .*cmd=/) keep("obsoff_resp")
+    else if (/observe=on .*cmd=/) keep("obson_resp")
+    else if (/server=redis cmd=INCR /) keep("incr" pl)
     else if (/server=redis cmd=EVALSHA/) keep("lua" pl)
     else if (/server=sluice .*cmd=SL.THROTTLE/) keep("sl" pl)
     else if (/server=nginx .*path=\/limit/) keep("ngx")
@@ -416,6 +445,12 @@ awk '
     else printf "p99_grpc_ms=%.3f http_check=%.3f target<=2x %s%s\n", p99["slg"], p99["slc"],
       (p99["slg"] + 0 <= 2 * p99["slc"] ? "ok" : "MISS"),
       (noisy["slg"] || noisy["slc"] ? " (noisy: the machine was busy; run it again)" : "")
+    # The denial log (every denial written) and top keys together cost at
+    # most 10% of decision throughput (issue 17).
+    verdict("ratio_observe_http", rps["obson_http"], rps["obsoff_http"], ">=", 0.9,
+      noisy["obson_http"] || noisy["obsoff_http"])
+    verdict("ratio_observe_resp_p16", rps["obson_resp"], rps["obsoff_resp"], ">=", 0.9,
+      noisy["obson_resp"] || noisy["obsoff_resp"])
     info("ratio_resp_p1_vs_evalsha", rps["sl1"], rps["lua1"])
     info("ratio_resp_p16_vs_evalsha", rps["sl16"], rps["lua16"])
     info("ratio_http_vs_nginx_return_200", rps["slh"], rps["plain"])
