@@ -52,6 +52,10 @@ struct eng_result;
 typedef void (*eng_observe_fn)(void *ud, unsigned slot,
                                const struct eng_query *q,
                                const struct eng_result *out);
+/* Writes the client's address as text into buf (len bytes, NUL-terminated;
+   "" when unknown): asked by the observer only when it shows it. */
+typedef void (*eng_client_fn)(void *ud, char *buf, size_t len);
+#define ENG_CLIENT_MAX 128 /* an address's text, NUL included, at most */
 
 typedef struct engine_opts {
   size_t max_memory; /* the local store's cap; 0 = library default */
@@ -206,8 +210,9 @@ typedef struct eng_query {
      left out); 0: decide. */
   int lease_op;
   uint64_t lease;
-  const char *client; /* the client's address as text, for the observer
-                         (the denial log); NULL: unknown */
+  eng_client_fn client; /* the client's address, for the observer (the
+                           denial log); NULL: unknown */
+  void *client_ud;
 } eng_query;
 
 enum { ENG_LEASE_RELEASE = 1, ENG_LEASE_RENEW = 2 };

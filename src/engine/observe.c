@@ -4,6 +4,7 @@
  * stack and is gone when the answer comes, so the engine keeps a deep
  * copy of it, in one allocation, for the observer alone.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +28,7 @@ static const char *put(arena *a, const char *s, size_t n) {
 /* The bytes query_copy needs for q's strings (each with its NUL). */
 static size_t strings_size(const eng_query *q) {
   size_t n = q->key_len + 1 + q->spec_len + 1;
-  n += q->client ? strlen(q->client) + 1 : 0;
+  n += q->client ? ENG_CLIENT_MAX : 0;
   if (q->kind == ENG_QUERY_RULES && q->req) {
     n += q->req->domain_len + 1;
     for (size_t i = 0; i < q->req->n; i++)
@@ -37,6 +38,11 @@ static size_t strings_size(const eng_query *q) {
       }
   }
   return n;
+}
+
+/* eng_client_fn of a copy: the address asked when the copy was made. */
+static void copied_client(void *ud, char *buf, size_t len) {
+  snprintf(buf, len, "%s", (const char *)ud);
 }
 
 eng_query *query_copy(const eng_query *q) {
@@ -53,7 +59,14 @@ eng_query *query_copy(const eng_query *q) {
   arena a = {(char *)c + fixed, 0};
   c->key = q->key ? put(&a, q->key, q->key_len) : NULL;
   c->spec = q->spec ? put(&a, q->spec, q->spec_len) : NULL;
-  c->client = q->client ? put(&a, q->client, strlen(q->client)) : NULL;
+  if (q->client) { /* asked now: the connection may be gone later */
+    char *addr = a.p + a.used;
+    q->client(q->client_ud, addr, ENG_CLIENT_MAX);
+    addr[ENG_CLIENT_MAX - 1] = '\0';
+    a.used += ENG_CLIENT_MAX;
+    c->client = copied_client;
+    c->client_ud = addr;
+  }
   if (q->policy) {
     *pol = *q->policy;
     c->policy = pol;

@@ -215,15 +215,24 @@ static void json_value(const observe *obs, strbuf *b, const char *v,
   strbuf_free(&t);
 }
 
-/* "2026-11-21T12:00:00.123Z" for now (ns since the epoch). */
+/* "2026-11-21T12:00:00.123Z" for now (ns since the epoch): the seconds'
+   text is kept per thread, as a flood's lines share their second. */
 static void add_time(strbuf *b, int64_t now) {
-  time_t s = (time_t)(now / 1000000000);
-  struct tm tm;
-  gmtime_r(&s, &tm);
-  char ts[40];
-  size_t n = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
-  strbuf_add(b, ts, n);
-  strbuf_addf(b, ".%03dZ", (int)(now % 1000000000 / 1000000));
+  static _Thread_local int64_t sec = -1;
+  static _Thread_local char ts[40];
+  static _Thread_local size_t tn;
+  if (now / 1000000000 != sec) {
+    sec = now / 1000000000;
+    time_t s = (time_t)sec;
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    tn = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S.", &tm);
+  }
+  strbuf_add(b, ts, tn);
+  int ms = (int)(now % 1000000000 / 1000000);
+  char frac[4] = {(char)('0' + ms / 100), (char)('0' + ms / 10 % 10),
+                  (char)('0' + ms % 10), 'Z'};
+  strbuf_add(b, frac, 4);
 }
 
 /* The line of status s of out (q the query), newline included. */
@@ -250,8 +259,10 @@ static void format_line(const observe *obs, strbuf *b, const eng_query *q,
     json_value(obs, b, q->key, q->key_len);
   }
   STRBUF_LIT(b, ",\"client\":");
-  if (q->client && *q->client)
-    json_value(obs, b, q->client, strlen(q->client));
+  char addr[ENG_CLIENT_MAX] = "";
+  if (q->client) q->client(q->client_ud, addr, sizeof addr);
+  if (*addr)
+    json_value(obs, b, addr, strlen(addr));
   else
     STRBUF_LIT(b, "null");
   STRBUF_LIT(b, ",\"policy\":");

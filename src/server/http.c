@@ -113,13 +113,11 @@ static void wait_done(void *ud, int rc, eng_result *res) {
   free(wt);
 }
 
-/* The client's address for the denial log, or NULL when nothing logs
-   it (it costs a formatting per request). */
-static const char *http_client(h2o_req_t *req, server *srv, char *buf,
-                               size_t len) {
-  if (!observe_wants_client(srv->obs)) return NULL;
-  http_client_addr(req, srv, buf, len);
-  return buf;
+/* eng_client_fn: the request's client, per $remote_addr's rules (asked
+   only for a line of the denial log). */
+static void http_client(void *ud, char *buf, size_t len) {
+  h2o_req_t *req = ud;
+  http_client_addr(req, worker_of(req->conn->ctx)->srv, buf, len);
 }
 
 /*
@@ -152,10 +150,9 @@ static int answer_check(h2o_req_t *req, server *srv, const eng_request *er,
                  sizeof *skipped);
   }
   if (!prio) prio = http_priority(req, &prio_len);
-  char client[64];
   eng_query q = {.kind = ENG_QUERY_RULES, .req = &r, .now = now,
                  .priority = prio, .priority_len = prio_len,
-                 .client = http_client(req, srv, client, sizeof client)};
+                 .client = http_client, .client_ud = req};
   int rc =
       r.n ? engine_decide(w->et, &q, res, wt ? wait_done : NULL, wt) : 0;
   if (rc == ENG_PENDING) return wait_pending(wt);
@@ -223,7 +220,6 @@ static int get_throttle(h2o_req_t *req, server *srv, int peek) {
     return http_send_error(req, 400, "key longer than %zu bytes", srv->o.max_key);
   int64_t now = clock_wall_ns();
   eng_result stack_res, *res = &stack_res;
-  char client[64];
   http_wait *wt = wait_new(req, srv, W_THROTTLE, now);
   if (wt) res = &wt->u.r;
   eng_query q = {.kind = ENG_QUERY_POLICY,
@@ -233,7 +229,8 @@ static int get_throttle(h2o_req_t *req, server *srv, int peek) {
                  .spec_len = pol->value_len,
                  .cost = cost,
                  .now = now,
-                 .client = http_client(req, srv, client, sizeof client)};
+                 .client = http_client,
+                 .client_ud = req};
   int rc = engine_decide(w->et, &q, res, wt ? wait_done : NULL, wt);
   if (rc == ENG_PENDING) return wait_pending(wt);
   int sent = rc ? http_engine_error(req, rc, res->msg)

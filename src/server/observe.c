@@ -79,8 +79,6 @@ int observe_metrics(observe *obs, metrics *m) {
 
 int observe_wanted(const observe *obs) { return obs->log || obs->top; }
 
-int observe_wants_client(const observe *obs) { return obs->log != NULL; }
-
 void observe_decision(void *ud, unsigned slot, const struct eng_query *q,
                       const struct eng_result *out) {
   observe *obs = ud;

@@ -59,9 +59,8 @@ int observe_start(observe *obs, const observe_opts *o);
 /* Registers the metrics (after engine_new, before the workers). -1 when
    the registry is full. */
 int observe_metrics(observe *obs, metrics *m);
-/* Whether the engine needs an observer, and the client's address. */
+/* Whether the engine needs an observer. */
 int observe_wanted(const observe *obs);
-int observe_wants_client(const observe *obs);
 /* The engine's observer (eng_observe_fn). */
 void observe_decision(void *ud, unsigned slot, const struct eng_query *q,
                       const struct eng_result *out);

@@ -35,7 +35,6 @@
  * their own slots, so replies still leave in command order.
  */
 #include <ctype.h>
-#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -475,14 +474,14 @@ static void cmd_cl_throttle(resp_conn *c, const resp_cmd *cmd) {
   }
   int64_t now = clock_wall_ns();
   int never = qty > (long long)p.burst; /* redis-cell: limited, retry -1 */
-  char client[NI_MAXHOST];
   eng_query q = {.kind = ENG_QUERY_POLICY,
                  .key = cmd->argv[1],
                  .key_len = cmd->len[1],
                  .policy = &p,
                  .cost = never ? 0 : qty,
                  .now = now,
-                 .client = resp_client(c, client)};
+                 .client = resp_client,
+                 .client_ud = c};
   RESP_DECIDE(K_CL, never, NULL,
               engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
@@ -498,7 +497,6 @@ static void cmd_sl_throttle(resp_conn *c, const resp_cmd *cmd) {
     out_err(c, "ERR cost must be an integer >= 0");
     return;
   }
-  char client[NI_MAXHOST];
   eng_query q = {.kind = ENG_QUERY_POLICY,
                  .key = cmd->argv[1],
                  .key_len = cmd->len[1],
@@ -506,7 +504,8 @@ static void cmd_sl_throttle(resp_conn *c, const resp_cmd *cmd) {
                  .spec_len = cmd->len[2],
                  .cost = cost,
                  .now = clock_wall_ns(),
-                 .client = resp_client(c, client)};
+                 .client = resp_client,
+                 .client_ud = c};
   RESP_DECIDE(K_SL_THROTTLE, 0, NULL,
               engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
@@ -561,13 +560,13 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
     d.entries[i] = (cfg_entry){cmd->argv[2 + 2 * i], cmd->len[2 + 2 * i],
                                cmd->argv[3 + 2 * i], cmd->len[3 + 2 * i]};
   eng_request req = {cmd->argv[1], cmd->len[1], &d, 1, hits};
-  char client[NI_MAXHOST];
   eng_query q = {.kind = ENG_QUERY_RULES,
                  .req = &req,
                  .now = clock_wall_ns(),
                  .priority = prio,
                  .priority_len = prio_len,
-                 .client = resp_client(c, client)};
+                 .client = resp_client,
+                 .client_ud = c};
   RESP_DECIDE(K_SL_CHECK, 0, NULL,
               engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {

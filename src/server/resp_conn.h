@@ -135,10 +135,10 @@ void cmd_time(resp_conn *c, const resp_cmd *cmd);
 void cmd_command(resp_conn *c, const resp_cmd *cmd);
 void cmd_config(resp_conn *c, const resp_cmd *cmd);
 void cmd_client(resp_conn *c, const resp_cmd *cmd);
-/* ... in resp_top.c: SL.TOP; and c's peer address in buf (NI_MAXHOST
-   bytes) when the denial log wants it, else NULL (eng_query.client). */
+/* ... in resp_top.c: SL.TOP; and the peer's address of connection ud
+   (eng_client_fn: the denial log's client). */
 void cmd_sl_top(resp_conn *c, const resp_cmd *cmd);
-const char *resp_client(resp_conn *c, char *buf);
+void resp_client(void *ud, char *buf, size_t len);
 /* Whether s[0..n) may be a client's name or SETINFO value: '!'..'~'
    only, as Redis allows, and at most RESP_NAME_MAX bytes. */
 int resp_name_ok(const char *s, size_t n);

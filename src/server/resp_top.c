@@ -13,6 +13,7 @@
  */
 #include <netdb.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,13 +73,14 @@ void cmd_sl_top(resp_conn *c, const resp_cmd *cmd) {
   free(a);
 }
 
-const char *resp_client(resp_conn *c, char *buf) {
-  if (!observe_wants_client(c->w->srv->obs)) return NULL;
+void resp_client(void *ud, char *buf, size_t len) {
+  resp_conn *c = ud;
   struct sockaddr_storage ss;
   memset(&ss, 0, sizeof ss);
-  socklen_t len = h2o_socket_getpeername(c->sock, (struct sockaddr *)&ss);
-  size_t n = len ? h2o_socket_getnumerichost((struct sockaddr *)&ss, len, buf)
-                 : SIZE_MAX;
-  buf[n == SIZE_MAX || n >= NI_MAXHOST ? 0 : n] = '\0';
-  return buf;
+  char host[NI_MAXHOST];
+  socklen_t sl = h2o_socket_getpeername(c->sock, (struct sockaddr *)&ss);
+  size_t n = sl ? h2o_socket_getnumerichost((struct sockaddr *)&ss, sl, host)
+                : SIZE_MAX;
+  if (n == SIZE_MAX || n >= sizeof host) n = 0;
+  snprintf(buf, len, "%.*s", (int)n, host);
 }

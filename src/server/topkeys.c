@@ -235,8 +235,11 @@ void topkeys_decision(topkeys *t, unsigned slot, const eng_query *q,
   pthread_mutex_lock(&th->lock);
   if (q->kind == ENG_QUERY_POLICY) {
     /* An ad-hoc policy counts as the rule "adhoc:POLICY". */
-    char rule[96];
-    snprintf(rule, sizeof rule, "adhoc:%s", out->st[0].policy_str);
+    char rule[96] = "adhoc:";
+    size_t pl = strlen(out->st[0].policy_str);
+    if (pl > sizeof rule - 7) pl = sizeof rule - 7;
+    memcpy(rule + 6, out->st[0].policy_str, pl);
+    rule[6 + pl] = '\0';
     tk_key key = {t->obs, NULL, 0, q->key, q->key_len};
     count(t, th, rule, epoch, observe_id(t->obs, q->key, q->key_len), &key,
           !out->st[0].d.allowed);
