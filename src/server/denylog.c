@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +33,7 @@
 #include "observe.h"
 
 #define LINE_MAX_BYTES 16384 /* a line is cut (and marked) past this */
+#define WRITE_LINES 64        /* lines per writev */
 
 /* A line waiting for the writer. */
 typedef struct line {
@@ -90,14 +92,22 @@ static int to_stderr(const char *path) {
   return !path || !strcmp(path, "-");
 }
 
-/* Writes all of buf to fd: 0, or -1 (errno). */
-static int write_all(int fd, const char *buf, size_t n) {
-  while (n) {
-    ssize_t w = write(fd, buf, n);
+/* Writes all of iov[0..n) to fd (a short write resumes where it
+   stopped): 0, or -1 (errno). */
+static int write_lines(int fd, struct iovec *iov, int n) {
+  while (n > 0) {
+    ssize_t w = writev(fd, iov, n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return -1;
-    buf += w;
-    n -= (size_t)w;
+    while (n > 0 && (size_t)w >= iov->iov_len) {
+      w -= (ssize_t)iov->iov_len;
+      iov++;
+      n--;
+    }
+    if (n > 0) {
+      iov->iov_base = (char *)iov->iov_base + w;
+      iov->iov_len -= (size_t)w;
+    }
   }
   return 0;
 }
@@ -118,13 +128,19 @@ static void *writer_main(void *arg) {
     d->reopen = 0;
     pthread_mutex_unlock(&d->lock);
     uint64_t written = 0, failed = 0;
-    for (line *l = batch, *next; l; l = next) {
-      next = l->next;
-      if (write_all(d->fd, l->text, l->len))
-        failed++;
+    while (batch) { /* up to WRITE_LINES lines a system call */
+      struct iovec iov[WRITE_LINES];
+      line *ls[WRITE_LINES];
+      int n = 0;
+      for (; batch && n < WRITE_LINES; batch = batch->next, n++) {
+        ls[n] = batch;
+        iov[n] = (struct iovec){batch->text, batch->len};
+      }
+      if (write_lines(d->fd, iov, n))
+        failed += (uint64_t)n;
       else
-        written++;
-      free(l);
+        written += (uint64_t)n;
+      for (int i = 0; i < n; i++) free(ls[i]);
     }
     if (d->m) {
       metrics_global_add(d->m, d->mid[D_WRITTEN], written);
@@ -312,14 +328,17 @@ static void enqueue(denylog *d, strbuf *b) {
   pthread_mutex_lock(&d->lock);
   int full = d->queued + n > d->obs->o.log_buffer;
   if (!full) {
-    if (d->tail)
+    /* Only a writer that found the queue empty sleeps: wake it then (a
+       futex call per line would cost more than the line). */
+    if (d->tail) {
       d->tail->next = l;
-    else
+    } else {
       d->head = l;
+      pthread_cond_signal(&d->cond);
+    }
     d->tail = l;
     d->queued += n;
     if (d->m) metrics_global_set(d->m, d->m_queued, d->queued);
-    pthread_cond_signal(&d->cond);
   }
   pthread_mutex_unlock(&d->lock);
   if (full) {
