@@ -249,6 +249,10 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/helpers.h $(LIB_INTERNAL) \
 	  $(filter %.o,$^) $(BUILD)/libsluice-server.a $(LIB_INTERNAL) \
 	  -lcmocka $(CORE_SRV_LIBS) $(LIBS) -lm
 
+# test_module calls the module's commands through a fake Redis (the
+# module API over an in-memory key table), under the sanitizers too.
+$(BUILD)/tests/test_module: $(MODULE_OBJ) $(BUILD)/obj/tests/unit/fake_redis.o
+
 $(BUILD)/tests/tools/%: tests/tools/%.c $(LIB_INTERNAL) \
     $(BUILD)/libsluice-server.a
 	@mkdir -p $(dir $@)
@@ -365,6 +369,9 @@ FUZZ_CLI = src/cli/replay.c src/cli/sim.c $(SIM_SRC)
 # The daemon's parts that need no h2o: YAML rules, engine, RESP parser.
 FUZZ_SRV = $(RULES_SRC) $(ENGINE_SRC) $(FLEET_SRC) src/server/resp_parse.c \
   src/server/resp_txn.c
+# The module's harness runs its commands through the unit tests' fake Redis.
+build/fuzz/module_fuzz: FUZZ_SRV += $(MODULE_SRC) tests/unit/fake_redis.c
+build/fuzz/module_fuzz: $(MODULE_SRC) tests/unit/fake_redis.c
 build/fuzz/%_fuzz: fuzz/%_fuzz.c $(LIB_SRC) $(FUZZ_CLI) $(FUZZ_SRV)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc -o $@ $< $(LIB_SRC) $(FUZZ_CLI) \
