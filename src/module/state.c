@@ -64,10 +64,34 @@ static int time_ok(const unsigned char *p) {
   return ms_ok(get64(p)) && sub >= 0 && sub < MS;
 }
 
+/*
+ * redis-cell's own key, so that CL.THROTTLE is a drop-in for its users'
+ * existing keys: redis-cell stores a GCRA key's TAT as a plain decimal
+ * string of ns since the epoch (src/cell/mod.rs, `new_tat_ns.to_string()`,
+ * at most 19 digits, never sluice's 20-byte layout) and nothing else; its parameters come with every call, as here. The
+ * TAT is read as sluice's gcra state (exact in whole ns: no rounding
+ * left over). The next charge writes sluice's layout, so the key is then
+ * sluice's (redis-cell cannot read it back). 0 when v is such a key.
+ */
+static int load_cell_tat(mkey *m, const unsigned char *v, size_t len) {
+  int64_t tat = 0;
+  if (len == 0 || len > 19) return -1;
+  for (size_t i = 0; i < len; i++) {
+    if (v[i] < '0' || v[i] > '9' || tat > (INT64_MAX - 9) / 10) return -1;
+    tat = tat * 10 + (v[i] - '0');
+  }
+  if (!ms_ok(tat / MS)) return -1;
+  m->st.a = tat;
+  m->st.b = 0;
+  m->fresh = 0;
+  return 0;
+}
+
 static int load_string(mkey *m, const algo_policy *p) {
   size_t len;
   const unsigned char *v =
       (const unsigned char *)RedisModule_StringDMA(m->k, &len, REDISMODULE_READ);
+  if (v && p->pub.algo == SL_GCRA && load_cell_tat(m, v, len) == 0) return 0;
   if (!v || len != string_len(p->pub.algo)) return -1;
   switch (p->pub.algo) {
   case SL_FIXED_WINDOW:

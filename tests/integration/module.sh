@@ -130,13 +130,18 @@ is "huge cost" "ERR cost must be an integer >= 0" SL.THROTTLE k token_bucket:1/s
 is "cost over burst" "ERR cost 11 can never be allowed by token_bucket:10/1s" SL.THROTTLE k token_bucket:10/1s 11
 redis-cli -p $P SET str hello >/dev/null
 redis-cli -p $P RPUSH list a >/dev/null
-redis-cli -p $P SET short 12345 >/dev/null
+redis-cli -p $P SET short 12.45 >/dev/null
 WT="WRONGTYPE Operation against a key holding the wrong kind of value"
 is "wrongtype string" "$WT" SL.THROTTLE str token_bucket:10/1s
 is "wrongtype list" "$WT" SL.THROTTLE list gcra:10/1s
 is "wrongtype hash" "$WT" SL.THROTTLE sl token_bucket:10/1s
 is "wrongtype log" "$WT" SL.THROTTLE tb sliding_log:10/1s
 is "wrongtype cell" "$WT" CL.THROTTLE short 1 1 1
+# A key redis-cell wrote (its TAT in ns as a decimal string) is read as the
+# same state: 15 max burst, 30 per 60 s, a TAT 5 s ahead: 13 left, 5 s.
+redis-cli -p $P SET cellkey $((T0 + 5000000000)) EX 5 >/dev/null
+is "redis-cell's key" "0 16 13 -1 5" CL.THROTTLE cellkey 15 30 60 0
+is "redis-cell's key charged" "0 16 12 -1 7" CL.THROTTLE cellkey 15 30 60
 is "untouched" "hello" GET str
 is "cell usage" "ERR Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]" CL.THROTTLE k 1 2
 is "cell parse" "ERR Couldn't parse as integer: x" CL.THROTTLE k 1 x 60

@@ -154,6 +154,34 @@ static void redis_cell_readme(void **state) {
   EXPECT("0 16 10 -1 12", "cl.throttle", "user123", "15", "30", "60");
 }
 
+/* A key redis-cell wrote (its TAT in ns, as a decimal string) is read as
+   the same GCRA state: 15 max burst, 30 per 60 s (T = 2 s, 32 s of
+   tolerance), a TAT 5 s ahead leaves 13 and resets in 5 s, as redis-cell
+   answers. The next charge writes sluice's layout. */
+static void reads_redis_cells_keys(void **state) {
+  (void)state;
+  char tat[32];
+  snprintf(tat, sizeof tat, "%lld", (long long)(T0 + SEC(5)));
+  fake_put_string("user456", tat, strlen(tat), T0_MS + 5000);
+  EXPECT("0 16 13 -1 5", "cl.throttle", "user456", "15", "30", "60", "0");
+  EXPECT("0 16 12 -1 7", "cl.throttle", "user456", "15", "30", "60");
+  size_t n;
+  assert_non_null(fake_get_string("user456", &n));
+  assert_int_equal(n, 20);
+  assert_int_equal(fake_expire("user456"), T0_MS + 7000);
+  /* The same key through SL.THROTTLE's gcra; not through other layouts. */
+  fake_put_string("c2", tat, strlen(tat), -1);
+  EXPECT("1 16 13 0 5000 0", "sl.throttle", "c2", "gcra:30/60s:burst=16", "0");
+  EXPECT(WT, "sl.throttle", "c2", "token_bucket:30/60s");
+  /* Not a TAT: too long, signed, not digits, past any time sluice takes. */
+  static const char *const bad[] = {"99999999999999999999", "-5", "12a",
+                                    "9223372036854775807", ""};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    fake_put_string("x", bad[i], strlen(bad[i]), -1);
+    EXPECT(WT, "cl.throttle", "x", "15", "30", "60");
+  }
+}
+
 /* Every bad input: an error, no key written, nothing replicated. */
 static void bad_input_gets_redis_style_errors(void **state) {
   (void)state;
@@ -208,7 +236,7 @@ static void keys_of_another_type_are_left_alone(void **state) {
   (void)state;
   fake_put_string("str", "hello", 5, -1);
   fake_put_other("list");
-  fake_put_string("short", "12345", 5, -1);
+  fake_put_string("short", "12.45", 5, -1);
   fake_put_hash_field("h", "x", "y", 1);
   EXPECT("1 10 9 0 100 0", "sl.throttle", "tb", "token_bucket:10/1s");
   EXPECT(WT, "sl.throttle", "str", "token_bucket:10/1s");
@@ -392,6 +420,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(
           a_write_is_replicated_with_its_absolute_expiry, setup, teardown),
       cmocka_unit_test_setup_teardown(redis_cell_readme, setup, teardown),
+      cmocka_unit_test_setup_teardown(reads_redis_cells_keys, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(bad_input_gets_redis_style_errors,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(keys_of_another_type_are_left_alone,
