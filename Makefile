@@ -184,6 +184,8 @@ $(BUILD)/libsluice.so: $(BUILD)/$(SO_FILE)
 ifeq ($(SANITIZE),)
 MODULE_ALL = $(BUILD)/sluice-redis.so
 endif
+# (all's line above is read before MODULE_ALL is set: named again here.)
+all: $(MODULE_ALL)
 # Only RedisModule_OnLoad is exported (the library's sl_ API stays inside).
 $(MODULE_OBJ): ALL_CFLAGS += -fvisibility=hidden
 $(MODULE_OBJ): Makefile

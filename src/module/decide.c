@@ -260,8 +260,12 @@ int md_cmd_decide(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     now = md_now();
   else if (parse_dec(s, len, SL_TIME_MAX_NS, &now))
     return RedisModule_ReplyWithError(ctx, MALFORMED);
-  mcheck *c = RedisModule_Alloc(sizeof *c * (size_t)nk);
-  sl_decision *d = RedisModule_Alloc(sizeof *d * (size_t)nk);
+  /* The usual call (a few keys) needs no allocation. */
+  mcheck c_small[8];
+  sl_decision d_small[8];
+  mcheck *c = nk <= 8 ? c_small : RedisModule_Alloc(sizeof *c * (size_t)nk);
+  sl_decision *d =
+      nk <= 8 ? d_small : RedisModule_Alloc(sizeof *d * (size_t)nk);
   int all[256];
   const char *err = NULL;
   for (int64_t i = 0; i < nk && !err; i++) {
@@ -279,7 +283,7 @@ int md_cmd_decide(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     RedisModule_ReplyWithError(ctx, err);
   else
     reply(ctx, mode, now, d, all, sizes, nreq, (size_t)nk);
-  RedisModule_Free(c);
-  RedisModule_Free(d);
+  if (c != c_small) RedisModule_Free(c);
+  if (d != d_small) RedisModule_Free(d);
   return REDISMODULE_OK;
 }

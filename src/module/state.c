@@ -84,6 +84,7 @@ static int load_cell_tat(mkey *m, const unsigned char *v, size_t len) {
   m->st.a = tat;
   m->st.b = 0;
   m->fresh = 0;
+  m->cell = 1;
   return 0;
 }
 
@@ -222,10 +223,10 @@ static void save_string(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
     put_time(v, st->a);
     put64(v + 12, st->b);
   }
+  /* A loaded key is a string of this layout's length already (or of
+     redis-cell's): only a fresh one, or another length, is (re)sized. */
   size_t have = 0;
-  if (RedisModule_KeyType(m->k) == REDISMODULE_KEYTYPE_STRING)
-    RedisModule_StringDMA(m->k, &have, REDISMODULE_READ);
-  if (have != len) RedisModule_StringTruncate(m->k, len);
+  if (m->fresh || m->cell) RedisModule_StringTruncate(m->k, len);
   char *dst = RedisModule_StringDMA(m->k, &have, REDISMODULE_WRITE);
   memcpy(dst, v, len);
   RedisModule_SetAbsExpire(m->k, at);

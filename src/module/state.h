@@ -20,6 +20,7 @@ typedef struct mkey {
   RedisModuleString *name;
   RedisModuleKey *k;
   int fresh;        /* no state: st is unused */
+  int cell;         /* the state was read from redis-cell's layout */
   algo_state st;    /* sliding_log: st.a points at log */
   slog *log;        /* sliding_log: the live entries, loaded (Alloc'd) */
   int64_t head;     /* sliding_log: the hash's first index */
