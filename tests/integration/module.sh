@@ -9,7 +9,8 @@
 # bad input answered with a Redis-style error (arity, policies, numbers,
 # huge costs, keys of another type: WRONGTYPE), TTLs equal to the time to
 # fresh, SL.RESET, the keys Redis is told (COMMAND GETKEYS), state kept
-# through an RDB restart and copied to a replica; then the parity tool's
+# through an RDB restart and an AOF-only one (the same values and expiry
+# times) and copied to a replica; redis-cell's own keys read; then the parity tool's
 # traces through SL.DECIDE (memory mode and the module, every field, the
 # same traces redis_parity.sh runs through the Lua script), a bounded
 # random-argument flood that must leave Redis answering, and one exact-mode
@@ -178,6 +179,34 @@ redis main2 "$tmp/main" --dbfilename dump.rdb
 P=$port
 is "clock again" "OK" SL.CLOCK $T0
 is "state after restart" "1 10 3 0 2520000 0" SL.THROTTLE keep token_bucket:10/1h 1
+
+# ---- AOF only (no RDB): the effects, replayed, give the same state ----
+redis aof "$tmp/aof" --appendonly yes --aof-use-rdb-preamble no
+A=$port
+is "aof clock" "OK" SL.CLOCK $T0
+is "aof bucket" "1 10 6 0 1440000 0" SL.THROTTLE ak token_bucket:10/1h 4
+is "aof log" "1 3 1 0 3600000 0" SL.THROTTLE al sliding_log:3/1h 2
+_v=$(redis-cli -p $A GET ak | od -An -tx1)
+_h=$(redis-cli -p $A HGETALL al | od -An -tx1)
+_x=$(redis-cli -p $A PEXPIRETIME ak)
+_y=$(redis-cli -p $A PEXPIRETIME al)
+redis-cli -p $A SHUTDOWN NOSAVE >/dev/null 2>&1
+if grep -q PXAT "$tmp"/aof/appendonlydir/*.incr.aof &&
+  ! grep -qi 'sl.throttle' "$tmp"/aof/appendonlydir/*.incr.aof; then
+  pass
+else
+  fail "aof: the AOF should hold SET ... PXAT, not the command itself"
+fi
+redis aof2 "$tmp/aof" --appendonly yes --aof-use-rdb-preamble no
+A=$port
+if [ "$(redis-cli -p $A GET ak | od -An -tx1)" = "$_v" ] &&
+  [ "$(redis-cli -p $A HGETALL al | od -An -tx1)" = "$_h" ]; then pass; else
+  fail "aof: values differ after the AOF-only restart"
+fi
+is "aof expiry" "$_x $_y" eval "return {redis.call('PEXPIRETIME', KEYS[1]), redis.call('PEXPIRETIME', KEYS[2])}" 2 ak al
+is "aof clock again" "OK" SL.CLOCK $T0
+is "aof state" "1 10 5 0 1800000 0" SL.THROTTLE ak token_bucket:10/1h 1
+port=$P
 
 # ---- the same traces through SL.DECIDE and memory mode ----
 prun() {
