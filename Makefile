@@ -347,6 +347,7 @@ bench-fleet: deps-bench-server
 	@$(MAKE) --no-print-directory all
 	@SLUICE=$(BUILD)/sluice bench/fleet/run.sh
 	@SLUICE=$(BUILD)/sluice MODULE=$(BUILD)/sluice-redis.so sh bench/fleet/module.sh
+	@SLUICE=$(BUILD)/sluice MODULE=$(BUILD)/sluice-redis.so sh bench/fleet/module_cpu.sh
 
 # Every attack of docs/hardening.md at once against one daemon on
 # loopback, bounded (SOAK_SECONDS, default 60; under five minutes in all):

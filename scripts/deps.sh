@@ -17,7 +17,7 @@ set -eu
 
 build="gcc make binutils libc6-dev libsodium-dev libcmocka-dev libh2o-evloop-dev libssl-dev libyaml-dev libjansson-dev libhiredis-dev libglib2.0-dev libxml2-utils libgrpc-dev libprotobuf-c-dev protobuf-c-compiler"
 bench="golang-go golang-golang-x-time-dev"
-bench_server="redis-server redis-tools nginx wrk nghttp2-client"
+bench_server="redis-server redis-tools nginx wrk nghttp2-client valgrind"
 fuzz="clang libclang-rt-dev"
 test="python3 curl redis-server redis-tools nginx wrk pkgconf groff-base nodejs npm python3-redis chromium python3-grpcio python3-protobuf protobuf-compiler prometheus systemd"
 

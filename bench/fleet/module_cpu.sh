@@ -1,0 +1,100 @@
+#!/bin/sh
+# module_cpu.sh — `make bench-fleet`'s last part: Redis's work per exact
+# decision with the module and on the Lua path, counted in instructions
+# (callgrind), which the machine's load cannot move as it moves
+# usec_per_call (wall time).
+#
+#   SLUICE=build/sluice MODULE=build/sluice-redis.so sh bench/fleet/module_cpu.sh
+#
+# For each of: one exact daemon (-t 1) in front of a Redis with the module
+# (SL.DECIDE) and of one without (EVALSHA of decide.lua); SL.THROTTLE at
+# the module's Redis and EVALSHA of bench/server/tokenbucket.lua: a
+# redis-server under valgrind --tool=callgrind, collecting only inside
+# call(), takes CALLS (2000) requests at -c 1 -P 1 on random keys, and the
+# instructions inside the command (RedisModuleCommandDispatcher or
+# evalShaCommand: what usec_per_call times) are divided by the calls
+# INFO commandstats counted. Target (issue 19): module / Lua <= 0.3.
+set -u
+SLUICE=${SLUICE:-build/sluice}
+MODULE=$(cd "$(dirname "${MODULE:-build/sluice-redis.so}")" && pwd)/$(basename "${MODULE:-build/sluice-redis.so}")
+CALLS=${CALLS:-2000}
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d /tmp/sluice-bench-cpu.XXXXXX)
+pids=""
+cleanup() {
+  for p in $pids; do kill "$p" 2>/dev/null; done
+  for p in $pids; do wait "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+command -v valgrind >/dev/null || { echo "module_cpu.sh: no valgrind" >&2; exit 1; }
+port() {
+  python3 -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+up() {
+  i=0
+  until redis-cli -p "$1" PING >/dev/null 2>&1; do
+    i=$((i + 1))
+    [ $i -gt 300 ] && { echo "module_cpu.sh: port $1 never answered" >&2; exit 1; }
+    sleep 0.2
+  done
+}
+bench() { redis-benchmark -p "$1" -c 1 -P 1 -r 1000 -n "$2" "$@" >/dev/null 2>&1; }
+
+# run NAME WITH_MODULE KIND FN CMDSTAT: instructions per call into $tmp/NAME.
+run() {
+  _n=$1 _mod=$2 _kind=$3 _fn=$4 _stat=$5
+  rp=$(port)
+  set --
+  [ "$_mod" = 1 ] && set -- --loadmodule "$MODULE"
+  valgrind --tool=callgrind --callgrind-out-file="$tmp/$_n.cg" \
+    --collect-atstart=no --toggle-collect=call redis-server --port "$rp" \
+    --bind 127.0.0.1 --save '' --appendonly no "$@" >"$tmp/$_n.log" 2>&1 &
+  vp=$!
+  pids="$pids $vp"
+  up "$rp"
+  case $_kind in
+  daemon)
+    sp=$(port)
+    "$SLUICE" serve --store "redis://127.0.0.1:$rp" --http off \
+      --resp "127.0.0.1:$sp" -t 1 --redis-timeout 5000 >"$tmp/$_n.sl" 2>&1 &
+    dp=$!
+    pids="$pids $dp"
+    up "$sp"
+    redis-benchmark -p "$sp" -c 1 -P 1 -r 1000 -n 200 SL.THROTTLE \
+      k:__rand_int__ token_bucket:1000/h >/dev/null 2>&1
+    redis-cli -p "$rp" CONFIG RESETSTAT >/dev/null
+    redis-benchmark -p "$sp" -c 1 -P 1 -r 1000 -n "$CALLS" SL.THROTTLE \
+      k:__rand_int__ token_bucket:1000/h >/dev/null 2>&1
+    kill "$dp"; wait "$dp" 2>/dev/null ;;
+  module)
+    redis-cli -p "$rp" CONFIG RESETSTAT >/dev/null
+    redis-benchmark -p "$rp" -c 1 -P 1 -r 1000 -n "$CALLS" SL.THROTTLE \
+      k:__rand_int__ token_bucket:1000/h 1 >/dev/null 2>&1 ;;
+  lua)
+    sha=$(redis-cli -p "$rp" SCRIPT LOAD "$(cat "$here/../server/tokenbucket.lua")")
+    redis-cli -p "$rp" CONFIG RESETSTAT >/dev/null
+    redis-benchmark -p "$rp" -c 1 -P 1 -r 1000 -n "$CALLS" EVALSHA "$sha" 1 \
+      k:__rand_int__ 1000 1000 3600000 1 >/dev/null 2>&1 ;;
+  esac
+  calls=$(redis-cli -p "$rp" INFO commandstats | tr -d '\r' |
+    sed -n "s/^cmdstat_$_stat:calls=\([0-9]*\),.*/\1/p")
+  redis-cli -p "$rp" SHUTDOWN NOSAVE >/dev/null 2>&1
+  wait "$vp" 2>/dev/null
+  ir=$(callgrind_annotate --inclusive=yes "$tmp/$_n.cg" 2>/dev/null |
+    awk -v f=":$_fn " '$0 ~ f { gsub(",", "", $1); print $1; exit }')
+  echo "${ir:-0} ${calls:-0}" | awk '{ printf "%d\n", $2 ? $1 / $2 : 0 }' >"$tmp/$_n"
+}
+
+run dm 1 daemon RedisModuleCommandDispatcher sl.decide
+run dl 0 daemon evalShaCommand evalsha
+run tm 1 module RedisModuleCommandDispatcher sl.throttle
+run tl 1 lua evalShaCommand evalsha
+awk -v dm="$(cat "$tmp/dm")" -v dl="$(cat "$tmp/dl")" \
+  -v tm="$(cat "$tmp/tm")" -v tl="$(cat "$tmp/tl")" 'BEGIN {
+  printf "instructions per call inside the command (callgrind, -P 1)\n"
+  printf "exact daemon: SL.DECIDE %d, EVALSHA decide.lua %d: %.2fx (target <= 0.3)  %s\n",
+    dm, dl, dm / dl, (dm / dl <= 0.3 ? "ok" : "MISSED")
+  printf "SL.THROTTLE %d, EVALSHA tokenbucket.lua %d: %.2fx\n", tm, tl, tm / tl
+}'
