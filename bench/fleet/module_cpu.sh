@@ -57,7 +57,7 @@ run() {
   case $_kind in
   daemon)
     sp=$(port)
-    "$SLUICE" serve --store "redis://127.0.0.1:$rp" --http off \
+    "$SLUICE" serve --grpc off --store "redis://127.0.0.1:$rp" --http off \
       --resp "127.0.0.1:$sp" -t 1 --redis-timeout 5000 >"$tmp/$_n.sl" 2>&1 &
     dp=$!
     pids="$pids $dp"
