@@ -24,6 +24,7 @@
 #include "../base/fmt.h"
 #include "../base/hash.h"
 #include "module.h"
+#include "state.h"
 
 #define SEC INT64_C(1000000000)
 
@@ -252,7 +253,8 @@ RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
 
 int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv,
                        int argc) {
-  if (rm_init(ctx, "sluice", 1) != REDISMODULE_OK) return REDISMODULE_ERR;
+  if (rm_init(ctx, "sluice", 1) != REDISMODULE_OK || mkey_init())
+    return REDISMODULE_ERR;
   int testclock = 0;
   for (int i = 0; i < argc; i++) {
     if (!arg_is(argv[i], "TESTCLOCK")) {

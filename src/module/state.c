@@ -198,6 +198,15 @@ int mkey_open(RedisModuleCtx *ctx, mkey *m, RedisModuleString *name,
   return 0;
 }
 
+/* "PXAT", made once: Replicate takes a string argument ('s') by reference
+   where a C string ('c') would be copied into a new object every write. */
+static RedisModuleString *pxat;
+
+int mkey_init(void) {
+  if (!pxat) pxat = RedisModule_CreateString(NULL, "PXAT", 4);
+  return pxat ? 0 : -1;
+}
+
 /* ms from t until fresh_at, rounded up, at least 1: the key's TTL. */
 static long long ttl_ms(int64_t fresh_at, int64_t t) {
   int64_t d = fresh_at - t;
@@ -230,8 +239,8 @@ static void save_string(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
   char *dst = RedisModule_StringDMA(m->k, &have, REDISMODULE_WRITE);
   memcpy(dst, v, len);
   RedisModule_SetAbsExpire(m->k, at);
-  RedisModule_Replicate(ctx, "SET", "sbcl", m->name, (const char *)v, len,
-                        "PXAT", at);
+  RedisModule_Replicate(ctx, "SET", "sbsl", m->name, (const char *)v, len,
+                        pxat, at);
 }
 
 /* Hash field i := the log's entry e. */

@@ -27,6 +27,9 @@ typedef struct mkey {
   uint32_t count;   /* sliding_log: entries the hash held when loaded */
 } mkey;
 
+/* What every write shares, made once at load: 0, or -1. */
+int mkey_init(void);
+
 /*
  * Opens `name` for reading and writing and loads its state for policy p.
  * Returns 0, or -1 when the key holds something else (another type, or a
