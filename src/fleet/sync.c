@@ -536,7 +536,7 @@ static void pass(rs_sync *s, approx_delta **d, size_t n, const int64_t *cost,
     size_t ok = 0;
     for (size_t x = 0; x < m; x++) {
       size_t i = ks[b->first + x].i;
-      rs_check chk = {approx_delta_policy(d[i]), NULL, 0, cost[i], 0, 0, 0};
+      rs_check chk = {.policy = approx_delta_policy(d[i]), .cost = cost[i]};
       chk.key = approx_delta_key(d[i], &chk.key_len);
       req[ok].call = &call[i];
       if (rs_prepare_force(&chk, 1, &call[i], &words[ok], &req[ok].keys_len,

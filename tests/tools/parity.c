@@ -802,8 +802,9 @@ static int64_t decide_step(trace *tr, int step, treq q) {
   rs_check rq[MAXC];
   for (int i = 0; i < q.m; i++) {
     const char *k = tr->kname[q.pi[i]][q.ki[i]];
-    rq[i] = (rs_check){&tr->pol[q.pi[i]].p, k, strlen(k), q.cost[i],
-                       q.shadow[i], 0};
+    rq[i] = (rs_check){.policy = &tr->pol[q.pi[i]].p, .key = k,
+                       .key_len = strlen(k), .cost = q.cost[i],
+                       .shadow = q.shadow[i]};
   }
   rs_call call;
   char *cmd = NULL;
@@ -993,8 +994,9 @@ static void batch_trace(sl_algo algo, int id, int rounds) {
       rs_check rq[MAXC];
       for (int c = 0; c < q[i].m; c++) {
         const char *kn = tr.kname[q[i].pi[c]][q[i].ki[c]];
-        rq[c] = (rs_check){&tr.pol[q[i].pi[c]].p, kn, strlen(kn),
-                           q[i].cost[c], q[i].shadow[c], 0};
+        rq[c] = (rs_check){.policy = &tr.pol[q[i].pi[c]].p, .key = kn,
+                           .key_len = strlen(kn), .cost = q[i].cost[c],
+                           .shadow = q[i].shadow[c]};
       }
       char *words = NULL;
       reqs[n].call = &calls[i];
@@ -1193,8 +1195,8 @@ static void force_call(trace *tr, int step, const treq *q, int k) {
     map[i] = u;
     ucost[u] += q[i].cost[0];
     const char *kn = tr->kname[q[i].pi[0]][q[i].ki[0]];
-    rs_check rq = {&tr->pol[q[i].pi[0]].p, kn, strlen(kn), q[i].cost[0], 0,
-                   0, 0};
+    rs_check rq = {.policy = &tr->pol[q[i].pi[0]].p, .key = kn,
+                   .key_len = strlen(kn), .cost = q[i].cost[0]};
     char *words = NULL;
     int prc = rs_prepare_force(&rq, 1, &calls[i], &words, &reqs[i].keys_len,
                                &reqs[i].len);
@@ -1622,7 +1624,8 @@ static int one(const char *spec, const char *key, int64_t cost, int64_t now,
     fprintf(stderr, "parity: %s: %s\n", spec, err);
     exit(2);
   }
-  rs_check c = {&p, key, strlen(key), cost, 0, 0};
+  rs_check c = {.policy = &p, .key = key, .key_len = strlen(key),
+                .cost = cost};
   rs_call call;
   char *cmd;
   size_t len;
