@@ -65,7 +65,9 @@ want_code "a bad seed" 400
 
 get "$U/v1/sim/examples"
 want_code "the examples" 200
-eq "the examples, by name" '["boundary-burst","idle-burst","smoothing","retry-storm","fleet-quiz","store-down"]' "$(jv '[e["name"] for e in d]')"
+# The page's examples are `sluice sim`'s, in its order: one list.
+want=$("$SLUICE" sim --list-examples | awk '{ printf "%s\"%s\"", (NR > 1 ? "," : "["), $1 } END { print "]" }')
+eq "the examples, by name, as sluice sim --list-examples" "$want" "$(jv '[e["name"] for e in d]')"
 get "$U/v1/sim"
 want_code "GET /v1/sim" 405
 
