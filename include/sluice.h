@@ -69,7 +69,8 @@ SL_API const char *sl_version_string(void);
   XX(EKEY, -5, "key longer than 1024 bytes")                           \
   XX(ETIME, -6, "time out of range")                                         \
   XX(ELIMITERS, -7, "too many limiters on one store")                       \
-  XX(EFULL, -8, "store full: no entry could be evicted cheaply enough")
+  XX(EFULL, -8, "store full: no entry could be evicted cheaply enough")      \
+  XX(ECANCELED, -9, "wait cancelled")
 
 typedef enum sl_err {
   SL_OK = 0,
@@ -507,6 +508,99 @@ SL_API int sl_release(sl_limiter *lim, const void *key, size_t key_len,
  */
 SL_API int sl_renew(sl_limiter *lim, const void *key, size_t key_len,
                     uint64_t lease, int64_t now_ns, sl_decision *out);
+/* ---- waiting for a decision (Go's rate.Limiter.Wait) ---------------------- */
+
+/*
+ * Takes `cost` for key and sleeps until the request may go: a leaky_bucket's
+ * delay (its slot in the queue is reserved at decision time; the sleep
+ * serves it), or, for a denial, its retry_after, after which it asks again.
+ * This one call reads clocks (clock_gettime: CLOCK_REALTIME for the
+ * decisions' time, CLOCK_MONOTONIC for the sleeps) and blocks the calling
+ * thread; every other function of the library takes the time from its
+ * caller.
+ *   deadline_ns  CLOCK_REALTIME nanoseconds by which the request must be
+ *                able to go, or 0 for none. A wait that would end after it
+ *                is not started: nothing is charged, *out is the denial
+ *                (allowed 0, retry_after_ns when it could go), return 0.
+ *   cancel_fd    a descriptor that becomes readable to cancel the wait
+ *                (an eventfd, a pipe's read end, ...), or -1 for none: the
+ *                call then returns SL_ECANCELED. Cancelled before the
+ *                decision, nothing is charged; during a leaky_bucket's
+ *                delay, the reserved slot stays charged (its place in the
+ *                queue is not given back to the requests behind it).
+ * Returns 0 with out->allowed 1 once the request may go, 0 with allowed 0
+ * when the deadline cannot be met, SL_ECANCELED, or the errors of
+ * sl_limiter_take (SL_ECOST for a cost that can never pass: no wait).
+ */
+SL_API int sl_limiter_wait(sl_limiter *lim, const void *key, size_t key_len,
+                           int64_t cost, int64_t deadline_ns, int cancel_fd,
+                           sl_decision *out);
+
+/* ---- the client side: backoff, the server's headers, pacing --------------- */
+
+/*
+ * What a server said about its limits, from its response headers
+ * (sl_rate_info_header): each figure -1 while no header gave it. Durations
+ * are from the moment the headers were read (now_ns of the call).
+ */
+typedef struct sl_rate_info {
+  int64_t limit;          /* the quota: RateLimit-Policy q, X-RateLimit-Limit */
+  int64_t remaining;      /* RateLimit r, X-RateLimit-Remaining */
+  int64_t reset_ns;       /* until the quota is restored: RateLimit t,
+                             X-RateLimit-Reset (delta or epoch seconds) */
+  int64_t window_ns;      /* the policy's window: RateLimit-Policy w */
+  int64_t retry_after_ns; /* Retry-After (seconds or an HTTP-date) */
+  char policy[64];        /* the RateLimit item's name ("" if none) */
+} sl_rate_info;
+
+/* Every figure unknown (-1), no policy name. */
+SL_API void sl_rate_info_init(sl_rate_info *info);
+
+/*
+ * Reads one response header into *info. Names, in any case: Retry-After
+ * (RFC 9110: delay-seconds or an HTTP-date, the three formats);
+ * RateLimit and RateLimit-Policy in the current draft's Structured Fields
+ * (draft-ietf-httpapi-ratelimit-headers-09: `"name";r=50;t=30`,
+ * `"name";q=100;w=60`; of several items, the least remaining) and its
+ * draft-07 dictionary (`limit=100, remaining=50, reset=30`);
+ * RateLimit-Limit/-Remaining/-Reset (drafts up to 06); X-RateLimit-Limit/
+ * -Remaining/-Reset (a reset of 10^9 or more is an epoch time, in seconds,
+ * or milliseconds from 10^12). Where two headers give one figure, the more
+ * cautious wins (less remaining, a later reset). now_ns: the time the
+ * response was received (for dates and epoch times).
+ * Returns 1 when the header was one of these and was used, 0 when it is
+ * not one of them (ignored), SL_EINVAL when it is one but its value is
+ * malformed (longer than 4096 bytes, a negative or overflowing number, bad
+ * syntax): *info is then unchanged.
+ */
+SL_API int sl_rate_info_header(sl_rate_info *info, const char *name,
+                               size_t name_len, const char *value,
+                               size_t value_len, int64_t now_ns);
+
+/* A uniform 64-bit random number, from the caller's source. */
+typedef uint64_t (*sl_random_fn)(void *ud);
+
+/*
+ * Exponential backoff with full jitter (AWS's): a delay uniform in
+ * [0, min(cap_ns, base_ns * 2^attempt)], attempt counting from 0, drawn
+ * from random(ud) (NULL: libsodium's randombytes). Then never earlier than
+ * the server asked: when info (may be NULL) has a Retry-After, or a reset
+ * with nothing remaining, that wait comes first and the jitter is added
+ * after it, so that clients told the same instant do not come back
+ * together. Returns the delay in ns (base_ns, cap_ns < 0 count as 0).
+ */
+SL_API int64_t sl_backoff_delay(int64_t base_ns, int64_t cap_ns,
+                                unsigned attempt, const sl_rate_info *info,
+                                sl_random_fn random, void *ud);
+
+/*
+ * Pacing, to slow down before the 429: the interval to leave before the
+ * next request so that the remaining quota lasts until the reset
+ * (reset / remaining, rounded up); with nothing remaining, the time to the
+ * reset (or the Retry-After, if later). 0 when the headers did not say
+ * enough (no remaining or no reset).
+ */
+SL_API int64_t sl_pace_interval(const sl_rate_info *info);
 
 #ifdef __cplusplus
 }

@@ -209,14 +209,35 @@ static int same_key(const sl_check *a, const sl_check *b) {
          (a->key_len == 0 || memcmp(a->key, b->key, a->key_len) == 0);
 }
 
+/*
+ * A decision that would allow only after a delay above max_delay (> 0) is
+ * a denial: the queue is longer than the caller will wait. It is then
+ * decided as a denial is (nothing charged), and can be retried when the
+ * queue has drained by the excess.
+ */
+static void too_long(sl_decision *d, int64_t cost, int64_t max_delay) {
+  if (!d->allowed || cost == 0 || max_delay <= 0 || d->delay_ns <= max_delay)
+    return;
+  d->allowed = 0;
+  d->retry_after_ns = d->delay_ns - max_delay;
+  d->delay_ns = 0;
+  d->remaining = 0;
+}
+
 int sl_take_all(const sl_check *checks, size_t n, int64_t now_ns,
                 sl_decision *out, int *allowed) {
-  return limiter_take_windows(checks, NULL, n, now_ns, out, allowed);
+  return limiter_take_all_within(checks, NULL, NULL, n, now_ns, out, allowed);
 }
 
 int limiter_take_windows(const sl_check *checks, const limiter_window *win,
                          size_t n, int64_t now_ns, sl_decision *out,
                          int *allowed) {
+  return limiter_take_all_within(checks, win, NULL, n, now_ns, out, allowed);
+}
+
+int limiter_take_all_within(const sl_check *checks, const limiter_window *win,
+                            const int64_t *max_delay_ns, size_t n,
+                            int64_t now_ns, sl_decision *out, int *allowed) {
   if (!allowed) return SL_EINVAL;
   *allowed = 0; /* until every check has passed and been charged */
   if (n > SL_CHECKS_MAX || (n && (!checks || !out))) return SL_EINVAL;
@@ -229,7 +250,7 @@ int limiter_take_windows(const sl_check *checks, const limiter_window *win,
   /* Merge repeated (limiter, key) pairs: one state, so one check whose cost
      is the sum, and which is shadow only if every part of it is. */
   size_t uniq[SL_CHECKS_MAX], map[SL_CHECKS_MAX], nu = 0;
-  int64_t cost[SL_CHECKS_MAX];
+  int64_t cost[SL_CHECKS_MAX], max_delay[SL_CHECKS_MAX];
   int shadow[SL_CHECKS_MAX];
   for (size_t i = 0; i < n; i++) {
     const sl_check *c = &checks[i];
@@ -241,9 +262,14 @@ int limiter_take_windows(const sl_check *checks, const limiter_window *win,
     if (u == nu) {
       uniq[nu] = i;
       shadow[nu] = 1;
+      max_delay[nu] = 0;
       cost[nu++] = 0;
     }
     shadow[u] &= c->shadow != 0;
+    /* The tightest bound of the merged parts (0: none). */
+    int64_t most = max_delay_ns ? max_delay_ns[i] : 0;
+    if (most > 0 && (max_delay[u] == 0 || most < max_delay[u]))
+      max_delay[u] = most;
     if (c->cost > c->limiter->p.B - cost[u]) return SL_ECOST;
     cost[u] += c->cost;
     map[i] = u;
@@ -292,6 +318,7 @@ int limiter_take_windows(const sl_check *checks, const limiter_window *win,
   for (size_t u = 0; u < nu && !rc; u++) {
     rc = store_decide_locked(store, &refs[u], cost[u], now_ns, 0, &dec[u],
                              NULL);
+    if (!rc) too_long(&dec[u], cost[u], max_delay[u]);
     if (!rc && !dec[u].allowed && !shadow[u]) all = 0;
   }
   /* Charge; if one charge fails (memory), take back those made before it,

@@ -54,5 +54,15 @@ typedef struct limiter_window {
 int limiter_take_windows(const sl_check *checks, const limiter_window *win,
                          size_t n, int64_t now_ns, sl_decision *out,
                          int *allowed);
+/* limiter_take_windows with a bound on each check's wait (max_delay_ns
+   NULL: none; else per check, 0 for none): a check that would allow only after a
+   leaky_bucket delay above its bound is a denial (the queue is longer than
+   the caller will wait), decided as a denial is, charging nothing, with
+   retry_after the excess (when the queue will be short enough). Merged
+   checks take the tightest bound. The wait mode's decision (sl_limiter_wait,
+   the daemon's ?wait=1). */
+int limiter_take_all_within(const sl_check *checks, const limiter_window *win,
+                            const int64_t *max_delay_ns, size_t n,
+                            int64_t now_ns, sl_decision *out, int *allowed);
 
 #endif /* SLUICE_LIMITER_H */

@@ -30,3 +30,17 @@ size_t duration_unit_at(const char *s, int64_t *ns) {
   }
   return best;
 }
+
+int duration_parse(const char *s, size_t n, int64_t max_ns, int64_t *ns) {
+  size_t i = 0;
+  int64_t v = 0;
+  if (n == 0 || s[0] < '0' || s[0] > '9') return -1;
+  for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+    if (v > (INT64_MAX - 9) / 10) return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  int64_t unit = i == n ? INT64_C(1000000) : duration_unit_ns(s + i, n - i);
+  if (!unit || v > max_ns / unit) return -1;
+  *ns = v * unit;
+  return 0;
+}

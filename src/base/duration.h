@@ -25,4 +25,9 @@ int64_t duration_unit_ns(const char *name, size_t len);
    and its ns in *ns; 0 when s starts with none. */
 size_t duration_unit_at(const char *s, int64_t *ns);
 
+/* A duration written NUMBER[UNIT] ("500ms", "5s", "2m"; a bare number is
+   milliseconds), all of s[0..n): its ns in *ns, at most max_ns. 0, or -1
+   (not a duration, an unknown unit, above max_ns). */
+int duration_parse(const char *s, size_t n, int64_t max_ns, int64_t *ns);
+
 #endif /* SLUICE_BASE_DURATION_H */

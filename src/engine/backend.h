@@ -47,6 +47,9 @@ typedef struct eng_check {
      (fixed_window counts in it, not in its epoch-aligned period); 0, 0:
      none. */
   int64_t win_start, win_end;
+  int64_t max_delay_ns; /* wait mode: a delay above it denies, charging
+                           nothing (limiter_take_all_within; the memory
+                           backend); 0: no bound */
 } eng_check;
 
 /* One request's checks, decided all-or-nothing. */

@@ -519,7 +519,8 @@ static int decide_overrides(engine_thread *t, const eng_query *q,
                               a->local,
                               limit_mode(t->e, NULL),
                               0,
-                              0};
+                              0,
+                              q->max_delay_ns};
     f->check_of[(*nc)++] = out->n++;
   }
   return 0;
@@ -540,6 +541,15 @@ static int calendar_window(eng_check *c, eng_status *s, const cfg_limit *l,
 static int decide_matched(engine_thread *t, const eng_query *q,
                           const eng_request *req, const cfg_domain *dom,
                           eng_result *out, eng_done_fn done, void *ud);
+
+/* A check's max_delay_ns in wait mode: the request's bound, lowered by
+   the rule's max_wait; 0 (no bound) when the request does not wait. */
+static int64_t wait_bound(const eng_query *q, const cfg_limit *l) {
+  if (q->max_delay_ns <= 0) return 0;
+  return l->max_wait_ns > 0 && l->max_wait_ns < q->max_delay_ns
+             ? l->max_wait_ns
+             : q->max_delay_ns;
+}
 
 static int decide_rules(engine_thread *t, const eng_query *q, eng_result *out,
                         eng_done_fn done, void *ud) {
@@ -622,7 +632,9 @@ static int decide_matched(engine_thread *t, const eng_query *q,
             g->local[l->index],
             limit_mode(e, l),
             0,
+            0,
             0};
+      checks[nc].max_delay_ns = wait_bound(q, l);
       /* A quota limit never denies alone: finish() judges them all. */
       if (l->quota_mode) checks[nc].c.shadow = 1;
       if (l->cal.unit && calendar_window(&checks[nc], &out->st[out->n], l,
@@ -648,6 +660,7 @@ static int decide_matched(engine_thread *t, const eng_query *q,
           {'r', l->candidate_rule, l->candidate_str, 0, 0},
           NULL,
           CFG_STORE_ERROR_ALLOW,
+          0,
           0,
           0};
       f.cand_checks |= (uint64_t)1 << nc;
@@ -699,7 +712,8 @@ static int decide_policy(engine_thread *t, const eng_query *q, eng_result *out,
                      a->local,
                      limit_mode(t->e, NULL),
                      0,
-                     0};
+                     0,
+                     q->max_delay_ns};
   finish_ctx f; /* (an ad-hoc policy reads no check_of or sid) */
   f.adhoc = a;
   f.blocked = 0;

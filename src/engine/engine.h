@@ -213,6 +213,11 @@ typedef struct eng_query {
   eng_client_fn client; /* the client's address, for the observer (the
                            denial log); NULL: unknown */
   void *client_ud;
+  /* Wait mode (the front end will hold the answer for a leaky_bucket's
+     delay): > 0, the longest it holds; a rule's max_wait lowers it. A
+     delay above it is a denial that charges nothing (sl_check's
+     max_delay_ns). 0: not waiting, no bound. */
+  int64_t max_delay_ns;
 } eng_query;
 
 enum { ENG_LEASE_RELEASE = 1, ENG_LEASE_RENEW = 2 };

@@ -85,7 +85,8 @@ int engine_decide_local(const eng_decision *q, sl_decision *dec, int *all) {
   }
   limiter_window win[ENG_MAX_STATUSES];
   const limiter_window *w = windows_of(q, win);
-  if (q->n == 1 && !q->checks[0].c.shadow && !w) {
+  if (q->n == 1 && !q->checks[0].c.shadow && !w &&
+      !q->checks[0].max_delay_ns) {
     /* One check (an ad-hoc policy, a request one rule matches): the
        library's single take decides it as sl_take_all would, with less
        to do. */
@@ -96,8 +97,12 @@ int engine_decide_local(const eng_decision *q, sl_decision *dec, int *all) {
     return rc;
   }
   sl_check checks[ENG_MAX_STATUSES];
-  for (size_t i = 0; i < q->n; i++) checks[i] = q->checks[i].c;
-  return limiter_take_windows(checks, w, q->n, q->now, dec, all);
+  int64_t most[ENG_MAX_STATUSES];
+  for (size_t i = 0; i < q->n; i++) {
+    checks[i] = q->checks[i].c;
+    most[i] = q->checks[i].max_delay_ns;
+  }
+  return limiter_take_all_within(checks, w, most, q->n, q->now, dec, all);
 }
 
 int engine_forget_local(const eng_forgets *f) {

@@ -126,6 +126,7 @@ eng_check split_check(engine_thread *t, const cfg_limit *l,
       g->local[l->index],
       limit_mode(t->e, l),
       0,
+      0,
       0};
 }
 

@@ -83,6 +83,7 @@ typedef struct cfg_limit {
   const char *unit_name; /* envoy unit ("MINUTE") when given by unit */
   uint32_t requests_per_unit;
   uint32_t evict_below; /* sl_limiter_set_evict_below's; 0: no bound */
+  int64_t max_wait_ns;  /* max_wait: a wait mode's cap; 0: the daemon's */
   uint32_t split;  /* sub-counters (2..CFG_SPLIT_MAX); 0: not split */
   char *split_by;  /* descriptor key whose value picks the sub-counter;
                       NULL: rotation */

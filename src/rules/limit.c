@@ -21,6 +21,8 @@
  *   candidate: "gcra:100/m"   # sluice: a policy evaluated beside this one
  *                             # on the same key, never enforced (divergences
  *                             # counted: docs/semantics.md, "Candidates")
+ *   max_wait: 5s              # sluice: the longest a request in wait mode
+ *                             # is held for its leaky_bucket delay
  *
  * Whatever the way it is written, the limit ends as a policy string that
  * sl_policy_parse reads: the policy syntax is the one judge of algorithms,
@@ -34,9 +36,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../base/duration.h"
+
 /* A rate limit's keys, as read. */
 typedef struct limit_keys {
-  rules_text unit, name, policy, algorithm, period, candidate, calendar, tz;
+  rules_text unit, name, policy, algorithm, period, candidate, calendar, tz,
+      max_wait;
   rules_count rpu, burst, evict_below;
   int unlimited;
   const yaml_node_t *replaces, *split;
@@ -57,6 +62,7 @@ static const rules_key limit_key_table[] = {
     {"candidate", rules_set_text, offsetof(limit_keys, candidate)},
     {"calendar", rules_set_text, offsetof(limit_keys, calendar)},
     {"tz", rules_set_text, offsetof(limit_keys, tz)},
+    {"max_wait", rules_set_text, offsetof(limit_keys, max_wait)},
     {NULL, NULL, 0},
 };
 
@@ -363,6 +369,11 @@ void rules_parse_limit(rules_loader *L, cfg_node *d, const yaml_node_t *map,
   if (!l) return;
   l->unlimited = k.unlimited;
   l->evict_below = k.evict_below.v;
+  if (k.max_wait.s &&
+      duration_parse(k.max_wait.s, strlen(k.max_wait.s), SL_PERIOD_MAX_NS,
+                     &l->max_wait_ns))
+    rules_err(L, k.max_wait.at, "max_wait '%.40s' is not a duration "
+                                "(e.g. 500ms, 5s, 2m)", k.max_wait.s);
   if (k.replaces) parse_replaces(L, l, k.replaces, k.name.s);
   limit_policy(L, l, &k, map);
   if (k.split) rules_parse_split(L, l, k.split);

@@ -1077,7 +1077,7 @@ static void unknown_rate_limit_key_is_an_error(void **state) {
                   "t.yaml:7:7: unknown key 'per_unit' in a rate limit "
                   "(expected unit, requests_per_unit, unlimited, name, "
                   "replaces, policy, algorithm, period, burst, evict_below, split, "
-                  "candidate, calendar or tz)",
+                  "candidate, calendar, tz or max_wait)",
                   NULL);
 }
 
@@ -1714,7 +1714,7 @@ static void an_unknown_rate_limit_key_is_reported_once(void **state) {
   const char *want[] = {
       "t.yaml:6:7: unknown key 'per_unit' in a rate limit (expected unit, "
       "requests_per_unit, unlimited, name, replaces, policy, algorithm, "
-      "period, burst, evict_below, split, candidate, calendar or tz)"};
+      "period, burst, evict_below, split, candidate, calendar, tz or max_wait)"};
   expect_errors("domain: d\n"
                 "descriptors:\n"
                 "  - key: a\n"

@@ -140,7 +140,7 @@ static void an_unknown_key_in_a_rate_limit_lists_split(void **state) {
                   "t.yaml:4:54: unknown key 'splt' in a rate limit (expected "
                   "unit, requests_per_unit, unlimited, name, replaces, "
                   "policy, algorithm, period, burst, evict_below, split, "
-                  "candidate, calendar or tz)");
+                  "candidate, calendar, tz or max_wait)");
 }
 
 /* ---- the shares ---- */
