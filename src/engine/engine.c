@@ -280,6 +280,18 @@ static const metric_def engine_metric_defs[M_COUNT] = {
                                "ShouldRateLimit calls for a domain no rule "
                                "names, answered OK as envoyproxy/ratelimit "
                                "answers them."},
+    [M_WAITING] = {"sluice_waiting", NULL, METRIC_GAUGE, METRIC_THREADS,
+                   METRIC_GROUP_DAEMON,
+                   "Answers held now by the wait mode (a leaky_bucket's "
+                   "delay served before answering; --max-waiting)."},
+    [M_WAITS_SERVED] = {"sluice_waits_total", "result=\"served\"",
+                        METRIC_COUNTER, METRIC_THREADS, METRIC_GROUP_DAEMON,
+                        "Wait-mode requests: served (held for their delay, "
+                        "then answered), full (refused with 503: "
+                        "--max-waiting held already)."},
+    [M_WAITS_FULL] = {"sluice_waits_total", "result=\"full\"",
+                      METRIC_COUNTER, METRIC_THREADS, METRIC_GROUP_DAEMON,
+                      NULL},
     [M_STORE_KEYS] = {"sluice_store_keys", NULL, METRIC_GAUGE, METRIC_GLOBAL,
                       METRIC_GROUP_DAEMON, "Keys held by the store."},
     [M_STORE_BYTES] = {"sluice_store_bytes", NULL, METRIC_GAUGE, METRIC_GLOBAL,
@@ -620,13 +632,19 @@ void engine_count(engine_thread *t, eng_counter c, uint64_t n) {
       [EC_FD_PAUSES_RESP] = M_FD_PAUSES_RESP,
       [EC_GRPC_REQUESTS] = M_GRPC_REQUESTS,
       [EC_GRPC_ERRORS] = M_GRPC_ERRORS,
-      [EC_GRPC_UNKNOWN_DOMAIN] = M_GRPC_UNKNOWN_DOMAIN};
+      [EC_GRPC_UNKNOWN_DOMAIN] = M_GRPC_UNKNOWN_DOMAIN,
+      [EC_WAITS_SERVED] = M_WAITS_SERVED,
+      [EC_WAITS_FULL] = M_WAITS_FULL};
   metric_add(&t->m, t->e->mid[which[c]], n);
 }
 
 void engine_connections(engine_thread *t, int protocol, int delta) {
   metric_add(&t->m, t->e->mid[protocol ? M_CONN_RESP : M_CONN_HTTP],
              (uint64_t)(int64_t)delta);
+}
+
+void engine_waiting(engine_thread *t, int delta) {
+  metric_add(&t->m, t->e->mid[M_WAITING], (uint64_t)(int64_t)delta);
 }
 
 /* The metrics as text (json 0) or JSON (1), the store's figures fresh. */

@@ -387,12 +387,16 @@ typedef enum eng_counter {
   EC_GRPC_REQUESTS, /* gRPC calls answered, by the front end */
   EC_GRPC_ERRORS,   /* ... with a status other than OK */
   EC_GRPC_UNKNOWN_DOMAIN, /* ShouldRateLimit for a domain no rule names */
+  EC_WAITS_SERVED, /* wait mode: an answer released after its delay */
+  EC_WAITS_FULL,   /* wait mode: refused, --max-waiting reached */
   EC_FRONT_COUNT
 } eng_counter;
 
 void engine_count(engine_thread *t, eng_counter c, uint64_t n);
 /* Gauge of open connections, by protocol (0 http, 1 resp). */
 void engine_connections(engine_thread *t, int protocol, int delta);
+/* Gauge of answers held by the wait mode. */
+void engine_waiting(engine_thread *t, int delta);
 
 /*
  * Renders every metric in the Prometheus text format into a malloc'd

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hold.h"
 #include "http.h"
 #include "lease.h"
 #include "observe.h"
@@ -41,16 +42,24 @@ typedef struct sluice_handler {
 } sluice_handler;
 
 /*
- * Fleet mode: a decision or a reset waiting for Redis. The hook, in the
- * request's pool, learns when h2o disposes of the request (the client went
- * away) before the answer came: the answer is then dropped.
+ * A decision whose answer comes later: in fleet mode, one waiting for
+ * Redis; in wait mode, one held for its leaky_bucket delay (hold.h), or
+ * both in turn. The hook, in the request's pool, learns when h2o disposes
+ * of the request (the client went away) before the answer came: a held
+ * answer is then dropped from the hold, one waiting for Redis when Redis
+ * answers.
  */
 enum { W_CHECK, W_THROTTLE, W_RESET, W_RELEASE, W_RENEW };
 typedef struct http_wait {
   h2o_req_t *req; /* NULL once the request is gone */
   struct http_wait **hook;
   server *srv;
+  worker *w;
   int kind, peek, has_skipped;
+  int waiting; /* wait mode: a place in the hold is reserved */
+  int held;    /* in the hold now */
+  hold_entry hold;
+  int64_t cap; /* wait mode: the longest hold */
   size_t n, asked;
   int skipped[ENG_MAX_DESCRIPTORS];
   int64_t now;
@@ -62,7 +71,14 @@ typedef struct http_wait {
 
 static void hook_dispose(void *p) {
   http_wait **hook = p;
-  if (*hook) (*hook)->req = NULL;
+  http_wait *wt = *hook;
+  if (!wt) return;
+  if (wt->held) { /* nobody to answer: out of the hold */
+    hold_cancel(wt->w, &wt->hold);
+    free(wt);
+    return;
+  }
+  wt->req = NULL;
 }
 
 /* A wait for req (NULL: out of memory). */
@@ -73,44 +89,127 @@ static http_wait *wait_alloc(h2o_req_t *req, server *srv, int kind,
   wt->req = req;
   wt->hook = NULL;
   wt->srv = srv;
+  wt->w = worker_of(req->conn->ctx);
   wt->kind = kind;
   wt->peek = wt->has_skipped = 0;
+  wt->waiting = wt->held = 0;
+  wt->cap = 0;
   wt->n = wt->asked = 0;
   wt->now = now;
   return wt;
 }
 
-/* A decision's wait, when this worker's decisions may wait (else NULL:
-   the answer comes at once, into the caller's result). */
+/* A decision's wait, when this worker's decisions may wait for Redis or
+   the request waits for its delay (else NULL: the answer comes at once,
+   into the caller's result). */
 static http_wait *wait_new(h2o_req_t *req, server *srv, int kind,
-                           int64_t now) {
-  if (!worker_of(req->conn->ctx)->may_wait) return NULL;
-  return wait_alloc(req, srv, kind, now);
+                           int64_t now, int64_t cap) {
+  if (!worker_of(req->conn->ctx)->may_wait && !cap) return NULL;
+  http_wait *wt = wait_alloc(req, srv, kind, now);
+  if (wt) wt->cap = cap;
+  return wt;
 }
 
 /* The call went pending: hook the request's end. */
 static int wait_pending(http_wait *wt) {
-  wt->hook = h2o_mem_alloc_shared(&wt->req->pool, sizeof *wt->hook,
-                                  hook_dispose);
-  *wt->hook = wt;
+  if (!wt->hook) {
+    wt->hook = h2o_mem_alloc_shared(&wt->req->pool, sizeof *wt->hook,
+                                    hook_dispose);
+    *wt->hook = wt;
+  }
+  return 0;
+}
+
+/* Sends wt's decided answer (rc: the decision's failure, or 0). */
+static int render(http_wait *wt, int rc) {
+  eng_result *res = &wt->u.r;
+  if (rc) return http_engine_error(wt->req, rc, res->msg);
+  if (wt->kind == W_RELEASE || wt->kind == W_RENEW)
+    return http_render_lease(wt->req, res, wt->kind == W_RENEW);
+  if (wt->kind == W_CHECK)
+    return http_render_check(wt->req, wt->srv, res, wt->n, wt->peek,
+                             wt->has_skipped ? wt->skipped : NULL, wt->asked,
+                             wt->now);
+  return http_render_throttle(wt->req, wt->srv, res, wt->now);
+}
+
+/* The held answer's time has come. */
+static void on_held(hold_entry *e) {
+  http_wait *wt = H2O_STRUCT_FROM_MEMBER(http_wait, hold, e);
+  wt->held = 0;
+  *wt->hook = NULL;
+  render(wt, 0);
+  free(wt);
+}
+
+/*
+ * The wait mode's step between a decision and its answer: an allowed
+ * decision with a delay is held for it (1: held, the answer comes from
+ * on_held). A delay above the cap, which only a backend that does not
+ * bound the delay itself can give (exact fleet mode: the Redis script),
+ * becomes a denial with retry_after the excess; that request's slot is
+ * already charged (docs/server.md, "Wait mode").
+ */
+static int maybe_hold(http_wait *wt) {
+  eng_result *res = &wt->u.r;
+  int64_t delay = 0;
+  for (size_t i = 0; res->allowed && i < res->n; i++)
+    if (!res->st[i].shadow && res->st[i].d.delay_ns > delay)
+      delay = res->st[i].d.delay_ns;
+  if (delay > wt->cap) {
+    res->allowed = 0;
+    for (size_t i = 0; i < res->n; i++)
+      if (res->st[i].d.delay_ns > wt->cap) {
+        res->st[i].d.allowed = 0;
+        res->st[i].d.retry_after_ns = res->st[i].d.delay_ns - wt->cap;
+        res->worst = (int)i;
+      }
+    delay = 0;
+  }
+  if (delay > 0 && wt->req) {
+    wt->hold.fire = on_held;
+    if (!hold_start(wt->w, &wt->hold, delay)) {
+      wt->waiting = 0; /* (its place is the hold's now) */
+      wt->held = 1;
+      wait_pending(wt);
+      return 1;
+    }
+    wt->waiting = 0; /* out of memory: answered at once, place given back */
+  }
+  return 0;
+}
+
+/* Answers a decided wt (rc: its failure, or 0), at once or after its
+   delay; frees it unless held. Returns 0. */
+static int deliver(http_wait *wt, int rc) {
+  if (!rc && wt->waiting && maybe_hold(wt)) return 0;
+  if (wt->waiting) hold_unreserve(wt->w);
+  if (wt->req) {
+    if (wt->hook) *wt->hook = NULL;
+    render(wt, rc);
+  }
+  free(wt);
   return 0;
 }
 
 static void wait_done(void *ud, int rc, eng_result *res) {
-  http_wait *wt = ud;
-  if (wt->req) {
-    *wt->hook = NULL;
-    if (rc)
-      http_engine_error(wt->req, rc, res->msg);
-    else if (wt->kind == W_RELEASE || wt->kind == W_RENEW)
-      http_render_lease(wt->req, res, wt->kind == W_RENEW);
-    else if (wt->kind == W_CHECK)
-      http_render_check(wt->req, wt->srv, res, wt->n, wt->peek,
-                   wt->has_skipped ? wt->skipped : NULL, wt->asked, wt->now);
-    else
-      http_render_throttle(wt->req, wt->srv, res, wt->now);
+  (void)res; /* (wt->u.r) */
+  deliver(ud, rc);
+}
+
+/* Wait mode: a place in the hold for wt, before its decision. 0, or -1
+   after answering 503 (the daemon holds --max-waiting answers already). */
+static int wait_reserve(http_wait *wt) {
+  if (!wt->cap) return 0;
+  if (hold_reserve(wt->w)) {
+    http_add_header(wt->req, "retry-after", "1", 1);
+    http_send_error(wt->req, 503, "too many requests waiting (--max-waiting "
+                                  "%ld)", wt->srv->o.max_waiting);
+    free(wt);
+    return -1;
   }
-  free(wt);
+  wt->waiting = 1;
+  return 0;
 }
 
 /* eng_client_fn: the request's client, per $remote_addr's rules (asked
@@ -131,13 +230,19 @@ static int answer_check(h2o_req_t *req, server *srv, const eng_request *er,
                         const char *prio, size_t prio_len) {
   worker *w = worker_of(req->conn->ctx);
   eng_request r = *er;
+  int64_t cap = 0;
   if (peek) {
     r.hits = 0;
     for (size_t i = 0; i < r.n; i++) r.descriptors[i].hits = -1;
+  } else {
+    int on = http_wait_cap(req, srv, &cap);
+    if (on < 0) return 0;
+    if (!on) cap = 0;
   }
   int64_t now = clock_wall_ns();
   eng_result stack_res, *res = &stack_res;
-  http_wait *wt = r.n ? wait_new(req, srv, W_CHECK, now) : NULL;
+  http_wait *wt = r.n ? wait_new(req, srv, W_CHECK, now, cap) : NULL;
+  if (wt && wait_reserve(wt)) return 0;
   if (wt) {
     res = &wt->u.r;
     wt->peek = peek;
@@ -152,10 +257,12 @@ static int answer_check(h2o_req_t *req, server *srv, const eng_request *er,
   if (!prio) prio = http_priority(req, &prio_len);
   eng_query q = {.kind = ENG_QUERY_RULES, .req = &r, .now = now,
                  .priority = prio, .priority_len = prio_len,
-                 .client = http_client, .client_ud = req};
+                 .client = http_client, .client_ud = req,
+                 .max_delay_ns = wt ? wt->cap : 0};
   int rc =
       r.n ? engine_decide(w->et, &q, res, wt ? wait_done : NULL, wt) : 0;
   if (rc == ENG_PENDING) return wait_pending(wt);
+  if (wt) return deliver(wt, rc);
   if (!r.n) { /* every descriptor was skipped: nothing applies */
     if (!config_domain(engine_config(srv->eng), r.domain, r.domain_len)) {
       rc = ENG_EDOMAIN;
@@ -218,9 +325,16 @@ static int get_throttle(h2o_req_t *req, server *srv, int peek) {
   if (peek) cost = 0;
   if (key->value_len > srv->o.max_key)
     return http_send_error(req, 400, "key longer than %zu bytes", srv->o.max_key);
+  int64_t cap = 0;
+  if (!peek) {
+    int on = http_wait_cap(req, srv, &cap);
+    if (on < 0) return 0;
+    if (!on) cap = 0;
+  }
   int64_t now = clock_wall_ns();
   eng_result stack_res, *res = &stack_res;
-  http_wait *wt = wait_new(req, srv, W_THROTTLE, now);
+  http_wait *wt = wait_new(req, srv, W_THROTTLE, now, cap);
+  if (wt && wait_reserve(wt)) return 0;
   if (wt) res = &wt->u.r;
   eng_query q = {.kind = ENG_QUERY_POLICY,
                  .key = key->value,
@@ -230,9 +344,11 @@ static int get_throttle(h2o_req_t *req, server *srv, int peek) {
                  .cost = cost,
                  .now = now,
                  .client = http_client,
-                 .client_ud = req};
+                 .client_ud = req,
+                 .max_delay_ns = cap};
   int rc = engine_decide(w->et, &q, res, wt ? wait_done : NULL, wt);
   if (rc == ENG_PENDING) return wait_pending(wt);
+  if (wt) return deliver(wt, rc);
   int sent = rc ? http_engine_error(req, rc, res->msg)
                 : http_render_throttle(req, srv, res, now);
   free(wt);
@@ -318,7 +434,7 @@ static int lease_route(h2o_req_t *req, server *srv, int renew) {
     return 0;
   }
   eng_result stack_res, *res = &stack_res;
-  http_wait *wt = wait_new(req, srv, renew ? W_RENEW : W_RELEASE, now);
+  http_wait *wt = wait_new(req, srv, renew ? W_RENEW : W_RELEASE, now, 0);
   if (wt) res = &wt->u.r;
   int rc = engine_decide(w->et, &q, res, wt ? wait_done : NULL, wt);
   json_decref(root); /* (the engine copied what it needs) */

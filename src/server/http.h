@@ -80,6 +80,15 @@ int http_body_request(h2o_req_t *req, server *srv, json_t **root,
                       eng_request *er, eng_descriptor *ds, int *skipped,
                       size_t *asked);
 
+/*
+ * The wait mode's switch and cap: ?wait=1 (or true; 0/false: off),
+ * ?max_wait=DURATION (a cap of the request's own, and wait on), or the
+ * header Sluice-Wait: 1 | DURATION, for proxies that cannot change the
+ * URL. *cap: --max-wait, lowered by the request's. 1 when the request
+ * waits (never with --max-wait 0), 0 when not, -1 after sending a 400.
+ */
+int http_wait_cap(h2o_req_t *req, server *srv, int64_t *cap);
+
 /* ---- writing an answer (http_render.c) ---- */
 
 /* Length of the valid UTF-8 sequence at s[0..n), n >= 1 (0 if invalid:

@@ -19,8 +19,11 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "http.h"
+
+#include "../base/duration.h"
 
 /* ---- query strings ---- */
 
@@ -282,6 +285,8 @@ int http_query_request(h2o_req_t *req, server *srv, eng_request *er,
   int skip = 0;
   for (int i = 0; i < n; i++) {
     if (&ps[i] == dom) continue;
+    if (!strcmp(ps[i].key, "wait") || !strcmp(ps[i].key, "max_wait"))
+      continue; /* the wait mode's (http_wait_cap) */
     if (!strcmp(ps[i].key, "hits")) {
       int why = http_parse_count(ps[i].value, ps[i].value_len, &hits);
       if (why) return http_count_error(req, "hits", ps[i].value,
@@ -462,4 +467,66 @@ int http_body_request(h2o_req_t *req, server *srv, json_t **root,
   *er = (eng_request){domain, dlen, ds, nd, hits};
   *asked = json_array_size(descs);
   return 0;
+}
+
+/* A wait switch's value: 1 for "1"/"true", 0 for "0"/"false", -1 else. */
+static int wait_flag(const char *v, size_t n) {
+  if ((n == 1 && v[0] == '1') || (n == 4 && !strncasecmp(v, "true", 4)))
+    return 1;
+  if ((n == 1 && v[0] == '0') || (n == 5 && !strncasecmp(v, "false", 5)))
+    return 0;
+  return -1;
+}
+
+/* A cap written as a duration (max_wait=, Sluice-Wait): lowers *cap. 0,
+   or -1 after sending the 400. */
+static int wait_limit(h2o_req_t *req, const char *what, const char *v,
+                      size_t n, int64_t *cap) {
+  int64_t ns;
+  if (duration_parse(v, n, SL_PERIOD_MAX_NS, &ns))
+    return http_send_error(req, 400, "%s '%.*s' is not a duration (e.g. "
+                                     "500ms, 5s; a bare number is ms)",
+                           what, (int)(n < 40 ? n : 40), v),
+           -1;
+  if (ns < *cap) *cap = ns;
+  return 0;
+}
+
+int http_wait_cap(h2o_req_t *req, server *srv, int64_t *cap) {
+  *cap = (int64_t)srv->o.max_wait_ms * 1000000;
+  int on = 0;
+  ssize_t h = h2o_find_header_by_str(&req->headers, H2O_STRLIT("sluice-wait"),
+                                     -1);
+  if (h >= 0) {
+    const h2o_iovec_t *v = &req->headers.entries[h].value;
+    int f = wait_flag(v->base, v->len);
+    if (f < 0 && wait_limit(req, "Sluice-Wait", v->base, v->len, cap))
+      return -1;
+    on = f != 0;
+  }
+  size_t q = req->query_at;
+  if (q != SIZE_MAX && memmem(req->path.base + q, req->path.len - q, "wait",
+                              4)) {
+    qparam ps[MAX_PARAMS];
+    char err[200];
+    int n = http_parse_query(req, ps, err, sizeof err);
+    if (n < 0) return http_send_error(req, 400, "%s", err), -1;
+    const qparam *w = http_find_param(ps, n, "wait"),
+                 *m = http_find_param(ps, n, "max_wait");
+    if (w) {
+      int f = wait_flag(w->value, w->value_len);
+      if (f < 0)
+        return http_send_error(req, 400, "wait=%.*s: expected 1, true, 0 or "
+                                         "false",
+                               (int)(w->value_len < 40 ? w->value_len : 40),
+                               w->value),
+               -1;
+      on = f;
+    }
+    if (m) {
+      if (wait_limit(req, "max_wait", m->value, m->value_len, cap)) return -1;
+      if (!w) on = 1;
+    }
+  }
+  return on && srv->o.max_wait_ms > 0;
 }

@@ -180,6 +180,17 @@ static const serve_option options[] = {
      .def = "300000",
      .help = "RESP: a connection that neither reads nor writes this long is "
              "closed; 0 = never"},
+    {.name = "max-wait", .arg = "MS", .kind = OPT_MS, FIELD(o.max_wait_ms),
+     .min = 0, .max = 600000, .def = "10000",
+     .help = "wait mode (?wait=1, Sluice-Wait, SL.THROTTLE ... WAIT): the "
+             "longest an answer is held for a leaky_bucket's delay; a "
+             "longer delay is denied with Retry-After, charging nothing. "
+             "A rule's max_wait or the request's own may lower it; 0 = "
+             "wait mode off"},
+    {.name = "max-waiting", .arg = "N", .kind = OPT_INT,
+     FIELD(o.max_waiting), .min = 1, .max = 1000000, .def = "10000",
+     .help = "wait mode: answers held at once, all workers together (each "
+             "at most twice its share); past it, 503 with Retry-After"},
     {.name = "ui", .arg = "on|off", .kind = OPT_ENUM, FIELD(o.ui),
      .words = on_off, .def = "on",
      .help = "the page at /ui/ (the simulator and a live view of this "

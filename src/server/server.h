@@ -55,6 +55,8 @@ typedef struct srv_opts {
   int resp_auth_timeout_ms; /* RESP: accept to AUTH (--password); 0 = none */
   int resp_idle_timeout_ms; /* RESP: no read or write; 0 = none */
   int ui; /* --ui on: the page at /ui/, POST /v1/sim, GET /v1/stats */
+  int max_wait_ms;  /* wait mode: the longest hold; 0 = wait mode off */
+  long max_waiting; /* wait mode: held answers, all workers (hold.h) */
 } srv_opts;
 
 typedef struct server {
@@ -80,6 +82,7 @@ typedef struct server {
   struct resp_shared *resp; /* RESP's process-wide budget and AUTH limiter
                                (resp_guard.h) */
   struct observe *obs;      /* the denial log and top keys (observe.h) */
+  atomic_long waiting;      /* wait mode: places taken, all workers */
 } server;
 
 typedef struct worker {
@@ -102,6 +105,7 @@ typedef struct worker {
   struct resp_worker *resp; /* RESP's timers (resp_guard.c) */
   int may_wait;             /* decisions may wait for Redis (exact mode,
                                with a Redis client) */
+  struct hold_queue *hold;  /* wait mode's held answers (hold.c) */
   struct rc_client *rc;     /* fleet mode (either): this worker's
                                connections (exact mode's decisions, and
                                resets' DELs) */

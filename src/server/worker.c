@@ -24,6 +24,7 @@
 
 #include "../fleet/fleet.h"
 #include "grpc_server.h"
+#include "hold.h"
 #include "listen.h"
 #include "redis_h2o.h"
 #include "worker.h"
@@ -319,6 +320,7 @@ static void start_draining(worker *w) {
     w->lst[l].sock = NULL;
   }
   h2o_context_request_shutdown(&w->ctx);
+  hold_release_all(w); /* answer what waits rather than hold the stop */
   close_idle_http(w);
   resp_shutdown(w);
 }
@@ -375,6 +377,7 @@ static void *worker_main(void *arg) {
   h2o_multithread_destroy_queue(w->queue);
   w->queue = NULL;
   h2o_evloop_run(w->loop, 0); /* the queue's socket closes */
+  hold_worker_dispose(w);
   resp_worker_dispose(w);
   /* HTTP connections still open past the grace close with the loop. */
   engine_thread_offline(w->et);
