@@ -327,6 +327,12 @@ static void set_name(sl_rate_info *info, const char *s, size_t n) {
   info->policy[n] = '\0';
 }
 
+/* Whether the cursor's bytes start with lit (reading none past the end). */
+static int starts(const cur *c, const char *lit) {
+  size_t n = strlen(lit);
+  return (size_t)(c->end - c->s) >= n && !memcmp(c->s, lit, n);
+}
+
 /*
  * RateLimit: the draft-08+ List (`"name";r=N;t=S`, the item with the
  * least r counts), or draft-07's Dictionary (`limit=L, remaining=R,
@@ -335,9 +341,8 @@ static void set_name(sl_rate_info *info, const char *s, size_t n) {
 static int ratelimit(sl_rate_info *next, const char *v, size_t n) {
   cur c = {v, v + n};
   skip_ows(&c);
-  if (c.end - c.s >= 6 && (!strncmp(c.s, "limit=", 6) ||
-                           !strncmp(c.s, "remaining=", 10) ||
-                           !strncmp(c.s, "reset=", 6))) {
+  if (starts(&c, "limit=") || starts(&c, "remaining=") ||
+      starts(&c, "reset=")) {
     int64_t lim = -1, rem = -1, reset = -1;
     while (c.s < c.end) { /* draft-07: key=integer members */
       const char *k;
