@@ -23,7 +23,7 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 mkdir -p "$DOCS/img"
 
 ALGOS="token_bucket gcra leaky_bucket fixed_window sliding_log sliding_window"
-EXAMPLES="boundary-burst idle-burst smoothing retry-storm fleet-quiz store-down shedding"
+EXAMPLES="boundary-burst idle-burst smoothing retry-storm thundering-herd fleet-quiz store-down shedding"
 CHARTS="poisson-2x boundary many-keys" # of the six accuracy charts
 
 # ---- the runs -------------------------------------------------------------
@@ -303,6 +303,21 @@ printf 'Under gcra, the eager wave takes %s attempts to serve the 40 requests, t
   "$(retry_attempts "$tmp/retry-storm.out" after fixed)"
 printf '![retry-storm](img/sim-retry-storm.svg)\n\n```\n%s\n```\n\n' \
   "$(sed -n '/^line [0-9]*: retry/,$p' "$tmp/retry-storm.out")"
+cat <<'EOF'
+### thundering-herd
+
+The same forty clients, now all honouring `retry_after` to the
+millisecond: they come back together, and each time one of them passes.
+The second wave backs off as [clients.md](clients.md) asks a client to:
+exponential backoff with full jitter after the server's `retry_after`
+(`retry full-jitter 250ms 4s`: the library's `sl_backoff_delay` on the
+simulator's seeded generator).
+EOF
+printf 'The synchronised herd takes %s attempts to serve the 40 requests, the jittered one %s: the retries spread over time instead of spiking together.\n\n' \
+  "$(retry_attempts "$tmp/thundering-herd.out" after gcra)" \
+  "$(retry_attempts "$tmp/thundering-herd.out" full-jitter gcra)"
+printf '![thundering-herd](img/sim-thundering-herd.svg)\n\n```\n%s\n```\n\n' \
+  "$(sed -n '/^line [0-9]*: retry/,$p' "$tmp/thundering-herd.out")"
 cat <<'EOF'
 ### fleet-quiz
 

@@ -77,6 +77,25 @@ const sim_example sim_examples[] = {
      "retry after jitter 1s max 1000\n"
      "burst 40 api\n"},
 
+    {"thundering-herd",
+     "clients retrying in lockstep vs exponential backoff with full jitter",
+     "# 40 clients call an API limited to 10 per second at the same moment, "
+     "twice.\n"
+     "# At 0 s every denied client comes back exactly when retry_after says: "
+     "the herd returns\n"
+     "# together, a spike every 100 ms of which one request passes. At 30 s "
+     "they back off with\n"
+     "# full jitter after retry_after (uniform in [0, min(4 s, 250 ms x "
+     "2^attempt)], sluice's\n"
+     "# sl_backoff_delay): the retries spread out, far fewer attempts are "
+     "wasted.\n"
+     "policy gcra   gcra:10/s\n"
+     "retry after max 1000\n"
+     "burst 40 api\n"
+     "at 30s\n"
+     "retry full-jitter 250ms 4s max 1000\n"
+     "burst 40 api\n"},
+
     {"fleet-quiz",
      "10 nodes counting on their own let 20x the limit through",
      "# The quiz: 10 daemons behind a round-robin load balancer enforce 100 "

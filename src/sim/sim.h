@@ -10,7 +10,8 @@
  *   burst N [KEY] [COST]                  N requests at this instant
  *   every DURATION for DURATION [KEY] [COST]
  *                                         a steady stream starting now
- *   retry off | immediate [every D] [max N] | after [jitter D] [max N]
+ *   retry off | immediate [every D] [max N] | after [jitter D] [max N] |
+ *         full-jitter BASE CAP [max N]
  *                                         what clients do when denied
  *   fleet N [lb round-robin|sticky] [store local|exact|sync D]
  *           [on_store_error allow|deny|local]

@@ -36,7 +36,7 @@
 #define SIM_MAX_RETRY_SETTINGS 64
 
 enum { CMD_REQUEST, CMD_BURST, CMD_EVERY, CMD_STORE };
-enum { RETRY_OFF, RETRY_IMMEDIATE, RETRY_AFTER };
+enum { RETRY_OFF, RETRY_IMMEDIATE, RETRY_AFTER, RETRY_FULL_JITTER };
 
 typedef struct sim_policy {
   char name[SIM_NAME_MAX + 1];
@@ -49,6 +49,7 @@ typedef struct sim_retry {
   int line;
   int mode;
   int64_t every_ns, jitter_ns;
+  int64_t base_ns, cap_ns; /* full-jitter: sl_backoff_delay's */
   uint32_t max_attempts;
   char text[128]; /* as shown in the report */
 } sim_retry;

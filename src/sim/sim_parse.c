@@ -197,8 +197,9 @@ static int parse_retry(parse_state *ps, char **w, int n) {
   sim_scenario *sc = ps->sc;
   if (n < 2)
     return perr(ps->err, ps->err_len, ps->line,
-                "expected 'retry off', 'retry immediate [every D] [max N]' or "
-                "'retry after [jitter D] [max N]'");
+                "expected 'retry off', 'retry immediate [every D] [max N]', "
+                "'retry after [jitter D] [max N]' or 'retry full-jitter BASE "
+                "CAP [max N]'");
   sim_retry r = {.line = ps->line, .every_ns = 10 * NS_MS, .max_attempts = 100};
   if (!strcmp(w[1], "off")) {
     if (n != 2)
@@ -211,11 +212,27 @@ static int parse_retry(parse_state *ps, char **w, int n) {
     r.mode = RETRY_IMMEDIATE;
   else if (!strcmp(w[1], "after"))
     r.mode = RETRY_AFTER;
+  else if (!strcmp(w[1], "full-jitter"))
+    r.mode = RETRY_FULL_JITTER;
   else
     return perr(ps->err, ps->err_len, ps->line,
-                "unknown retry mode '%.40s' (expected off, immediate or "
-                "after)", w[1]);
-  for (int i = 2; i < n; i += 2) {
+                "unknown retry mode '%.40s' (expected off, immediate, after "
+                "or full-jitter)", w[1]);
+  int first = 2;
+  if (r.mode == RETRY_FULL_JITTER) { /* BASE CAP come first */
+    if (n < 4)
+      return perr(ps->err, ps->err_len, ps->line,
+                  "'retry full-jitter' needs BASE and CAP durations");
+    if (parse_time(ps, "base", w[2], &r.base_ns) ||
+        parse_time(ps, "cap", w[3], &r.cap_ns))
+      return -1;
+    if (r.base_ns == 0 || r.cap_ns < r.base_ns)
+      return perr(ps->err, ps->err_len, ps->line,
+                  "retry full-jitter: BASE must be positive and CAP at least "
+                  "BASE");
+    first = 4;
+  }
+  for (int i = first; i < n; i += 2) {
     if (i + 1 >= n)
       return perr(ps->err, ps->err_len, ps->line,
                   "'%.40s' needs a value", w[i]);
@@ -236,22 +253,32 @@ static int parse_retry(parse_state *ps, char **w, int n) {
     } else {
       return perr(ps->err, ps->err_len, ps->line,
                   "unexpected '%.40s' (retry immediate takes every and max; "
-                  "retry after takes jitter and max)", w[i]);
+                  "retry after takes jitter and max; retry full-jitter "
+                  "takes max)", w[i]);
     }
   }
   char d[40];
   if (r.mode == RETRY_IMMEDIATE)
     snprintf(r.text, sizeof r.text, "retry immediate every %s, max %u attempts",
              lab_fmt_short(r.every_ns, d, sizeof d), r.max_attempts);
-  else
+  else if (r.mode == RETRY_AFTER)
     snprintf(r.text, sizeof r.text,
              "retry after retry_after + jitter up to %s, max %u attempts",
              lab_fmt_short(r.jitter_ns, d, sizeof d), r.max_attempts);
+  else {
+    char c[40];
+    snprintf(r.text, sizeof r.text,
+             "retry full-jitter base %s cap %s after retry_after, max %u "
+             "attempts",
+             lab_fmt_short(r.base_ns, d, sizeof d),
+             lab_fmt_short(r.cap_ns, c, sizeof c), r.max_attempts);
+  }
   /* A setting given again is the same one (its figures add up under the
      line that first gave it). */
   for (size_t i = 0; i < sc->nretry; i++)
     if (sc->retry[i].mode == r.mode && sc->retry[i].every_ns == r.every_ns &&
         sc->retry[i].jitter_ns == r.jitter_ns &&
+        sc->retry[i].base_ns == r.base_ns && sc->retry[i].cap_ns == r.cap_ns &&
         sc->retry[i].max_attempts == r.max_attempts) {
       ps->retry = (int32_t)i;
       return 0;

@@ -109,6 +109,9 @@ static void peek_until(run_state *rs, int64_t t) {
 
 /* Decides one request under policy p and does the bookkeeping: counts,
    the judge, the plot, and a retry when the client is set to retry. */
+/* sl_backoff_delay's random source: a policy's seeded generator. */
+static uint64_t sim_random(void *ud) { return lab_rand(ud); }
+
 static int decide(run_state *rs, int p, int64_t t, uint32_t key, int64_t cost,
                   int32_t retry, int32_t cls, uint32_t attempt,
                   int64_t first_t) {
@@ -153,7 +156,15 @@ static int decide(run_state *rs, int p, int64_t t, uint32_t key, int64_t cost,
     if (st) {
       const sim_retry *r = &sc->retry[retry];
       int64_t wait = r->every_ns;
-      if (r->mode == RETRY_AFTER) {
+      if (r->mode == RETRY_FULL_JITTER) {
+        /* The library's backoff, on this policy's seeded generator: never
+           before the limiter's retry_after, then full jitter. */
+        sl_rate_info ri;
+        sl_rate_info_init(&ri);
+        ri.retry_after_ns = d.retry_after_ns;
+        wait = sl_backoff_delay(r->base_ns, r->cap_ns, attempt - 1, &ri,
+                                sim_random, &rs->rng[p]);
+      } else if (r->mode == RETRY_AFTER) {
         wait = d.retry_after_ns;
         /* Whole milliseconds, as clients' timers are, when the jitter
            is at least that long. */
