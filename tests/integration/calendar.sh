@@ -11,7 +11,8 @@
 # gives a fresh request once the day has turned; `unit: month` stays 30
 # days from the epoch. In memory mode, then in exact fleet mode (a
 # redis-server of the test's own), where the script counts in the window
-# the daemon sends it.
+# the daemon sends it; then with the Redis module loaded, once the daemon
+# sends SL.DECIDE (its probe answered), where no SL.DECIDE may fail.
 . "$(dirname "$0")/serve_lib.sh"
 . "$(dirname "$0")/fleet_lib.sh"
 lib_init calendar
@@ -105,13 +106,37 @@ if rs_start main "$RP"; then
     run exact && sv_stop exact
 fi
 # The same where Redis has sluice's module: SL.DECIDE reads the window too.
+# sl_decide FIELD: INFO commandstats's FIELD (calls, failed_calls) of
+# SL.DECIDE on the module's Redis, 0 before its first call.
+sl_decide() {
+  _v=$(rcli "$MP" INFO commandstats | tr -d '\r' | tr ' ' '\n' |
+    sed -n 's/^cmdstat_sl\.decide://p' | tr ',' '\n' | sed -n "s/^$1=//p")
+  echo "${_v:-0}"
+}
 MODULE=${MODULE:-$(dirname "$SLUICE")/sluice-redis.so}
 MP=$(free_port)
 if [ -f "$MODULE" ] && rs_start mod "$MP" --loadmodule "$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE")"; then
   if [ $((86400 - $(date +%s) % 86400)) -lt 30 ]; then sleep 31; fi
-  sv_start module --config "$tmp/rules.yaml" --store "redis://127.0.0.1:$MP" &&
-    run module && sv_stop module
-  n=$(rcli "$MP" INFO commandstats | grep -c 'cmdstat_sl.decide')
-  if [ "$n" -ge 1 ]; then pass; else fail "module: SL.DECIDE was not used"; fi
+  if sv_start module --config "$tmp/rules.yaml" --store "redis://127.0.0.1:$MP"
+  then
+    # A connection sends EVALSHA until its probe finds the module: first
+    # requests (on keys of their own) until one went by SL.DECIDE, so
+    # that the checks below do not depend on when the probe answered.
+    sv_use module
+    i=0
+    while [ "$(sl_decide calls)" = 0 ] && [ $i -lt 50 ]; do
+      http GET "$URL/v1/check?domain=cal&day=warm$i"
+      i=$((i + 1))
+      sleep 0.1
+    done
+    before=$(sl_decide calls)
+    run module
+    sv_stop module
+    # Every window (each with a phase) decided inside Redis, none failed.
+    if [ "$(sl_decide calls)" -gt "$before" ]; then pass
+    else fail "module: SL.DECIDE was not used ($(sl_decide calls) calls)"; fi
+    if [ "$(sl_decide failed_calls)" = 0 ]; then pass
+    else fail "module: SL.DECIDE failed: $(rcli "$MP" INFO errorstats)"; fi
+  fi
 fi
 lib_finish

@@ -73,6 +73,12 @@
  * unit in that ns (past_fm_traces); the engine's levels there are checked
  * against the ones each trace was built for.
  *
+ * Calendar windows (on the test clock, after fixed_window's random
+ * traces): fixed_window counted in windows of varying length that start
+ * off the epoch's grid (days of 23 to 25 hours from +05:30 midnight,
+ * months of 28 to 31 days), sent with their start as phase_ns as the
+ * daemon sends them, against limiter_take_windows (calendar_traces).
+ *
  * Prints "parity: ALGO decisions=N mismatches=M" per algorithm (forced
  * charges are decisions too), then "parity: forced charges=N negative
  * levels=M", and exits 1 on any mismatch (the first ones printed in full,
@@ -93,6 +99,7 @@
 #include <hiredis/hiredis.h>
 
 #include "fleet/script.h"
+#include "limiter.h"
 #include "sluice.h"
 
 #define MAXP 3 /* policies per trace */
@@ -1604,6 +1611,142 @@ static void wide_traces(void) {
   }
 }
 
+/* ---- calendar windows ---- */
+
+/* A calendar quota as the daemon sends it: a fixed_window policy whose
+   period is the longest window (its keys live that long), each decision
+   in the window that holds its instant, given as a start (the phase) and
+   a length that varies (a day of 23, 24 or 25 hours, a month of 28 to 31
+   days), starting off the epoch's grid (+05:30, a DST shift). */
+static const struct {
+  int64_t limit, longest_h;
+  int64_t len_h[6]; /* consecutive windows' lengths, hours */
+} cal[] = {
+    {1, 25, {24, 24, 23, 24, 25, 24}},
+    {3, 25, {24, 25, 24, 23, 24, 24}},
+    {5, 745, {31 * 24, 30 * 24, 31 * 24 - 1, 28 * 24, 29 * 24, 30 * 24 + 1}},
+};
+#define NCAL (sizeof cal / sizeof cal[0])
+#define NCALW 6 /* windows per row */
+#define NCALR 9 /* requests per window */
+static long n_cal, n_cal_denied;
+
+static void cal_fail(size_t r, int w, int i, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void cal_fail(size_t r, int w, int i, const char *fmt, ...) {
+  failures++;
+  mismatches[SL_FIXED_WINDOW]++;
+  if (printed++ >= PRINT_MAX) return;
+  fprintf(stderr, "FAIL fixed_window calendar row %zu window %d request %d: ",
+          r, w, i);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n");
+}
+
+/* An instant of window [s, e) for request i: its first ns, its last,
+   one a ns or a ms past the start, one that steps back (the clock going
+   back within the window, or into the one before), else at random. */
+static int64_t cal_time(int i, int64_t s, int64_t e, int64_t prev) {
+  switch (i) {
+  case 0: return s;
+  case 1: return s + 1;
+  case 2: return s + NS_MS;
+  case 7: return prev - rnd(1, 2 * NS_S);
+  case 8: return e - 1;
+  default: return rnd(s, e - 1);
+  }
+}
+
+/*
+ * Every request of a calendar row decided by limiter_take_windows (memory
+ * mode) and by the script or the module (the window's start as phase_ns,
+ * its length as the period, as exact.c sends them), every field compared;
+ * a charged key must have a TTL of its window's remaining time.
+ */
+static void calendar_traces(void) {
+  for (size_t r = 0; r < NCAL; r++) {
+    const int64_t L = cal[r].limit, H = 3600 * NS_S;
+    sl_policy pol = {SL_FIXED_WINDOW, (uint32_t)L, 0, cal[r].longest_h * H};
+    sl_store *st = new_store();
+    sl_limiter *lim;
+    if (sl_limiter_new(st, &pol, &lim) != 0) exit(2);
+    char key[2][96];
+    for (int k = 0; k < 2; k++)
+      snprintf(key[k], sizeof key[k], "parity %d calendar %zu %c",
+               (int)getpid(), r, 'a' + k);
+    /* 2026-11-25 00:00 +05:30: off the grid of every length. */
+    int64_t s = INT64_C(1764009000) * NS_S, t = s;
+    for (int w = 0; w < NCALW; s += cal[r].len_h[w++] * H) {
+      const int64_t e = s + cal[r].len_h[w] * H;
+      for (int i = 0; i < NCALR; i++) {
+        t = cal_time(i, s, e, t);
+        /* The window that holds t (one back, where the clock went). */
+        int64_t ws = s, we = e;
+        if (t < s) {
+          we = s;
+          ws = s - cal[r].len_h[w - 1] * H;
+        }
+        const int k = (int)rnd(0, 1);
+        const int64_t cost = rnd(0, 3) ? rnd(1, L) : 0;
+        sl_check c = {lim, key[k], strlen(key[k]), cost, 0};
+        limiter_window win = {ws, we};
+        sl_decision cd, rd;
+        int call_c = 0, call_r = 0;
+        int crc = limiter_take_windows(&c, &win, 1, t, &cd, &call_c);
+        sl_policy wp = pol;
+        wp.period_ns = we - ws;
+        rs_check q = {.policy = &wp, .key = key[k], .key_len = strlen(key[k]),
+                      .cost = cost, .phase_ns = ws};
+        rs_call call;
+        char *cmd;
+        size_t len;
+        if (crc || rs_format(&q, 1, 0, t, &call, &cmd, &len)) {
+          cal_fail(r, w, i, "engine rc %d, or rs_format refused it", crc);
+          continue;
+        }
+        int slog = 0;
+        redisReply *whole =
+            guarded_exec(cmd, len, 1, &key[k], &slog, PROBE_FULL);
+        free(cmd);
+        const redisReply *y = whole->element[0];
+        decisions[SL_FIXED_WINDOW]++;
+        n_cal++;
+        n_cal_denied += !cd.allowed;
+        if (y->type == REDIS_REPLY_ERROR)
+          cal_fail(r, w, i, "%s answers %s", native ? "SL.DECIDE" : "EVALSHA",
+                   y->str);
+        else if (rs_parse(&call, y, &rd, &call_r, NULL) || call_r != call_c ||
+                 !same(&cd, &rd))
+          cal_fail(r, w, i, "at %+" PRId64 " ns of [%" PRId64 ", %" PRId64
+                   ") cost %" PRId64 ": engine allowed=%d remaining=%" PRId64
+                   " reset=%" PRId64 " retry=%" PRId64 ", Redis allowed=%d "
+                   "remaining=%" PRId64 " reset=%" PRId64 " retry=%" PRId64,
+                   t - ws, ws, we, cost, cd.allowed, cd.remaining, cd.reset_ns,
+                   cd.retry_after_ns, rd.allowed, rd.remaining, rd.reset_ns,
+                   rd.retry_after_ns);
+        /* A charge's TTL: the window's rest (a clock gone back charges
+           the later window it stored, whose rest is reset). */
+        long long pttl = whole->element[1]->integer,
+                  pers = whole->element[2]->integer;
+        long long want = (cd.reset_ns + NS_MS - 1) / NS_MS;
+        ttl_checks++;
+        if (call_c && cost > 0 &&
+            (pers != 1 || pttl > want || pttl < want - 5000))
+          cal_fail(r, w, i, "charged: PTTL %lld (persist %lld), want %lld",
+                   pttl, pers, want);
+        else if (!(call_c && cost > 0) && pers != 0)
+          cal_fail(r, w, i, "not charged, yet it had a TTL (%lld ms)", pttl);
+        freeReplyObject(whole);
+      }
+    }
+    sl_limiter_free(lim);
+    sl_store_free(st);
+  }
+}
+
 /* ---- real expiry ---- */
 
 static long long cmd_int(const char *fmt, const char *key) {
@@ -1783,6 +1926,7 @@ int main(int argc, char **argv) {
       force_trace(order[a], id, steps);
     sl_algo al = order[a];
     if (al == SL_SLIDING_WINDOW && !time_mode) wide_traces();
+    if (al == SL_FIXED_WINDOW && !time_mode) calendar_traces();
     if ((al == SL_GCRA || al == SL_LEAKY_BUCKET) && !time_mode)
       past_fm_traces(al);
     /* The forced traces must have reached what they are for. */
@@ -1806,6 +1950,9 @@ int main(int argc, char **argv) {
              "debt=%ld; keys back out of a debt=%ld)\n",
              n_forced[al], n_negative[al], n_stopped[al], n_on_debt[al],
              n_repaid[al]);
+    if (al == SL_FIXED_WINDOW && !time_mode)
+      printf("parity:   (calendar windows: %ld checks with a phase, %ld "
+             "denied)\n", n_cal, n_cal_denied);
     if (al == SL_SLIDING_WINDOW && !time_mode)
       printf("parity:   (%d fixed traces where the script's double estimate "
              "of a product's quotient is off: %d too high, %d too low)\n",
