@@ -77,8 +77,9 @@ static int start_engine(daemon_state *d) {
      decision through the engine's observer. */
   if (observe_start(&d->obs, &a->obs)) return -1;
   srv->obs = &d->obs;
+  srv->no_calendar = config_no_calendar(a->fleet, a->sync_ms, a->charging);
   sl_config *cfg = config_load_logged(srv->o.config_path, srv->fleet,
-                                      srv->o.merge_domains);
+                                      srv->o.merge_domains, srv->no_calendar);
   if (!cfg) return -1;
   char err[256];
   /* Where per-key state lives: this daemon's memory, or Redis, exactly

@@ -90,7 +90,30 @@ static int check_fleet_policies(const sl_config *c) {
   return bad;
 }
 
-sl_config *config_load_logged(const char *path, int fleet, int merge) {
+/* Calendar limits count in windows only the memory and exact backends
+   place (the approximate mode's sync and envoy's forced charges count on
+   epoch-aligned windows): where `why` names such a mode, logs each
+   calendar limit as an error; returns how many. */
+static int check_calendar(const sl_config *c, const char *why) {
+  int bad = 0;
+  for (size_t i = 0; why && i < c->nlimits; i++) {
+    const cfg_limit *l = c->limits[i];
+    if (l->cal.unit == CAL_NONE) continue;
+    log_msg("error", "%s:%d:%d: %s: calendar windows are not supported with %s",
+            l->pos.file, l->pos.line, l->pos.col, l->rule, why);
+    bad++;
+  }
+  return bad;
+}
+
+const char *config_no_calendar(int fleet, int sync_ms, int charging) {
+  if (fleet && sync_ms) return "approximate fleet mode (--sync)";
+  if (charging == ENG_CHARGE_ALL) return "--charging envoy";
+  return NULL;
+}
+
+sl_config *config_load_logged(const char *path, int fleet, int merge,
+                              const char *no_calendar) {
   cfg_errors errs = {0};
   unsigned opts =
       merge || config_env_merge_domains() ? CFG_LOAD_MERGE_DOMAINS : 0;
@@ -100,7 +123,8 @@ sl_config *config_load_logged(const char *path, int fleet, int merge) {
                                 strlen(config_default_yaml), "<default>", &errs);
   for (size_t i = 0; i < errs.n; i++) log_msg("error", "%s", errs.msgs[i]);
   cfg_errors_free(&errs);
-  if (c && fleet && check_fleet_policies(c)) {
+  if (c && ((fleet && check_fleet_policies(c)) |
+            check_calendar(c, no_calendar))) {
     config_free(c);
     return NULL;
   }
@@ -109,7 +133,8 @@ sl_config *config_load_logged(const char *path, int fleet, int merge) {
 
 void config_reload(server *srv, config_watch *wt) {
   const char *path = srv->o.config_path;
-  sl_config *c = config_load_logged(path, srv->fleet, srv->o.merge_domains);
+  sl_config *c = config_load_logged(path, srv->fleet, srv->o.merge_domains,
+                                    srv->no_calendar);
   if (!c) {
     engine_note_reload_failure(srv->eng);
     log_msg("error", "config reload failed: keeping the running config");

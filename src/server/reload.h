@@ -26,9 +26,17 @@ typedef struct config_watch {
  * error. In fleet mode (either) every rule's policy must also be one the
  * Redis script decides exactly; each that is not is logged. merge (or
  * MERGE_DOMAIN_CONFIG=true in the environment): files may share a domain
- * (CFG_LOAD_MERGE_DOMAINS). The config, or NULL.
+ * (CFG_LOAD_MERGE_DOMAINS). no_calendar (NULL: none) names a mode that
+ * cannot decide calendar limits: each one is then an error. The config,
+ * or NULL.
  */
-sl_config *config_load_logged(const char *path, int fleet, int merge);
+sl_config *config_load_logged(const char *path, int fleet, int merge,
+                              const char *no_calendar);
+
+/* The mode calendar limits cannot be decided in (for config_load_logged's
+   no_calendar: "approximate fleet mode (--sync)", "--charging envoy"), or
+   NULL where they can. */
+const char *config_no_calendar(int fleet, int sync_ms, int charging);
 
 /* Logs "WHAT: N domains, M rules". */
 void config_log(const char *what, const sl_config *c);

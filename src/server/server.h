@@ -82,6 +82,8 @@ typedef struct server {
   struct resp_shared *resp; /* RESP's process-wide budget and AUTH limiter
                                (resp_guard.h) */
   struct observe *obs;      /* the denial log and top keys (observe.h) */
+  const char *no_calendar;  /* the mode that cannot decide calendar limits
+                               (config_no_calendar), or NULL */
   atomic_long waiting;      /* wait mode: places taken, all workers */
 } server;
 

@@ -93,6 +93,14 @@ PY
 skew=$(( (86400 - $(date +%s) % 86400 - 10) * 1000 ))
 sv_start mem --config "$tmp/rules.yaml" --clock-skew "$skew" &&
   run mem && sv_stop mem
+
+# Where windows are counted on the epoch's grid (envoy's forced charges,
+# the approximate mode's sync), a calendar limit would silently count in
+# the wrong window: the daemon refuses the config, naming the rule.
+expect_cmd "--charging envoy refuses a calendar limit" 1 \
+  "rules.yaml:[0-9]*:[0-9]*: cal.day: calendar windows are not supported with --charging envoy" \
+  timeout 10 "$SLUICE" serve --config "$tmp/rules.yaml" --charging envoy \
+  --http 127.0.0.1:0 --resp off --grpc off
 # Exact mode decides on Redis's clock (--clock-skew cannot move it): the
 # windows the daemon sends are checked at the real time, the turn of the
 # day in memory mode above and in tests/unit/test_calendar.c. Then with
