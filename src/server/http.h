@@ -61,6 +61,8 @@ int http_count_error(h2o_req_t *req, const char *name, const char *value,
    bearer token (compared in constant time); without, a loopback peer.
    When not, *status is 401 (with WWW-Authenticate added) or 403. */
 int http_admin_ok(h2o_req_t *req, server *srv, int *status);
+/* The same check, answering nothing: 0 when req may, else 401 or 403. */
+int http_admin_check(h2o_req_t *req, server *srv);
 
 /*
  * Reads "domain=D&K1=V1&...[&hits=N]" into *er (one descriptor, in *d;

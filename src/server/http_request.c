@@ -243,7 +243,7 @@ static int resolve(h2o_req_t *req, server *srv, char **v, size_t *len) {
 }
 
 /* Whether the admin endpoints may be used by this request. */
-int http_admin_ok(h2o_req_t *req, server *srv, int *status) {
+int http_admin_check(h2o_req_t *req, server *srv) {
   const char *tok = srv->o.admin_token;
   if (tok) {
     const h2o_iovec_t *a = header(req, H2O_STRLIT("authorization"));
@@ -253,17 +253,18 @@ int http_admin_ok(h2o_req_t *req, server *srv, int *status) {
       diff = 0;
       for (size_t i = 0; i < tl; i++) diff |= (unsigned)(a->base[7 + i] ^ tok[i]);
     }
-    if (diff) {
-      http_add_header(req, "www-authenticate", H2O_STRLIT("Bearer realm=\"sluice\""));
-      *status = 401;
-      return 0;
-    }
-    return 1;
+    return diff ? 401 : 0;
   }
   struct sockaddr_storage ss;
-  if (peer(req, &ss) > 0 && is_loopback((struct sockaddr *)&ss)) return 1;
-  *status = 403;
-  return 0;
+  if (peer(req, &ss) > 0 && is_loopback((struct sockaddr *)&ss)) return 0;
+  return 403;
+}
+
+int http_admin_ok(h2o_req_t *req, server *srv, int *status) {
+  *status = http_admin_check(req, srv);
+  if (*status == 401)
+    http_add_header(req, "www-authenticate", H2O_STRLIT("Bearer realm=\"sluice\""));
+  return *status == 0;
 }
 
 /*

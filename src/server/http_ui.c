@@ -8,7 +8,9 @@
  *                        run by the simulator's engine (src/sim/), answered
  *                        as sim_json.c's document; ?seed=N for retry jitter
  *   GET  /v1/sim/examples  the built-in scenarios (sluice sim --example)
- *   GET  /v1/stats       /metrics' figures as JSON, for the live view
+ *   GET  /v1/stats       /metrics' figures as JSON, for the live view,
+ *                        with each rule's heaviest keys (named only for
+ *                        whom GET /v1/top would answer)
  *
  * `--ui off` turns all three into 404s. The page is served with a strict
  * Content-Security-Policy (scripts and styles from this origin only, no
@@ -28,9 +30,11 @@
 #include "../base/num.h"
 #include "../sim/sim.h"
 #include "http.h"
+#include "observe.h"
 
 #define SIM_HTTP_MAX_BYTES ((size_t)64 << 10)
 #define SIM_HTTP_MAX_DECISIONS UINT64_C(100000)
+#define STATS_TOP_N 5 /* keys per rule and list in /v1/stats' "top" */
 
 /* The page's files, embedded (their paths are relative to the build's
    working directory, the project's root, as the Makefile runs the
@@ -209,6 +213,22 @@ int http_sim_examples(h2o_req_t *req, server *srv) {
   return http_send_body(req, 200, "application/json", &b);
 }
 
+/* Appends "top" to the metrics' document in b (which ends "}\n"): the
+   heaviest keys of each rule, named only for a request that GET /v1/top
+   would answer (it names clients' keys), else known by their ids. */
+static void stats_top(h2o_req_t *req, server *srv, strbuf *b) {
+  if (b->oom || b->len < 2 || b->p[b->len - 2] != '}') return;
+  b->len -= 2;
+  STRBUF_LIT(b, ",\"top\":");
+  topkeys *t = srv->obs->top;
+  if (!t)
+    STRBUF_LIT(b, "{\"enabled\":false}");
+  else if (topkeys_stats_json(t, STATS_TOP_N, clock_wall_ns(),
+                              http_admin_check(req, srv) == 0, b))
+    b->oom = 1;
+  STRBUF_LIT(b, "}\n");
+}
+
 int http_stats(h2o_req_t *req, server *srv) {
   if (ui_off(req, srv)) return 0;
   size_t len = 0;
@@ -218,6 +238,7 @@ int http_stats(h2o_req_t *req, server *srv) {
   b.len = len;
   b.cap = len + 1;
   b.oom = text == NULL;
+  stats_top(req, srv, &b);
   ui_headers(req);
   return http_send_body(req, 200, "application/json", &b);
 }

@@ -108,6 +108,12 @@ int topkeys_query(topkeys *t, const char *rule, size_t n, int64_t now,
    totals and heaviest key's share. 0, or -1 out of memory (b->oom). */
 int topkeys_json(topkeys *t, const char *rule, size_t n, int64_t now,
                  strbuf *b);
+/* The page's top keys (GET /v1/stats' "top", docs/ui.md): every rule
+   seen in the window with its n heaviest keys by decisions and by
+   denials, each named (keys 1, as GET /v1/top names it) or known by its
+   id only (keys 0). 0, or -1 out of memory. */
+int topkeys_stats_json(topkeys *t, size_t n, int64_t now, int keys,
+                       strbuf *b);
 /* The Prometheus text of the top-keys gauges (sluice_top_key_share...),
    appended to b. */
 void topkeys_prometheus(topkeys *t, int64_t now, strbuf *b);

@@ -319,15 +319,20 @@ static double share_of(const topk_item *it, uint64_t total) {
   return total ? (double)(it->count - it->err) / (double)total : 0;
 }
 
-/* [{"key", "id", "count", "error", "share"}...] */
+/* [{"key", "id", "count", "error", "share"}...]; without keys (keys 0)
+   each item is known by its id only. */
 static void json_items(strbuf *b, const topk_item *v, size_t n,
-                       uint64_t total) {
+                       uint64_t total, int keys) {
   STRBUF_LIT(b, "[");
   for (size_t i = 0; i < n; i++) {
     if (i) STRBUF_LIT(b, ",");
-    STRBUF_LIT(b, "{\"key\":");
-    http_json_str(b, v[i].text, strlen(v[i].text));
-    strbuf_addf(b, ",\"id\":\"%016llx\",\"count\":%llu,\"error\":%llu,"
+    STRBUF_LIT(b, "{");
+    if (keys) {
+      STRBUF_LIT(b, "\"key\":");
+      http_json_str(b, v[i].text, strlen(v[i].text));
+      STRBUF_LIT(b, ",");
+    }
+    strbuf_addf(b, "\"id\":\"%016llx\",\"count\":%llu,\"error\":%llu,"
                    "\"share\":%.4f}",
                 (unsigned long long)v[i].id, (unsigned long long)v[i].count,
                 (unsigned long long)v[i].err, share_of(&v[i], total));
@@ -351,9 +356,9 @@ int topkeys_json(topkeys *t, const char *rule, size_t n, int64_t now,
                 window_s, t->k, (unsigned long long)a->decisions,
                 (unsigned long long)a->denials,
                 (unsigned long long)(a->decisions / t->k));
-    json_items(b, a->by_decisions, a->n_dec, a->decisions);
+    json_items(b, a->by_decisions, a->n_dec, a->decisions, 1);
     STRBUF_LIT(b, ",\"by_denials\":");
-    json_items(b, a->by_denials, a->n_den, a->denials);
+    json_items(b, a->by_denials, a->n_den, a->denials, 1);
     STRBUF_LIT(b, "}\n");
   } else {
     const char *names[RULES_LISTED];
@@ -373,6 +378,41 @@ int topkeys_json(topkeys *t, const char *rule, size_t n, int64_t now,
     }
     STRBUF_LIT(b, "]}\n");
   }
+  free(a);
+  return rc || b->oom ? -1 : 0;
+}
+
+int topkeys_stats_json(topkeys *t, size_t n, int64_t now, int keys,
+                       strbuf *b) {
+  static const char *const modes[] = {"plain", "hash", "redact"};
+  top_answer *a = malloc(sizeof *a);
+  if (!a) return -1;
+  const char *names[RULES_LISTED];
+  size_t nr = rules_seen(t, now, names);
+  if (n > t->k) n = t->k;
+  int mode = t->obs->o.values;
+  strbuf_addf(b, "{\"enabled\":true,\"window_seconds\":%g,\"counters\":%zu,"
+                 "\"values\":\"%s\",\"keys_shown\":%s,\"rules\":[",
+              (double)t->window_ns / 1e9, t->k,
+              mode >= 0 && mode < 3 ? modes[mode] : "plain",
+              keys ? "true" : "false");
+  int rc = 0;
+  for (size_t i = 0; i < nr && !rc; i++) {
+    rc = topkeys_query(t, names[i], n, now, a);
+    if (i) STRBUF_LIT(b, ",");
+    STRBUF_LIT(b, "{\"rule\":");
+    http_json_str(b, names[i], strlen(names[i]));
+    strbuf_addf(b, ",\"decisions\":%llu,\"denials\":%llu,"
+                   "\"error_bound\":%llu,\"by_decisions\":",
+                (unsigned long long)a->decisions,
+                (unsigned long long)a->denials,
+                (unsigned long long)(a->decisions / t->k));
+    json_items(b, a->by_decisions, a->n_dec, a->decisions, keys);
+    STRBUF_LIT(b, ",\"by_denials\":");
+    json_items(b, a->by_denials, a->n_den, a->denials, keys);
+    STRBUF_LIT(b, "}");
+  }
+  STRBUF_LIT(b, "]}");
   free(a);
   return rc || b->oom ? -1 : 0;
 }

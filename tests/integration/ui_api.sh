@@ -5,7 +5,9 @@
 #                        figures as `sluice sim`; hostile scenarios (huge,
 #                        deep, NUL bytes, bad UTF-8, absurd counts and times)
 #                        get a clear 4xx and the daemon stays up
-#   GET  /v1/sim/examples, /v1/stats (the figures of /metrics as JSON)
+#   GET  /v1/sim/examples, /v1/stats (the figures of /metrics as JSON, and
+#                        the top keys as /v1/top counts them, named only for
+#                        an admin client; off with --top-keys 0)
 #   GET  /ui/ and its files: Content-Type, Cache-Control, a strict CSP
 #   --ui off             all of them 404
 #
@@ -148,7 +150,68 @@ eq "/v1/stats: the store's cap" "$(metric sluice_store_max_bytes "$tmp/m")" \
   "$(jv '[m["value"] for m in d["metrics"] if m["name"] == "sluice_store_max_bytes"][0]')"
 like "/v1/stats: the latency histogram" '^[0-9]+$' "$(jv '[m["count"] for m in d["metrics"] if m["name"] == "sluice_decision_duration_seconds"][0]')"
 eq "/v1/stats: the series" '"default"' "$(jv 'd["series"][0]["domain"]')"
+
+# ---- GET /v1/stats: the top keys, as GET /v1/top counts them --------------
+# One key floods an ad-hoc rule, three others ask a little; the page's
+# "top" must rank it first, with the same counts and shares as /v1/top.
+R='gcra:5/m'
+for i in 1 2 3 4 5 6 7 8 9 10 11 12; do get "$U/v1/throttle?key=flood&policy=$R"; done
+for k in a b c; do get "$U/v1/throttle?key=$k&policy=$R"; done
+get "$U/v1/stats"
+cp "$tmp/b" "$tmp/stats.json"
+eq "/v1/stats: top keys on" true "$(jv 'd["top"]["enabled"]')"
+eq "/v1/stats: top keys' values as --denial-log-values" '"plain"' "$(jv 'd["top"]["values"]')"
+eq "/v1/stats: keys named for a loopback client (no --admin-token)" true "$(jv 'd["top"]["keys_shown"]')"
+eq "/v1/stats: the flooding key first by decisions" '"flood"' \
+  "$(jv '[r for r in d["top"]["rules"] if r["rule"] == "adhoc:gcra:5/m"][0]["by_decisions"][0]["key"]')"
+eq "/v1/stats: the flooding key first by denials" '"flood"' \
+  "$(jv '[r for r in d["top"]["rules"] if r["rule"] == "adhoc:gcra:5/m"][0]["by_denials"][0]["key"]')"
+eq "/v1/stats: at most 5 keys per list" 4 \
+  "$(jv 'len([r for r in d["top"]["rules"] if r["rule"] == "adhoc:gcra:5/m"][0]["by_decisions"])')"
+get "$U/v1/top?rule=adhoc:gcra:5/m&n=5"
+want_code "/v1/top for the same rule" 200
+cp "$tmp/b" "$tmp/top.json"
+eq "/v1/stats' top keys are /v1/top's (keys, ids, counts, shares)" OK "$("$PY" -S - "$tmp/stats.json" "$tmp/top.json" <<'EOF2'
+import json, sys
+s = json.load(open(sys.argv[1]))["top"]
+t = json.load(open(sys.argv[2]))
+r = [x for x in s["rules"] if x["rule"] == t["rule"]][0]
+ok = all(r[f] == t[f] for f in ("decisions", "denials", "error_bound", "by_decisions", "by_denials"))
+ok = ok and s["counters"] == t["counters"] and s["window_seconds"] == t["window_seconds"]
+print("OK" if ok else "DIFFER: %r %r" % (r, t))
+EOF2
+)"
+snap "$tmp/m"
+eq "/v1/stats: the heaviest key's share as sluice_top_key_share" \
+  "$(metric 'sluice_top_key_share{rule="adhoc:gcra:5/m"}' "$tmp/m")" \
+  "$("$PY" -S -c 'import json,sys; r=[r for r in json.load(open(sys.argv[1]))["top"]["rules"] if r["rule"] == "adhoc:gcra:5/m"][0]; print("%.6f" % r["by_decisions"][0]["share"])' "$tmp/stats.json")"
 sv_stop u
+
+# ---- the top keys' privacy: as /v1/top's --------------------------------
+# With --admin-token, /v1/stats (open to all) names no key unless the token
+# comes with the request; --denial-log-values hash applies as in /v1/top.
+sv_start tok --resp off --admin-token s3cret --denial-log-values hash || lib_finish
+for i in 1 2 3 4; do get "$URL/v1/throttle?key=secret-user&policy=gcra:1/m"; done
+get "$URL/v1/stats"
+want_code "/v1/stats without the token" 200
+eq "/v1/stats without the token: keys not named" false "$(jv 'd["top"]["keys_shown"]')"
+eq "/v1/stats without the token: no key field" '[]' "$(jv '[i for r in d["top"]["rules"] for i in r["by_decisions"] + r["by_denials"] if "key" in i]')"
+eq "/v1/stats without the token: no raw key anywhere" 0 "$(grep -c secret-user "$tmp/b")"
+eq "/v1/stats without the token: the share is still there" 1.0 "$(jv 'd["top"]["rules"][0]["by_decisions"][0]["share"]')"
+ID=$(jv 'd["top"]["rules"][0]["by_decisions"][0]["id"]')
+get "$URL/v1/stats" -H 'authorization: Bearer s3cret'
+eq "/v1/stats with the token: keys named" true "$(jv 'd["top"]["keys_shown"]')"
+eq "/v1/stats with the token: values as --denial-log-values hash" '"hash"' "$(jv 'd["top"]["values"]')"
+eq "/v1/stats with the token: the value hashed" 0 "$(grep -c secret-user "$tmp/b")"
+K=$(jv 'd["top"]["rules"][0]["by_decisions"][0]["key"]')
+eq "/v1/stats with the token: the same id" "$ID" "$(jv 'd["top"]["rules"][0]["by_decisions"][0]["id"]')"
+get "$URL/v1/top?rule=adhoc:gcra:1/m" -H 'authorization: Bearer s3cret'
+eq "/v1/top names the key as /v1/stats does" "$K" "$(jv 'd["by_decisions"][0]["key"]')"
+sv_stop tok
+sv_start notop --resp off --top-keys 0 || lib_finish
+get "$URL/v1/stats"
+eq "--top-keys 0: /v1/stats says top keys are off" '{"enabled":false}' "$(jv 'd["top"]')"
+sv_stop notop
 
 # ---- --ui off -------------------------------------------------------------
 sv_start off --resp off --ui off || lib_finish
