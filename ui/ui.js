@@ -558,6 +558,62 @@ function drawLive() {
     body.append(tr);
   }
   if (!doc.series.length) body.append(el("tr", {}, el("td", { colspan: 7, class: "text", text: "No rule has decided anything yet." })));
+  drawTop(doc.top);
+}
+
+/* ---- the live view's top keys (GET /v1/stats' "top", docs/ui.md) ------ */
+
+const TOP_RULES_SHOWN = 8;
+const DOMINANT = 0.5; /* a key with at least this share "dominates" */
+
+function pct(v) { return `${(v * 100).toFixed(v < 0.1 ? 1 : 0)}%`; }
+
+/* A key as the daemon gave it, or its id when it named none. */
+function keyName(item) { return item.key !== undefined ? item.key : `#${item.id}`; }
+
+function topTable(caption, items, what) {
+  const t = el("table", {}, el("caption", { text: caption }));
+  t.append(el("thead", {}, el("tr", {}, el("th", { scope: "col", text: "key" }), el("th", { scope: "col", text: what }), el("th", { scope: "col", text: "share (at least)" }))));
+  const body = el("tbody");
+  for (const it of items)
+    body.append(el("tr", {}, el("td", { class: "text key", text: keyName(it) }), el("td", { text: String(it.count) }), el("td", { text: pct(it.share) })));
+  if (!items.length) body.append(el("tr", {}, el("td", { colspan: 3, class: "text", text: `no ${what} in the window` })));
+  t.append(body);
+  return t;
+}
+
+function topRule(r, win) {
+  const box = el("div", { class: "toprule" }, el("h4", { text: `rule ${r.rule}` }));
+  const first = r.by_decisions[0];
+  if (first) {
+    const share = first.share, hot = share >= DOMINANT;
+    const words = `${keyName(first)} made at least ${pct(share)} of this rule's ${r.decisions} decisions in the last ${win}` +
+      (r.by_denials[0] ? `; ${keyName(r.by_denials[0])} has ${pct(r.by_denials[0].share)} of its ${r.denials} denials.` : "; no denials.");
+    const m = el("div", { class: hot ? "meter hot" : "meter", role: "img", "aria-label": `heaviest key's share: ${pct(share)}` });
+    const bar = el("span"); bar.style.width = `${Math.min(100, share * 100).toFixed(1)}%`; m.append(bar);
+    box.append(el("p", { class: "dominant" }, el("b", { text: hot ? "One key dominates: " : "Heaviest key: " }), words), m);
+  }
+  box.append(topTable("by decisions", r.by_decisions, "decisions"), topTable("by denials", r.by_denials, "denials"));
+  return box;
+}
+
+function drawTop(top) {
+  const note = $("live-top-note"), list = $("live-topkeys");
+  list.replaceChildren();
+  if (!top || !top.enabled) {
+    note.textContent = "Top keys are off on this daemon (--top-keys 0): it does not count its busiest keys. /admin/inspect still shows one key's state.";
+    return;
+  }
+  const win = `${top.window_seconds}–${2 * top.window_seconds} s`;
+  note.textContent = `Per rule, the heaviest keys by decisions and by denials over the last ${win} (${top.counters} counters per rule: a count is high by at most decisions / ${top.counters}; a share is a lower bound). ` +
+    (top.keys_shown ? `Keys are shown as --denial-log-values ${top.values} shows them.` :
+      "Keys are named only for an admin client (loopback, or the --admin-token): here each is its id, the same as GET /v1/top's.");
+  const rules = top.rules.slice().sort((a, b) => b.decisions - a.decisions || (a.rule < b.rule ? -1 : 1));
+  if (!rules.length) { list.append(el("p", { text: "No rule has decided anything in the window." })); return; }
+  const grid = el("div", { class: "topkeys" });
+  for (const r of rules.slice(0, TOP_RULES_SHOWN)) grid.append(topRule(r, win));
+  list.append(grid);
+  if (rules.length > TOP_RULES_SHOWN) list.append(el("p", { class: "hint", text: `and ${rules.length - TOP_RULES_SHOWN} more rules: GET /v1/top lists them all.` }));
 }
 
 /* ---- start ----------------------------------------------------------- */

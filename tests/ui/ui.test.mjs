@@ -163,6 +163,8 @@ try {
   await page.waitForFunction(() => document.querySelectorAll("#live-cards .card").length >= 4, { timeout: 10000 });
   await new Promise((r) => setTimeout(r, 4500));
   for (let i = 0; i < 30; i++) await fetch(`${URL}/v1/throttle?key=ui-test&policy=gcra:10/m`);
+  // a mixed load: ten other keys ask once each beside the flooding one
+  for (let i = 0; i < 10; i++) await fetch(`${URL}/v1/throttle?key=other-${i}&policy=gcra:10/m`);
   await new Promise((r) => setTimeout(r, 2500));
   if (SHOTS) { // a minute of traffic to draw: a client over its limit, on and off
     const until = Date.now() + 40000;
@@ -175,9 +177,19 @@ try {
   const cards = await page.$eval("#live-cards", (e) => e.textContent);
   check("the live view shows decisions since start", /\d+ since start/.test(cards) && cards.includes("denied per second"), cards.slice(0, 200));
   check("the live view shows the store against its cap", /keys; cap/.test(cards), cards.slice(0, 300));
-  check("the live view says top keys are not tracked", (await page.$eval("#live-topkeys", (e) => e.textContent)).includes("does not track"));
+  const top = await page.$$eval("#live-topkeys .toprule", (rules) => rules.map((r) => ({
+    rule: r.querySelector("h4").textContent,
+    first: r.querySelector("td.key") ? r.querySelector("td.key").textContent : "",
+    firstDenied: r.querySelectorAll("table")[1].querySelector("td.key") ? r.querySelectorAll("table")[1].querySelector("td.key").textContent : "",
+    dominant: r.querySelector(".dominant") ? r.querySelector(".dominant").textContent : "",
+    meter: r.querySelector(".meter[role=img]") ? r.querySelector(".meter[role=img]").getAttribute("aria-label") : "",
+  })));
+  const flood = top.find((r) => r.rule === "rule adhoc:gcra:10/m");
+  check("the live view lists the flooding key first, by decisions and by denials", flood && flood.first === "ui-test" && flood.firstDenied === "ui-test", JSON.stringify(top));
+  check("the heaviest key's share has a text alternative", flood && /^One key dominates: ui-test made at least \d+% of this rule's \d+ decisions/.test(flood.dominant) && /heaviest key's share: \d+%/.test(flood.meter), JSON.stringify(flood));
+  check("the top keys say how keys are shown", /--denial-log-values plain/.test(await page.$eval("#live-top-note", (e) => e.textContent)));
   check("the live chart has a text alternative", /Decisions per second/.test(await page.$eval("#live-chart svg", (s) => s.getAttribute("aria-label"))));
-  if (SHOTS) await page.screenshot({ path: `${SHOTS}/ui-live.png`, clip: { x: 0, y: 0, width: 1280, height: 900 } });
+  if (SHOTS) await page.screenshot({ path: `${SHOTS}/ui-live.png`, clip: { x: 0, y: 0, width: 1280, height: await page.evaluate(() => Math.min(2400, document.body.scrollHeight)) }, captureBeyondViewport: true });
 
   // (the bad policy's 400 is the one Chromium logs for the page's fetch)
   const expected = consoleErrors.filter((m) => /status of 400/.test(m));
