@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "limiter.h"
+#include "algo/cell.h"
 #include "store/mem.h"
 
 struct sl_limiter {
@@ -31,6 +32,24 @@ int sl_limiter_new(sl_store *store, const sl_policy *policy,
   lim->store = store;
   lim->p = p;
   rc = store_register(store, &lim->p, &lim->id);
+  if (rc) {
+    store_free(store, lim, sizeof *lim);
+    return rc;
+  }
+  *out = lim;
+  return 0;
+}
+
+int limiter_cell_new(sl_store *store, sl_limiter **out) {
+  if (!store || !out) return SL_EINVAL;
+  *out = NULL;
+  sl_limiter *lim = store_alloc(store, sizeof *lim);
+  if (!lim) return SL_ENOMEM;
+  lim->store = store;
+  /* Any rate: each call brings its own (limiter_cell_take); the store
+     reads only the ops of the registered policy (expiry, eviction). */
+  algo_cell_policy(&(algo_cell){1, 1, 1}, &lim->p);
+  int rc = store_register(store, &lim->p, &lim->id);
   if (rc) {
     store_free(store, lim, sizeof *lim);
     return rc;
@@ -134,6 +153,20 @@ int sl_limiter_force(sl_limiter *lim, const void *key, size_t key_len,
   store_ref r;
   store_ref_init(lim->store, &r, &lim->p, lim->id, key, key_len);
   return store_force(lim->store, &r, cost, now_ns, level);
+}
+
+int limiter_cell_take(sl_limiter *lim, const algo_cell *rate, const void *key,
+                      size_t key_len, int64_t qty, int64_t now_ns,
+                      sl_decision *out) {
+  if (!out || !rate) return SL_EINVAL;
+  int rc = check_request(lim, key, key_len, 0, now_ns);
+  if (rc) return rc;
+  if (qty < 0) return SL_EINVAL;
+  algo_policy p;
+  algo_cell_policy(rate, &p);
+  store_ref r;
+  store_ref_init(lim->store, &r, &p, lim->id, key, key_len);
+  return store_take(lim->store, &r, qty, now_ns, out);
 }
 
 void limiter_prefetch(const sl_limiter *lim, const void *key, size_t key_len) {

@@ -65,4 +65,16 @@ int limiter_take_all_within(const sl_check *checks, const limiter_window *win,
                             const int64_t *max_delay_ns, size_t n,
                             int64_t now_ns, sl_decision *out, int *allowed);
 
+/* CL.THROTTLE's limiter (algo/cell.h): one state per key, whatever rate
+   each call names. Freed with sl_limiter_free. */
+int limiter_cell_new(sl_store *store, sl_limiter **out);
+
+/* redis-cell's decision for key at rate (any quantity >= 0: one that can
+   never fit is limited, retry_after_ns -1), charged when allowed. The
+   errors of sl_limiter_take, less SL_ECOST. */
+struct algo_cell;
+int limiter_cell_take(sl_limiter *lim, const struct algo_cell *rate,
+                      const void *key, size_t key_len, int64_t qty,
+                      int64_t now_ns, sl_decision *out);
+
 #endif /* SLUICE_LIMITER_H */

@@ -28,7 +28,9 @@
 
 #include "../base/clock.h"
 #include "../base/hash.h"
+#include "../limiter.h"
 #include "internal.h"
+#include "memory.h"
 
 /* What finishing a decision needs besides the backend's answer. */
 typedef struct finish_ctx {
@@ -36,6 +38,8 @@ typedef struct finish_ctx {
                          the decision waits for the backend */
   int blocked; /* a rule of requests_per_unit 0 denies */
   int lease_op; /* a release or renewal (eng_query.lease_op): not counted */
+  int never;   /* CL.THROTTLE's quantity above its limit, decided as a
+                  peek: limited, no retry (decide_cell) */
   int nquota;  /* quota_mode statuses among out->st */
   size_t nc, ndesc;
   adhoc_entry *pins[ENG_MAX_DESCRIPTORS]; /* overrides' policies, pinned
@@ -211,6 +215,10 @@ static void finish_decision(engine_thread *t, const finish_ctx *f,
   }
   if (f->adhoc) {
     out->st[0].d = dec[0];
+    if (f->never) {
+      out->st[0].d.allowed = 0;
+      out->st[0].d.retry_after_ns = -1;
+    }
     out->allowed = dec[0].allowed;
     out->worst = 0;
     out->by_descriptor[0] = 0;
@@ -596,6 +604,7 @@ static int decide_matched(engine_thread *t, const eng_query *q,
   f.adhoc = NULL;
   f.blocked = 0;
   f.lease_op = 0;
+  f.never = 0;
   f.nquota = 0;
   f.npins = 0;
   f.cand_checks = 0;
@@ -686,8 +695,8 @@ static int decide_matched(engine_thread *t, const eng_query *q,
 
 /* ---- an ad-hoc policy ---- */
 
-static int decide_policy(engine_thread *t, const eng_query *q, eng_result *out,
-                         eng_done_fn done, void *ud) {
+static int decide_policy(engine_thread *t, const eng_query *q, int never,
+                         eng_result *out, eng_done_fn done, void *ud) {
   int rc;
   adhoc_entry *a = adhoc_of(t, q, &rc, out);
   if (!a) return rc;
@@ -719,8 +728,48 @@ static int decide_policy(engine_thread *t, const eng_query *q, eng_result *out,
   f.blocked = 0;
   f.npins = 0;
   f.lease_op = 0;
+  f.never = never;
   f.ndesc = 1;
   return run(t, q, &check, 1, "", 0, &f, out, done, ud);
+}
+
+/* ---- CL.THROTTLE ---- */
+
+/*
+ * redis-cell's decision on the memory backend: one state per key under
+ * the engine's cell limiter, the call's rate applied to it. Other backends
+ * decide the GCRA policy q->policy as an ad-hoc one (a state per key and
+ * rate), a quantity above its burst as a peek that is limited.
+ */
+static int decide_cell(engine_thread *t, const eng_query *q, eng_result *out,
+                       eng_done_fn done, void *ud) {
+  engine *e = t->e;
+  if (e->backend != memory_backend()) {
+    eng_query pq = *q;
+    int never = q->cost > (int64_t)q->policy->burst;
+    pq.kind = ENG_QUERY_POLICY;
+    pq.cost = never ? 0 : q->cost;
+    return decide_policy(t, &pq, never, out, done, ud);
+  }
+  int64_t t0 = clock_mono_ns();
+  out->n = 1;
+  eng_status *s = &out->st[0];
+  memset(s, 0, sizeof *s);
+  s->policy_str = "cell";
+  s->policy = q->policy;
+  int rc = limiter_cell_take(e->cell, q->cell, q->key, q->key_len, q->cost,
+                             q->now, &s->d);
+  metric_observe(&t->m, e->mid[M_LATENCY], clock_mono_ns() - t0);
+  if (rc) {
+    snprintf(out->msg, sizeof out->msg, "%s", eng_error_of(rc)->message);
+    return rc;
+  }
+  out->allowed = s->d.allowed;
+  out->worst = 0;
+  out->by_descriptor[0] = 0;
+  metric_add(&t->m, e->mid[out->allowed ? M_ADHOC_ALLOWED : M_ADHOC_DENIED], 1);
+  if (e->o.observe) e->o.observe(e->o.observe_ud, t->slot, q, out);
+  return 0;
 }
 
 int engine_decide(engine_thread *t, const eng_query *q, eng_result *out,
@@ -731,6 +780,7 @@ int engine_decide(engine_thread *t, const eng_query *q, eng_result *out,
   out->shed.state = ENG_SHED_NO;
   out->lease = 0;
   out->err[0] = out->msg[0] = '\0';
+  if (q->kind == ENG_QUERY_CELL) return decide_cell(t, q, out, done, ud);
   return q->kind == ENG_QUERY_RULES ? decide_rules(t, q, out, done, ud)
-                                    : decide_policy(t, q, out, done, ud);
+                                    : decide_policy(t, q, 0, out, done, ud);
 }

@@ -30,6 +30,7 @@
 #include "../base/clock.h"
 #include "../base/strbuf.h"
 #include "memory.h"
+#include "../limiter.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -389,6 +390,10 @@ engine *engine_new(const engine_opts *opts, sl_config *cfg, char *err,
              rc == SL_EINVAL ? " (--max-memory too small)" : "");
     goto fail;
   }
+  if ((rc = limiter_cell_new(e->store, &e->cell))) {
+    snprintf(err, err_len, "store: %s", sl_strerror(rc));
+    goto fail;
+  }
   e->metrics = metrics_new();
   if (!e->metrics || register_metrics(e)) {
     snprintf(err, err_len, "out of memory");
@@ -425,6 +430,7 @@ void engine_free(engine *e) {
     sl_limiter_free(e->adhoc[i].lim);
     sl_limiter_free(e->adhoc[i].local);
   }
+  sl_limiter_free(e->cell);
   if (e->backend->ops->free) e->backend->ops->free(e->backend);
   metrics_free(e->metrics);
   sl_store_free(e->store);

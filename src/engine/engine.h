@@ -179,9 +179,15 @@ typedef struct eng_request {
    under an ad-hoc policy. */
 typedef enum eng_query_kind {
   ENG_QUERY_RULES, /* req's descriptors against the config's rules */
-  ENG_QUERY_POLICY /* key under the policy spelled spec, or the value
-                      policy (CL.THROTTLE builds its own) */
+  ENG_QUERY_POLICY, /* key under the policy spelled spec, or the value
+                       policy */
+  ENG_QUERY_CELL    /* CL.THROTTLE: key at the rate `cell`, one state per
+                       key whatever the rate (algo/cell.h); a backend
+                       other than memory decides `policy` instead, one
+                       state per key and rate (docs/server.md) */
 } eng_query_kind;
+
+struct algo_cell;
 
 typedef struct eng_query {
   eng_query_kind kind;
@@ -197,7 +203,9 @@ typedef struct eng_query {
   const char *spec;
   size_t spec_len;
   const sl_policy *policy;
-  int64_t cost; /* POLICY: the request's cost (0 is a peek) */
+  const struct algo_cell *cell; /* CELL: this call's rate */
+  int64_t cost; /* POLICY, CELL: the request's cost (0 is a peek; CELL:
+                   any size, one that never fits is limited) */
   int64_t now;  /* the decision's time (ns since the epoch) */
   /* RULES: the priority class the front end read (a JSON field, a
      header, a RESP argument), or NULL: then the domain's class_key entry

@@ -148,6 +148,7 @@ struct engine {
   pthread_mutex_t reload_lock; /* reloads, the limiter map */
   lim_entry *lims;
   size_t nlims;
+  sl_limiter *cell; /* CL.THROTTLE's, one state per key (algo/cell.h) */
 
   pthread_mutex_t threads_lock;
   engine_thread *threads[ENG_MAX_THREADS];

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "memory.h"
 
 /* The states a reset names, growing. */
 typedef struct forget_list {
@@ -105,6 +106,11 @@ static int reset_policy(engine_thread *t, const eng_query *q, eng_reset *out,
       if (adhoc_live(&e->adhoc[i]))
         add(&l, e->adhoc[i].lim, e->adhoc[i].local,
             (eng_name){'a', e->adhoc[i].canon, NULL, 0, 0}, q->key, q->key_len);
+    /* And CL.THROTTLE's state of the key (memory backend: elsewhere it is
+       under the GCRA ad-hoc policy of each rate, above). */
+    if (e->backend == memory_backend())
+      add(&l, e->cell, NULL, (eng_name){'c', "cell", NULL, 0, 0}, q->key,
+          q->key_len);
   }
   return run(t, &l, "", 0, out, done, ud);
 }

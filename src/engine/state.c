@@ -7,7 +7,8 @@
  * the limiters so that a key finds its limit again in the next process: a
  * config rule's limiter by its identity, "r" + its map id (the rule: its
  * domain and descriptor path, then its canonical policy), and an ad-hoc
- * policy's by "a" + its canonical policy. So a changed config keeps the
+ * policy's by "a" + its canonical policy, CL.THROTTLE's one state per key
+ * by "c". So a changed config keeps the
  * state of every rule it kept as it was, and a rule whose limit changed
  * starts fresh, as a reload does.
  *
@@ -37,7 +38,7 @@ static int name_limiters(engine *e, store_names *names, char **buf) {
   size_t need = 0;
   for (size_t i = 0; i < e->nlims; i++) need += strlen(e->lims[i].id) + 1;
   size_t na = adhoc_count(e);
-  need += na * (sizeof e->adhoc[0].canon + 1);
+  need += na * (sizeof e->adhoc[0].canon + 1) + 1;
   char *p = *buf = malloc(need ? need : 1);
   if (!p) return -1;
   const algo_policy *ap;
@@ -52,6 +53,11 @@ static int name_limiters(engine *e, store_names *names, char **buf) {
     names->len[id] = (uint16_t)(n + 1);
     p += n + 1;
   }
+  limiter_ident(e->cell, &ap, &id); /* CL.THROTTLE's: "c" */
+  p[0] = 'c';
+  names->name[id] = p;
+  names->len[id] = 1;
+  p += 1;
   pthread_mutex_lock(&e->adhoc_lock); /* (no entry changes meanwhile) */
   for (size_t i = 0; i < na; i++) {
     const adhoc_entry *a = &e->adhoc[i];
@@ -170,7 +176,9 @@ static int resolve(void *ud, const char *name, size_t len,
                    const algo_policy **p, uint16_t *id) {
   engine *e = ud;
   sl_limiter *lim = NULL;
-  if (len > 1 && name[0] == 'r') {
+  if (len == 1 && name[0] == 'c') {
+    lim = e->cell;
+  } else if (len > 1 && name[0] == 'r') {
     for (size_t i = 0; i < e->nlims && !lim; i++)
       if (strlen(e->lims[i].id) == len - 1 &&
           !memcmp(e->lims[i].id, name + 1, len - 1))

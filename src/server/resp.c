@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../algo/cell.h"
 #include "resp_auth.h"
 #include "resp_conn.h"
 #include "resp_guard.h"
@@ -59,7 +60,7 @@ typedef struct resp_slot {
   struct resp_slot *next;
   resp_conn *c;        /* NULL: the connection closed while it waited */
   int done;            /* reply in buf */
-  int kind, never;
+  int kind;
   resp_reply_fn reply; /* K_FN: writes the reply (resp_decide) */
   char *buf;
   size_t len;
@@ -251,11 +252,13 @@ static void engine_error(resp_conn *c, const char *msg) {
   out_err(c, "ERR %s", msg);
 }
 
-static void reply_cl(resp_conn *c, const eng_result *r, int never) {
+/* redis-cell's reply: a retry only when limited by what can fit. */
+static void reply_cl(resp_conn *c, const eng_result *r) {
   const sl_decision *d = &r->st[0].d;
-  int limited = never || !d->allowed;
-  int64_t v[5] = {limited, d->limit, d->remaining,
-                  limited && !never ? cell_secs(d->retry_after_ns) : -1,
+  int64_t v[5] = {!d->allowed, d->limit, d->remaining,
+                  !d->allowed && d->retry_after_ns >= 0
+                      ? cell_secs(d->retry_after_ns)
+                      : -1,
                   cell_secs(d->reset_ns)};
   out_ints(c, v, 5);
 }
@@ -358,7 +361,7 @@ static void slot_done(void *ud, int rc, eng_result *r) {
   if (rc)
     engine_error(c, r->msg);
   else if (s->kind == K_CL)
-    reply_cl(c, r, s->never);
+    reply_cl(c, r);
   else if (s->kind == K_SL_THROTTLE)
     reply_sl_throttle(c, r);
   else if (s->kind == K_FN)
@@ -374,7 +377,7 @@ static void slot_done(void *ud, int rc, eng_result *r) {
  * and leaves its rc in `rc`: in fleet mode with an answer to wait for, the
  * command's slot joins the queue and the handler returns.
  */
-#define RESP_DECIDE(kind_, never_, reply_, CALL)             \
+#define RESP_DECIDE(kind_, reply_, CALL)                     \
   eng_result stack_r, *r = &stack_r;                         \
   resp_slot *slot = NULL;                                    \
   if (c->w->may_wait) {                                      \
@@ -386,7 +389,6 @@ static void slot_done(void *ud, int rc, eng_result *r) {
     slot->c = c;                                             \
     slot->done = 0;                                          \
     slot->kind = (kind_);                                    \
-    slot->never = (never_);                                  \
     slot->reply = (reply_);                                  \
     slot->buf = NULL;                                        \
     slot->len = 0;                                           \
@@ -462,33 +464,40 @@ static void cmd_cl_throttle(resp_conn *c, const resp_cmd *cmd) {
     }
   long long burst = v[0], count = v[1], period = v[2], qty = v[3];
   if (cl_args_bad(c, burst, count, period, qty)) return;
-  /* GCRA, burst = max_burst + 1, emission interval = period / count. */
+  /* GCRA, burst = max_burst + 1, emission interval = period / count:
+     the rate of this call, applied to the key's one state (algo/cell.h);
+     as a policy for the backends that keep one state per rate. */
+  algo_cell rate;
+  int zero = algo_cell_rate(burst, count, period, &rate);
   sl_policy p = {SL_GCRA, (uint32_t)count, (uint32_t)(burst + 1),
                  period * 1000000000};
   char why[128];
-  if (sl_policy_validate(&p, why, sizeof why)) {
-    out_err(c, "Cell error: max_burst %lld at %lld per %lld s: %s", burst,
-            count,
-            period, why);
+  if (zero == 1) {
+    out_err(c, "Cell error: Zero rates are not supported");
     return;
   }
-  int64_t now = clock_wall_ns();
-  int never = qty > (long long)p.burst; /* redis-cell: limited, retry -1 */
-  eng_query q = {.kind = ENG_QUERY_POLICY,
+  if (zero || sl_policy_validate(&p, why, sizeof why)) {
+    if (zero) snprintf(why, sizeof why, "a full burst takes over 36 years");
+    out_err(c, "Cell error: max_burst %lld at %lld per %lld s: %s", burst,
+            count, period, why);
+    return;
+  }
+  eng_query q = {.kind = ENG_QUERY_CELL,
                  .key = cmd->argv[1],
                  .key_len = cmd->len[1],
                  .policy = &p,
-                 .cost = never ? 0 : qty,
-                 .now = now,
+                 .cell = &rate,
+                 .cost = qty,
+                 .now = clock_wall_ns(),
                  .client = resp_client,
                  .client_ud = c};
-  RESP_DECIDE(K_CL, never, NULL,
+  RESP_DECIDE(K_CL, NULL,
               engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
     engine_error(c, r->msg);
     return;
   }
-  reply_cl(c, r, never);
+  reply_cl(c, r);
 }
 
 static void cmd_sl_throttle(resp_conn *c, const resp_cmd *cmd) {
@@ -506,7 +515,7 @@ static void cmd_sl_throttle(resp_conn *c, const resp_cmd *cmd) {
                  .now = clock_wall_ns(),
                  .client = resp_client,
                  .client_ud = c};
-  RESP_DECIDE(K_SL_THROTTLE, 0, NULL,
+  RESP_DECIDE(K_SL_THROTTLE, NULL,
               engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
     engine_error(c, r->msg);
@@ -516,7 +525,7 @@ static void cmd_sl_throttle(resp_conn *c, const resp_cmd *cmd) {
 }
 
 void resp_decide(resp_conn *c, const eng_query *q, resp_reply_fn reply) {
-  RESP_DECIDE(K_FN, 0, reply,
+  RESP_DECIDE(K_FN, reply,
               engine_decide(c->w->et, q, r, slot ? slot_done : NULL, slot));
   if (rc) {
     engine_error(c, r->msg);
@@ -567,7 +576,7 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
                  .priority_len = prio_len,
                  .client = resp_client,
                  .client_ud = c};
-  RESP_DECIDE(K_SL_CHECK, 0, NULL,
+  RESP_DECIDE(K_SL_CHECK, NULL,
               engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
     engine_error(c, r->msg);

@@ -460,12 +460,23 @@ kill $holder 2>/dev/null
 wait $holder 2>/dev/null
 
 # --- the ad-hoc policies' bound -------------------------------------------------------
-# CL.THROTTLE with 1,100 distinct rates: past the 1,024 ad-hoc policies a
-# daemon keeps, the command says why it failed (it once said "unknown
-# error"). Last in this script: the daemon has no room for new ones after.
-seq 1 1100 | sed 's/.*/CL.THROTTLE adhoc 10 & 3600/' |
+# CL.THROTTLE with 2,000 distinct rates on one key and on 2,000 keys: one
+# state per key, as redis-cell keeps (algo/cell.h), so no rate costs an
+# ad-hoc policy and none is refused.
+seq 1 2000 | sed 's/.*/CL.THROTTLE adhoc 10 & 3600/' |
   timeout 60 redis-cli -h 127.0.0.1 -p "$RESP" >"$tmp/adhoc" 2>&1
-eq "CL.THROTTLE past 1024 distinct rates: the reason" \
+seq 1 2000 | sed 's/.*/CL.THROTTLE adhoc& 10 & 3600/' |
+  timeout 60 redis-cli -h 127.0.0.1 -p "$RESP" >>"$tmp/adhoc" 2>&1
+eq "CL.THROTTLE: 4,000 calls at 2,000 distinct rates, no error" 0 \
+  "$(grep -c ERR "$tmp/adhoc")"
+eq "CL.THROTTLE: 4,000 calls, 4,000 replies of 5" 20000 \
+  "$(grep -c . "$tmp/adhoc")"
+# SL.THROTTLE with 1,100 distinct policies: past the 1,024 ad-hoc policies
+# a daemon keeps, the command says why it failed (it once said "unknown
+# error"). Last in this script: the daemon has no room for new ones after.
+seq 1 1100 | sed 's/.*/SL.THROTTLE adhoc gcra:&\/h:burst=11/' |
+  timeout 60 redis-cli -h 127.0.0.1 -p "$RESP" >"$tmp/adhoc" 2>&1
+eq "SL.THROTTLE past 1024 distinct policies: the reason" \
   "ERR too many distinct ad-hoc policies (max 1024)" \
   "$(grep ERR "$tmp/adhoc" | tail -n 1)"
 
