@@ -23,6 +23,7 @@
 
 #include "../base/fmt.h"
 #include "../base/hash.h"
+#include "../algo/cell.h"
 #include "module.h"
 #include "state.h"
 
@@ -141,6 +142,58 @@ static int64_t cell_secs(int64_t ns) {
 }
 
 /*
+ * redis-cell's decision on key, whose value is its TAT in ns as decimal
+ * text (redis-cell's own layout, so either module reads the other's keys):
+ * written when an allowed request charges, expiring once the TAT has
+ * passed. Replies WRONGTYPE itself for a key that holds anything else
+ * (returns -1).
+ */
+static int cell_throttle(RedisModuleCtx *ctx, RedisModuleString *name,
+                         const algo_cell *rate, int64_t qty, int64_t now,
+                         sl_decision *d) {
+  RedisModuleKey *k =
+      RedisModule_OpenKey(ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
+  int type = RedisModule_KeyType(k);
+  long long tat = -1;
+  if (type != REDISMODULE_KEYTYPE_EMPTY) {
+    size_t len = 0;
+    const char *v = type == REDISMODULE_KEYTYPE_STRING
+                        ? RedisModule_StringDMA(k, &len, REDISMODULE_READ)
+                        : NULL;
+    unsigned long long u = 0;
+    size_t i = 0;
+    for (; v && i < len && i < 19 && v[i] >= '0' && v[i] <= '9'; i++)
+      u = u * 10 + (unsigned)(v[i] - '0');
+    /* (a TAT sluice could have written: the state file's bound) */
+    if (!v || !len || i != len ||
+        u >= (uint64_t)(SL_TIME_MAX_NS + (SL_TIME_MAX_NS >> 1))) {
+      RedisModule_CloseKey(k);
+      RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+      return -1;
+    }
+    tat = (long long)u;
+  }
+  int64_t next;
+  if (algo_cell_decide(rate, tat, now, qty, d, &next)) {
+    char buf[24];
+    size_t len = fmt_u64(buf, (uint64_t)next), have = 0;
+    if (type == REDISMODULE_KEYTYPE_STRING)
+      RedisModule_StringDMA(k, &have, REDISMODULE_READ);
+    if (have != len) RedisModule_StringTruncate(k, len);
+    memcpy(RedisModule_StringDMA(k, &have, REDISMODULE_WRITE), buf, len);
+    /* Gone once the TAT has passed: Redis's clock plus the time to it (a
+       test clock may be anywhere), in whole ms rounded up, 1 at least. */
+    int64_t ttl = next - now;
+    long long at = RedisModule_Milliseconds() + ttl / 1000000 +
+                   (ttl % 1000000 != 0 || ttl < 1000000);
+    RedisModule_SetAbsExpire(k, at);
+    RedisModule_Replicate(ctx, "SET", "sbcl", name, buf, len, "PXAT", at);
+  }
+  RedisModule_CloseKey(k);
+  return 0;
+}
+
+/*
  * CL.THROTTLE's numbers, as the daemon's RESP command checks them
  * (src/server/resp.c): redis-cell's own words where it has any ("Zero
  * rates are not supported"), a named range otherwise. NULL when all fit.
@@ -183,23 +236,23 @@ int md_cmd_cell(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     }
   const char *bad = cell_bad(n[0], n[1], n[2], n[3], msg, sizeof msg);
   if (bad) return RedisModule_ReplyWithError(ctx, bad);
-  /* GCRA, burst = max_burst + 1, emission interval = period / count. */
-  sl_policy pub = {SL_GCRA, (uint32_t)n[1], (uint32_t)(n[0] + 1), n[2] * SEC};
-  mcheck c = {.key = argv[1]};
-  char why[160];
-  if (algo_policy_compile(&pub, &c.p, why, sizeof why)) {
-    char out[320];
-    snprintf(out, sizeof out, "ERR max_burst %lld at %lld per %lld s: %s",
-             n[0], n[1], n[2], why);
-    return RedisModule_ReplyWithError(ctx, out);
+  /* GCRA, burst = max_burst + 1, emission interval = period / count: this
+     call's rate, applied to the key's one TAT (algo/cell.h). */
+  algo_cell rate;
+  int zero = algo_cell_rate(n[0], n[1], n[2], &rate);
+  if (zero == 1) return RedisModule_ReplyWithError(ctx, "ERR Zero rates are not supported");
+  if (zero) {
+    snprintf(msg, sizeof msg, "ERR max_burst %lld at %lld per %lld s: a full "
+             "burst takes over 36 years", n[0], n[1], n[2]);
+    return RedisModule_ReplyWithError(ctx, msg);
   }
-  int never = n[3] > (long long)pub.burst; /* redis-cell: limited, retry -1 */
-  c.cost = never ? 0 : n[3];
   sl_decision d;
-  if (decide_one(ctx, &c, &d)) return REDISMODULE_OK;
-  int limited = never || !d.allowed;
-  int64_t v[5] = {limited, d.limit, d.remaining,
-                  limited && !never ? cell_secs(d.retry_after_ns) : -1,
+  if (cell_throttle(ctx, argv[1], &rate, n[3], md_now(), &d))
+    return REDISMODULE_OK;
+  int64_t v[5] = {!d.allowed, d.limit, d.remaining,
+                  !d.allowed && d.retry_after_ns >= 0
+                      ? cell_secs(d.retry_after_ns)
+                      : -1,
                   cell_secs(d.reset_ns)};
   return reply_ints(ctx, v, 5);
 }

@@ -118,6 +118,27 @@ printf '%s\n' "CL.THROTTLE user123 15 30 60" "CL.THROTTLE user123 15 30 60 5" \
 _g=$(timeout 5 redis-cli -p $P <"$tmp/cell.in" | tr '\n' ' ' | sed 's/ *$//')
 _w="0 16 15 -1 2 0 16 10 -1 12 1 16 10 -1 12 1 16 10 2 12 OK 0 16 10 -1 12 OK"
 if [ "$_g" = "$_w" ]; then pass; else fail "cell: got '$_g', want '$_w'"; fi
+# One key, two rates in turn (tests/unit/test_cell.c has the trace worked
+# out by hand): each call applies its own rate to the key's one TAT, as
+# redis-cell does, and the key holds redis-cell's layout (the TAT in ns).
+printf '%s\n' "CL.THROTTLE alt 4 1 1" "CL.THROTTLE alt 4 1 1" \
+  "CL.THROTTLE alt 1 2 1" "SL.CLOCK $((T0 + 1500000000))" \
+  "CL.THROTTLE alt 1 2 1" "CL.THROTTLE alt 4 1 1" "CL.THROTTLE alt 4 1 1 0" \
+  "CL.THROTTLE alt 1 2 1 0" "CL.THROTTLE alt 4 1 1 6" "GET alt" \
+  "SL.CLOCK $((T0 + 5000000000))" "CL.THROTTLE alt 1 2 1" \
+  "SL.CLOCK $T0" >"$tmp/alt.in"
+_g=$(timeout 5 redis-cli -p $P <"$tmp/alt.in" | tr '\n' ' ' | sed 's/ *$//')
+_w="0 5 4 -1 1 0 5 3 -1 2 1 2 0 2 2 OK 0 2 0 -1 1 0 5 3 -1 2 0 5 3 -1 2"
+_w="$_w 1 2 0 1 2 1 5 3 -1 2 $((T0 + 3500000000)) OK 0 2 1 -1 1 OK"
+if [ "$_g" = "$_w" ]; then pass; else fail "cell rates: got '$_g', want '$_w'"; fi
+# 2,000 distinct rates on one key: one key, no error.
+seq 1 2000 | sed 's/.*/CL.THROTTLE many 10 & 3600/' |
+  timeout 30 redis-cli -p $P >"$tmp/many" 2>&1
+_e=$(grep -c ERR "$tmp/many")
+_l=$(grep -c . "$tmp/many")
+if [ "$_e" = 0 ] && [ "$_l" = 10000 ]; then pass; else
+  fail "cell: 2,000 rates on one key: $_e errors in $_l lines"
+fi
 is "reset" "1" SL.RESET tb
 is "reset again" "0" SL.RESET tb
 is "after reset" "1 10 9 0 360000 0" SL.THROTTLE tb token_bucket:10/1h
