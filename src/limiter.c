@@ -169,6 +169,31 @@ int limiter_cell_take(sl_limiter *lim, const algo_cell *rate, const void *key,
   return store_take(lim->store, &r, qty, now_ns, out);
 }
 
+void limiter_take_many(const limiter_req *r, size_t n, sl_decision *out,
+                       int *rc) {
+  store_ref refs[LIMITER_MANY_MAX];
+  algo_policy cells[LIMITER_MANY_MAX];
+  if (n > LIMITER_MANY_MAX) n = LIMITER_MANY_MAX;
+  for (size_t i = 0; i < n; i++) {
+    const limiter_req *q = &r[i];
+    const algo_policy *p = q->lim ? &q->lim->p : NULL;
+    rc[i] = check_request(q->lim, q->key, q->key_len, q->cell ? 0 : q->cost,
+                          q->now_ns);
+    if (!rc[i] && q->cost < 0) rc[i] = SL_EINVAL;
+    if (rc[i]) continue;
+    if (q->cell) {
+      algo_cell_policy(q->cell, &cells[i]);
+      p = &cells[i];
+    }
+    store_ref_init(q->lim->store, &refs[i], p, q->lim->id, q->key, q->key_len);
+    store_prefetch(q->lim->store, &refs[i]);
+  }
+  for (size_t i = 0; i < n; i++)
+    if (!rc[i])
+      rc[i] = store_take(r[i].lim->store, &refs[i], r[i].cost, r[i].now_ns,
+                         &out[i]);
+}
+
 void limiter_prefetch(const sl_limiter *lim, const void *key, size_t key_len) {
   if (!lim || (!key && key_len) || key_len > SL_KEY_MAX) return;
   store_ref r;

@@ -77,4 +77,24 @@ int limiter_cell_take(sl_limiter *lim, const struct algo_cell *rate,
                       const void *key, size_t key_len, int64_t qty,
                       int64_t now_ns, sl_decision *out);
 
+/* One request of limiter_take_many: sl_limiter_take's arguments, or
+   limiter_cell_take's when cell is set. */
+typedef struct limiter_req {
+  sl_limiter *lim;
+  const struct algo_cell *cell;
+  const void *key;
+  size_t key_len;
+  int64_t cost;
+  int64_t now_ns;
+} limiter_req;
+
+#define LIMITER_MANY_MAX 16
+
+/* n (<= LIMITER_MANY_MAX) takes of any limiters of one store, decided in
+   order as n calls would decide them, every key's lines prefetched before
+   the first is decided (a pipeline's commands: a cache miss each
+   otherwise). rc[i]: 0 with out[i], or the call's error. */
+void limiter_take_many(const limiter_req *r, size_t n, sl_decision *out,
+                       int *rc);
+
 #endif /* SLUICE_LIMITER_H */

@@ -15,13 +15,28 @@
 
 /* Writes v in decimal at dst (no terminator); returns the length. */
 static inline size_t fmt_u64(char *dst, uint64_t v) {
+  /* Two digits a division, from the end of a scratch buffer: replies
+     write several numbers each, and this is most of their cost. */
+  static const char pairs[201] =
+      "00010203040506070809101112131415161718192021222324252627282930313233"
+      "34353637383940414243444546474849505152535455565758596061626364656667"
+      "6869707172737475767778798081828384858687888990919293949596979899";
   char tmp[FMT_INT_MAX];
-  size_t n = 0;
-  do {
-    tmp[n++] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v);
-  for (size_t i = 0; i < n; i++) dst[i] = tmp[n - 1 - i];
+  size_t i = FMT_INT_MAX;
+  while (v >= 100) {
+    unsigned d = (unsigned)(v % 100) * 2;
+    v /= 100;
+    tmp[--i] = pairs[d + 1];
+    tmp[--i] = pairs[d];
+  }
+  if (v >= 10) {
+    tmp[--i] = pairs[v * 2 + 1];
+    tmp[--i] = pairs[v * 2];
+  } else {
+    tmp[--i] = (char)('0' + v);
+  }
+  size_t n = FMT_INT_MAX - i;
+  for (size_t k = 0; k < n; k++) dst[k] = tmp[i + k];
   return n;
 }
 

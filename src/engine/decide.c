@@ -772,6 +772,44 @@ static int decide_cell(engine_thread *t, const eng_query *q, eng_result *out,
   return 0;
 }
 
+int engine_decide_batch(engine_thread *t, eng_batch_item *it, size_t n) {
+  engine *e = t->e;
+  /* (an observer sees each decision whole: one at a time, then) */
+  if (e->backend != memory_backend() || n > ENG_BATCH_MAX || e->o.observe)
+    return -1;
+  limiter_req rq[ENG_BATCH_MAX];
+  sl_decision dec[ENG_BATCH_MAX];
+  int rcs[ENG_BATCH_MAX];
+  eng_result scratch; /* a refused policy's message: unread (rc says) */
+  for (size_t i = 0; i < n; i++) {
+    const eng_query *q = it[i].q;
+    rq[i] = (limiter_req){NULL, NULL, q->key, q->key_len, q->cost, q->now};
+    it[i].rc = 0;
+    if (q->kind == ENG_QUERY_CELL) {
+      rq[i].lim = e->cell;
+      rq[i].cell = q->cell;
+    } else {
+      adhoc_entry *a = adhoc_of(t, q, &it[i].rc, &scratch);
+      if (a && a->policy.algo == SL_CONCURRENCY)
+        it[i].rc = ENG_PENDING; /* its lease: decided alone */
+      else if (a)
+        rq[i].lim = a->lim; /* (NULL: refused, rc set) */
+    }
+  }
+  int64_t t0 = clock_mono_ns();
+  limiter_take_many(rq, n, dec, rcs);
+  int64_t each = (clock_mono_ns() - t0) / (int64_t)(n ? n : 1);
+  for (size_t i = 0; i < n; i++) {
+    if (!it[i].rc) it[i].rc = rcs[i];
+    if (it[i].rc) continue;
+    it[i].d = dec[i];
+    metric_observe(&t->m, e->mid[M_LATENCY], each);
+    metric_add(&t->m, e->mid[dec[i].allowed ? M_ADHOC_ALLOWED : M_ADHOC_DENIED],
+               1);
+  }
+  return 0;
+}
+
 int engine_decide(engine_thread *t, const eng_query *q, eng_result *out,
                   eng_done_fn done, void *ud) {
   out->allowed = 0;

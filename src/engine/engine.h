@@ -302,6 +302,27 @@ typedef void (*eng_done_fn)(void *ud, int rc, eng_result *out);
 int engine_decide(engine_thread *t, const eng_query *q, eng_result *out,
                   eng_done_fn done, void *ud);
 
+/* One decision of engine_decide_batch. */
+typedef struct eng_batch_item {
+  const eng_query *q; /* POLICY (a spec) or CELL */
+  sl_decision d;      /* rc 0: the decision (engine_decide's st[0].d) */
+  int rc;             /* 0, or not decided: engine_decide it alone, for
+                         its error (nothing was charged) */
+} eng_batch_item;
+
+#define ENG_BATCH_MAX 16
+
+/*
+ * A pipeline's ad-hoc decisions (SL.THROTTLE, CL.THROTTLE): it[0..n) (n <=
+ * ENG_BATCH_MAX) decided in order, as n engine_decide calls would decide
+ * them, with every key's state prefetched before the first is decided
+ * (limiter_take_many). Memory backend only, with no observer (engine_opts:
+ * it sees each decision whole): 0; -1 (nothing decided) otherwise, and the
+ * decisions go one by one through engine_decide. A concurrency policy's
+ * (a lease) is left to engine_decide too (its rc set).
+ */
+int engine_decide_batch(engine_thread *t, eng_batch_item *it, size_t n);
+
 /* ---- resets (SL.RESET, POST /admin/reset) ---- */
 
 /* What a reset did. */

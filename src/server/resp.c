@@ -233,6 +233,18 @@ static int arg_i64(const resp_cmd *cmd, int i, long long lo, long long hi,
                    long long *out) {
   char buf[32];
   if (cmd->len[i] == 0 || cmd->len[i] >= sizeof buf) return -1;
+  if (cmd->len[i] <= 18) { /* plain digits (a cost): no strtoll */
+    long long v = 0;
+    size_t k = 0;
+    for (; k < cmd->len[i] && cmd->argv[i][k] >= '0' && cmd->argv[i][k] <= '9';
+         k++)
+      v = v * 10 + (cmd->argv[i][k] - '0');
+    if (k == cmd->len[i]) {
+      if (v < lo || v > hi) return -1;
+      *out = v;
+      return 0;
+    }
+  }
   memcpy(buf, cmd->argv[i], cmd->len[i]);
   buf[cmd->len[i]] = '\0';
   char *end;
@@ -253,8 +265,7 @@ static void engine_error(resp_conn *c, const char *msg) {
 }
 
 /* redis-cell's reply: a retry only when limited by what can fit. */
-static void reply_cl(resp_conn *c, const eng_result *r) {
-  const sl_decision *d = &r->st[0].d;
+static void reply_cl(resp_conn *c, const sl_decision *d) {
   int64_t v[5] = {!d->allowed, d->limit, d->remaining,
                   !d->allowed && d->retry_after_ns >= 0
                       ? cell_secs(d->retry_after_ns)
@@ -263,8 +274,7 @@ static void reply_cl(resp_conn *c, const eng_result *r) {
   out_ints(c, v, 5);
 }
 
-static void reply_sl_throttle(resp_conn *c, const eng_result *r) {
-  const sl_decision *d = &r->st[0].d;
+static void reply_sl_throttle(resp_conn *c, const sl_decision *d) {
   int64_t v[6] = {d->allowed,
                   d->limit,
                   d->remaining,
@@ -361,9 +371,9 @@ static void slot_done(void *ud, int rc, eng_result *r) {
   if (rc)
     engine_error(c, r->msg);
   else if (s->kind == K_CL)
-    reply_cl(c, r);
+    reply_cl(c, &r->st[0].d);
   else if (s->kind == K_SL_THROTTLE)
-    reply_sl_throttle(c, r);
+    reply_sl_throttle(c, &r->st[0].d);
   else if (s->kind == K_FN)
     s->reply(c, r);
   else
@@ -430,98 +440,119 @@ static int cell_i64(const char *s, size_t n, long long *out) {
  * error: " (its module's harness), and answers "Zero rates are not
  * supported" for a count or period of 0; for a negative one it has no
  * message (its emission interval goes negative and it answers nonsense),
- * so sluice says which must be positive, in the same form. 1 after the
- * error reply, 0 when all are in range.
+ * so sluice says which must be positive, in the same form. The error
+ * reply's text into err, or NULL when all are in range.
  */
-static int cl_args_bad(resp_conn *c, long long burst, long long count,
-                       long long period, long long qty) {
+static const char *cl_args_bad(long long burst, long long count,
+                               long long period, long long qty, char *err,
+                               size_t n) {
   long long max_period = SL_PERIOD_MAX_NS / 1000000000;
   if (count == 0 || period == 0)
-    out_err(c, "Cell error: Zero rates are not supported");
+    snprintf(err, n, "Cell error: Zero rates are not supported");
   else if (count < 0 || count > SL_LIMIT_MAX)
-    out_err(c, "Cell error: count per period must be positive, at most %u "
-               "(got %lld)", SL_LIMIT_MAX, count);
+    snprintf(err, n, "Cell error: count per period must be positive, at "
+                     "most %u (got %lld)", SL_LIMIT_MAX, count);
   else if (period < 0 || period > max_period)
-    out_err(c, "Cell error: period must be positive, at most %lld seconds "
-               "(got %lld)", max_period, period);
+    snprintf(err, n, "Cell error: period must be positive, at most %lld "
+                     "seconds (got %lld)", max_period, period);
   else if (burst < 0 || burst >= SL_LIMIT_MAX)
-    out_err(c, "Cell error: max_burst must be 0..%u (got %lld)",
-            SL_LIMIT_MAX - 1, burst);
+    snprintf(err, n, "Cell error: max_burst must be 0..%u (got %lld)",
+             SL_LIMIT_MAX - 1, burst);
   else if (qty < 0)
-    out_err(c, "Cell error: quantity must be >= 0 (got %lld)", qty);
+    snprintf(err, n, "Cell error: quantity must be >= 0 (got %lld)", qty);
   else
-    return 0;
-  return 1;
+    return NULL;
+  return err;
 }
 
-static void cmd_cl_throttle(resp_conn *c, const resp_cmd *cmd) {
+/* CL.THROTTLE key max_burst count period [quantity] as t's query. */
+static int cl_parse(const resp_cmd *cmd, resp_throttle *t, char *err,
+                    size_t n) {
   long long v[4] = {0, 0, 0, 1}; /* max_burst, count, period, quantity */
   for (int i = 2; i < cmd->argc; i++)
     if (cell_i64(cmd->argv[i], cmd->len[i], &v[i - 2])) {
-      out_err(c, "Cell error: Couldn't parse as integer: %.*s",
-              (int)(cmd->len[i] < 300 ? cmd->len[i] : 300), cmd->argv[i]);
-      return;
+      snprintf(err, n, "Cell error: Couldn't parse as integer: %.*s",
+               (int)(cmd->len[i] < 300 ? cmd->len[i] : 300), cmd->argv[i]);
+      return -1;
     }
   long long burst = v[0], count = v[1], period = v[2], qty = v[3];
-  if (cl_args_bad(c, burst, count, period, qty)) return;
+  if (cl_args_bad(burst, count, period, qty, err, n)) return -1;
   /* GCRA, burst = max_burst + 1, emission interval = period / count:
      the rate of this call, applied to the key's one state (algo/cell.h);
      as a policy for the backends that keep one state per rate. */
-  algo_cell rate;
-  int zero = algo_cell_rate(burst, count, period, &rate);
-  sl_policy p = {SL_GCRA, (uint32_t)count, (uint32_t)(burst + 1),
-                 period * 1000000000};
+  int zero = algo_cell_rate(burst, count, period, &t->rate);
+  t->p = (sl_policy){SL_GCRA, (uint32_t)count, (uint32_t)(burst + 1),
+                     period * 1000000000};
   char why[128];
   if (zero == 1) {
-    out_err(c, "Cell error: Zero rates are not supported");
-    return;
+    snprintf(err, n, "Cell error: Zero rates are not supported");
+    return -1;
   }
-  if (zero || sl_policy_validate(&p, why, sizeof why)) {
+  if (zero || sl_policy_validate(&t->p, why, sizeof why)) {
     if (zero) snprintf(why, sizeof why, "a full burst takes over 36 years");
-    out_err(c, "Cell error: max_burst %lld at %lld per %lld s: %s", burst,
-            count, period, why);
-    return;
+    snprintf(err, n, "Cell error: max_burst %lld at %lld per %lld s: %s",
+             burst, count, period, why);
+    return -1;
   }
-  eng_query q = {.kind = ENG_QUERY_CELL,
-                 .key = cmd->argv[1],
-                 .key_len = cmd->len[1],
-                 .policy = &p,
-                 .cell = &rate,
-                 .cost = qty,
-                 .now = clock_wall_ns(),
-                 .client = resp_client,
-                 .client_ud = c};
-  RESP_DECIDE(K_CL, NULL,
-              engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
-  if (rc) {
-    engine_error(c, r->msg);
-    return;
-  }
-  reply_cl(c, r);
+  t->q = (eng_query){.kind = ENG_QUERY_CELL,
+                     .key = cmd->argv[1],
+                     .key_len = cmd->len[1],
+                     .policy = &t->p,
+                     .cell = &t->rate,
+                     .cost = qty};
+  return 0;
 }
 
-static void cmd_sl_throttle(resp_conn *c, const resp_cmd *cmd) {
+/* SL.THROTTLE key policy [cost] as t's query. */
+static int sl_parse(const resp_cmd *cmd, resp_throttle *t, char *err,
+                    size_t n) {
   long long cost = 1;
   if (cmd->argc == 4 && arg_i64(cmd, 3, 0, INT64_MAX, &cost)) {
-    out_err(c, "ERR cost must be an integer >= 0");
+    snprintf(err, n, "ERR cost must be an integer >= 0");
+    return -1;
+  }
+  t->q = (eng_query){.kind = ENG_QUERY_POLICY,
+                     .key = cmd->argv[1],
+                     .key_len = cmd->len[1],
+                     .spec = cmd->argv[2],
+                     .spec_len = cmd->len[2],
+                     .cost = cost};
+  return 0;
+}
+
+int resp_throttle_parse(const resp_cmd *cmd, resp_throttle *t, char *err,
+                        size_t n) {
+  t->cell = (cmd->argv[0][0] | 0x20) == 'c'; /* CL.THROTTLE, or SL. */
+  return t->cell ? cl_parse(cmd, t, err, n) : sl_parse(cmd, t, err, n);
+}
+
+void resp_throttle_reply(resp_conn *c, const resp_throttle *t,
+                         const sl_decision *d) {
+  if (t->cell)
+    reply_cl(c, d);
+  else
+    reply_sl_throttle(c, d);
+}
+
+/* CL.THROTTLE and SL.THROTTLE, one at a time (resp_batch.c decides a
+   pipeline's together). */
+static void cmd_throttle(resp_conn *c, const resp_cmd *cmd) {
+  resp_throttle t;
+  char err[400];
+  if (resp_throttle_parse(cmd, &t, err, sizeof err)) {
+    out_err(c, "%s", err);
     return;
   }
-  eng_query q = {.kind = ENG_QUERY_POLICY,
-                 .key = cmd->argv[1],
-                 .key_len = cmd->len[1],
-                 .spec = cmd->argv[2],
-                 .spec_len = cmd->len[2],
-                 .cost = cost,
-                 .now = clock_wall_ns(),
-                 .client = resp_client,
-                 .client_ud = c};
-  RESP_DECIDE(K_SL_THROTTLE, NULL,
-              engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
+  t.q.now = clock_wall_ns();
+  t.q.client = resp_client;
+  t.q.client_ud = c;
+  RESP_DECIDE(t.cell ? K_CL : K_SL_THROTTLE, NULL,
+              engine_decide(c->w->et, &t.q, r, slot ? slot_done : NULL, slot));
   if (rc) {
     engine_error(c, r->msg);
     return;
   }
-  reply_sl_throttle(c, r);
+  resp_throttle_reply(c, &t, &r->st[0].d);
 }
 
 void resp_decide(resp_conn *c, const eng_query *q, resp_reply_fn reply) {
@@ -679,11 +710,11 @@ void reply_unknown(resp_conn *c, const resp_cmd *cmd) {
 #define KW (RESP_CMD_KEY | RESP_CMD_WRITE)
 
 static const resp_command commands[] = {
-    {NAME("CL.THROTTLE"), 5, 6, KW, cmd_cl_throttle,
+    {NAME("CL.THROTTLE"), 5, 6, KW, cmd_throttle,
      "Cell error: Usage: cl.throttle <key> <max_burst> <count per period> "
      "<period> [<quantity>]",
      "redis-cell's GCRA: [limited, limit, remaining, retry_after, reset]"},
-    {NAME("SL.THROTTLE"), 3, 4, KW, cmd_sl_throttle,
+    {NAME("SL.THROTTLE"), 3, 4, KW, cmd_throttle,
      "ERR wrong number of arguments for 'sl.throttle' command (SL.THROTTLE "
      "key policy [cost])",
      "Decides for key under an ad-hoc policy"},
@@ -839,14 +870,24 @@ static void on_read(h2o_socket_t *sock, const char *err) {
     return;
   }
   if (sock->input->size > 0) resp_guard_touch(c);
-  while (!c->closing && sock->input->size > 0 && sock->input->size >= c->need) {
+  /* Parsing resumes after the batch's commands (resp_batch.c), which stay
+     in the input until it is flushed. */
+  size_t off;
+  while (!c->closing && sock->input->size > (off = resp_batch_bytes(c)) &&
+         sock->input->size - off >= c->need) {
     const char *perr = NULL;
     /* (read per command: an AUTH changes the next one's limits) */
     resp_limits lim = {c->w->srv->o.max_command_bytes,
                        c->w->srv->o.password && !c->authed};
-    ssize_t n = resp_parse(sock->input->bytes, sock->input->size, &lim,
-                           c->w->cmd, &c->need, &perr);
+    ssize_t n = resp_parse(sock->input->bytes + off, sock->input->size - off,
+                           &lim, c->w->cmd, &c->need, &perr);
     if (n == 0) break;
+    if (n > 0 && resp_batch_add(c, c->w->cmd, (size_t)n)) {
+      c->need = 0;
+      if (c->out.len >= OUT_PAUSE) break; /* (as below) */
+      continue;
+    }
+    resp_batch_flush(c); /* what came before goes first */
     if (n < 0) {
       resp_slot *behind = c->tail;
       size_t mark = c->out.len;
@@ -869,6 +910,7 @@ static void on_read(h2o_socket_t *sock, const char *err) {
     if (c->out.len >= OUT_PAUSE) break;
     if (c->nslots >= SLOTS_PAUSE) break;
   }
+  resp_batch_flush(c);
   if (c->closing && c->reading) {
     h2o_socket_read_stop(sock);
     c->reading = 0;
@@ -923,8 +965,13 @@ void resp_shutdown(worker *w) {
 int resp_worker_init(worker *w) {
   h2o_linklist_init_anchor(&w->resp_list);
   w->cmd = malloc(sizeof *w->cmd);
-  if (!w->cmd) return -1;
+  if (!w->cmd || resp_batch_init(w)) {
+    free(w->cmd);
+    w->cmd = NULL;
+    return -1;
+  }
   if (resp_guard_worker_init(w)) {
+    resp_batch_dispose(w);
     free(w->cmd);
     w->cmd = NULL;
     return -1;
@@ -938,6 +985,7 @@ void resp_worker_dispose(worker *w) {
     resp_conn_close(
         H2O_STRUCT_FROM_MEMBER(resp_conn, link, w->resp_list.next));
   resp_guard_worker_dispose(w);
+  resp_batch_dispose(w);
   free(w->cmd);
   w->cmd = NULL;
 }

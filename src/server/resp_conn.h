@@ -8,6 +8,8 @@
 #ifndef SLUICE_SERVER_RESP_CONN_H
 #define SLUICE_SERVER_RESP_CONN_H
 
+#include "../algo/cell.h"
+#include "../engine/engine.h"
 #include "resp_parse.h"
 #include "resp_txn.h"
 #include "server.h"
@@ -105,6 +107,39 @@ void out_null(resp_conn *c);
 void out_verbatim(resp_conn *c, const char *s, size_t n);
 /* "ERR unknown command ..." as Redis words it. */
 void reply_unknown(resp_conn *c, const resp_cmd *cmd);
+
+/* A throttle command (CL.THROTTLE or SL.THROTTLE), parsed: what it
+   decides, and how its reply reads. */
+typedef struct resp_throttle {
+  int cell;        /* CL.THROTTLE (else SL.THROTTLE) */
+  eng_query q;     /* all but now; its pointers lead into this struct and
+                      the command's arguments */
+  sl_policy p;     /* CL.THROTTLE's, as a policy (fleet mode) */
+  algo_cell rate;  /* CL.THROTTLE's rate */
+} resp_throttle;
+
+/* cmd (CL.THROTTLE or SL.THROTTLE, in arity) into *t: 0, or -1 with the
+   error reply's text in err (resp.c). */
+int resp_throttle_parse(const resp_cmd *cmd, resp_throttle *t, char *err,
+                        size_t n);
+/* t's reply for decision d. */
+void resp_throttle_reply(resp_conn *c, const resp_throttle *t,
+                         const sl_decision *d);
+
+/* ---- a pipeline's throttle commands, decided together (resp_batch.c) ---- */
+
+/* Takes cmd (parsed from the next `bytes` of unconsumed input) into the
+   worker's batch when it is a throttle command that can wait there: 1
+   (counted, bytes still unconsumed), or 0 (dispatch it as usual, after
+   resp_batch_flush). */
+int resp_batch_add(resp_conn *c, const resp_cmd *cmd, size_t bytes);
+/* Decides the batch and writes its replies in order, then consumes its
+   input. Nothing to do when it is empty. */
+void resp_batch_flush(resp_conn *c);
+/* Input bytes the batch holds, not yet consumed (parsing resumes after). */
+size_t resp_batch_bytes(const resp_conn *c);
+int resp_batch_init(worker *w);
+void resp_batch_dispose(worker *w);
 
 /* Whether argument i of cmd is word, in any case (as Redis reads its
    keywords). */

@@ -19,25 +19,16 @@
    malformed. *end = the byte after "\r\n". */
 static int read_int(const char *p, const char *lim, long long *v,
                     const char **end) {
-  const char *cr = memchr(p, '\r', (size_t)(lim - p));
-  if (!cr || cr + 1 >= lim) {
-    if (lim - p > 32) return -1; /* no number is that long */
-    return 0;
-  }
-  if (cr[1] != '\n') return -1;
-  int neg = 0;
-  if (p < cr && *p == '-') {
-    neg = 1;
-    p++;
-  }
-  if (p == cr || cr - p > 18) return -1;
+  const char *q = p + (p < lim && *p == '-'), *digits = q;
   long long x = 0;
-  for (; p < cr; p++) {
-    if (*p < '0' || *p > '9') return -1;
-    x = x * 10 + (*p - '0');
-  }
-  *v = neg ? -x : x;
-  *end = cr + 2;
+  /* (one pass: the digits, then "\r\n"; a 19th digit is too many) */
+  for (; q < lim && *q >= '0' && *q <= '9' && q - digits < 19; q++)
+    x = x * 10 + (*q - '0');
+  if (q + 1 >= lim) return lim - p > 32 ? -1 : 0; /* need more */
+  if (q == digits || q - digits > 18 || q[0] != '\r' || q[1] != '\n')
+    return -1;
+  *v = *p == '-' ? -x : x;
+  *end = q + 2;
   return 1;
 }
 

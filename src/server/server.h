@@ -104,6 +104,7 @@ typedef struct worker {
   h2o_linklist_t http_list; /* open HTTP connections (struct http_conn) */
   h2o_linklist_t resp_list; /* open RESP connections */
   struct resp_cmd *cmd;     /* scratch for the RESP parser */
+  struct resp_batch *batch; /* a pipeline's throttle commands (resp_batch.c) */
   struct resp_worker *resp; /* RESP's timers (resp_guard.c) */
   int may_wait;             /* decisions may wait for Redis (exact mode,
                                with a Redis client) */

@@ -459,6 +459,43 @@ in_range "sluice_connections{protocol=\"resp\"} counts an open connection" 1 10 
 kill $holder 2>/dev/null
 wait $holder 2>/dev/null
 
+# --- pipelined throttle commands: batched, and byte for byte as alone ----
+# The same trace twice on one connection each: as RESP arrays in one write
+# (consecutive SL.THROTTLE / CL.THROTTLE commands are decided together,
+# src/server/resp_batch.c) and as inline commands (never batched: their
+# arguments are unquoted into the parser's scratch). Distinct key prefixes
+# start both from fresh states; the replies must be the same, in order.
+# (CL.THROTTLE answers in whole seconds, the SL.THROTTLE steps are errors,
+# peeks of fresh keys and denials of costs above the burst: no figure of
+# the trace moves with the few microseconds between the two.)
+$PY - "$tmp" <<'PYEOF'
+import sys
+trace = [
+    "CL.THROTTLE {p}c 4 1 60", "CL.THROTTLE {p}c 4 1 60",
+    "CL.THROTTLE {p}c 1 2 60", "PING", "CL.THROTTLE {p}c 4 1 60 6",
+    "SL.THROTTLE {p}s gcra:10/h 0", "SL.THROTTLE {p}s bogus",
+    "SL.THROTTLE {p}s token_bucket:2/h 3", "CL.THROTTLE {p}c 0 0 60",
+    "CL.THROTTLE {p}d 0 3 1", "CL.THROTTLE {p}d 0 3 1",
+    "SL.THROTTLE {p}s gcra:10/h x", "CL.THROTTLE {p}c 4 1 60 0",
+] * 3 + ["CL.THROTTLE {p}e 99 1 3600"] * 20 + ["QUIT"]
+with open(sys.argv[1] + "/batch.in", "wb") as f:
+    for line in trace:
+        w = line.format(p="a:").split()
+        f.write(b"*%d\r\n" % len(w))
+        for x in w:
+            f.write(b"$%d\r\n%s\r\n" % (len(x), x.encode()))
+with open(sys.argv[1] + "/alone.in", "wb") as f:
+    for line in trace:
+        f.write(line.format(p="b:").encode() + b"\r\n")
+PYEOF
+$RAW "$RESP" send "$tmp/batch.in" 5 >"$tmp/batch.out"
+$RAW "$RESP" send "$tmp/alone.in" 5 >"$tmp/alone.out"
+eq "pipelined: 60 replies and the close" 61 "$(grep -c . "$tmp/batch.out")"
+eq "pipelined: batched replies equal one-at-a-time ones" \
+  "$(paste -sd'|' "$tmp/alone.out")" "$(paste -sd'|' "$tmp/batch.out")"
+eq "pipelined: a key's 20th CL.THROTTLE of 100 (in order)" \
+  "*5 [:0, :100, :80, :-1, :72000]" "$(sed -n 59p "$tmp/batch.out")"
+
 # --- the ad-hoc policies' bound -------------------------------------------------------
 # CL.THROTTLE with 2,000 distinct rates on one key and on 2,000 keys: one
 # state per key, as redis-cell keeps (algo/cell.h), so no rate costs an

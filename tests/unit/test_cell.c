@@ -180,6 +180,93 @@ static void a_reset_forgets_the_cell_state(void **state) {
   fixture_free(&f);
 }
 
+/* One query of a trace: SL.THROTTLE key spec cost, or CL.THROTTLE key
+   max_burst count period qty (spec NULL). */
+typedef struct step {
+  const char *key, *spec;
+  int64_t burst, count, period, cost;
+} step;
+
+static const step trace[] = {
+    {"a", "gcra:1000/h", 0, 0, 0, 1},
+    {"a", "gcra:1000/h", 0, 0, 0, 1},
+    {"c", NULL, 4, 1, 1, 1},
+    {"b", "token_bucket:2/s", 0, 0, 0, 2},
+    {"b", "token_bucket:2/s", 0, 0, 0, 1}, /* denied */
+    {"c", NULL, 1, 2, 1, 1},               /* another rate, one state */
+    {"x", "bogus", 0, 0, 0, 1},            /* refused policy */
+    {"b", "token_bucket:2/s", 0, 0, 0, 3}, /* above the burst */
+    {"c", NULL, 4, 1, 1, 7},               /* never fits */
+    {"a", "sliding_log:3/m", 0, 0, 0, 0},  /* a peek */
+    {"d", NULL, 0, 3, 1, 1},
+    {"d", NULL, 0, 3, 1, 1},
+    {"a", "gcra:1000/h", 0, 0, 0, 2},
+};
+#define TRACE_N (sizeof trace / sizeof trace[0])
+
+/* The queries of trace at now, into q (with the rates and policies they
+   point to). */
+static void trace_queries(eng_query *q, algo_cell *rate, sl_policy *p,
+                          int64_t now) {
+  for (size_t i = 0; i < TRACE_N; i++) {
+    const step *s = &trace[i];
+    q[i] = (eng_query){.key = s->key, .key_len = strlen(s->key),
+                       .cost = s->cost, .now = now};
+    if (s->spec) {
+      q[i].kind = ENG_QUERY_POLICY;
+      q[i].spec = s->spec;
+      q[i].spec_len = strlen(s->spec);
+      continue;
+    }
+    rate[i] = rate_of(s->burst, s->count, s->period);
+    p[i] = (sl_policy){SL_GCRA, (uint32_t)s->count, (uint32_t)(s->burst + 1),
+                       s->period * NS_PER_S};
+    q[i].kind = ENG_QUERY_CELL;
+    q[i].cell = &rate[i];
+    q[i].policy = &p[i];
+  }
+}
+
+/* A pipeline's decisions in one engine_decide_batch (what it cannot
+   decide, alone, as resp_batch.c does) equal one engine_decide each, in
+   order, field for field and error for error. */
+static void a_batch_decides_as_one_at_a_time(void **state) {
+  (void)state;
+  eng_query q[TRACE_N];
+  algo_cell rate[TRACE_N];
+  sl_policy p[TRACE_N];
+  trace_queries(q, rate, p, T0);
+  fixture one = fixture_with(NULL, empty_yaml);
+  fixture many = fixture_with(NULL, empty_yaml);
+  eng_batch_item it[TRACE_N];
+  for (size_t i = 0; i < TRACE_N; i++) it[i].q = &q[i];
+  /* In two batches, as a full one and the rest would go. */
+  assert_int_equal(engine_decide_batch(many.t, it, 8), 0);
+  assert_int_equal(engine_decide_batch(many.t, it + 8, TRACE_N - 8), 0);
+  for (size_t i = 0; i < TRACE_N; i++) {
+    eng_result r1, r2;
+    int rc1 = engine_decide(one.t, &q[i], &r1, NULL, NULL);
+    int rc2 = it[i].rc;
+    if (rc2) { /* undecided: decided alone, and charged nothing before */
+      rc2 = engine_decide(many.t, &q[i], &r2, NULL, NULL);
+      assert_string_equal(r1.msg, r2.msg);
+    } else {
+      r2.st[0].d = it[i].d;
+    }
+    if (rc1 != rc2) fail_msg("step %zu: rc %d alone, %d batched", i, rc1, rc2);
+    if (!rc1 && memcmp(&r1.st[0].d, &r2.st[0].d, sizeof r1.st[0].d))
+      fail_msg("step %zu: decisions differ (allowed %d/%d remaining "
+               "%lld/%lld reset %lld/%lld)",
+               i, r1.st[0].d.allowed, r2.st[0].d.allowed,
+               (long long)r1.st[0].d.remaining, (long long)r2.st[0].d.remaining,
+               (long long)r1.st[0].d.reset_ns, (long long)r2.st[0].d.reset_ns);
+  }
+  assert_int_not_equal(it[4].d.allowed, 1); /* the trace has denials */
+  assert_int_not_equal(it[6].rc, 0);        /* and refusals */
+  fixture_free(&one);
+  fixture_free(&many);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(redis_cells_own_table),
@@ -187,6 +274,7 @@ int main(void) {
       cmocka_unit_test(alternating_rates_share_one_state),
       cmocka_unit_test(distinct_rates_exhaust_nothing),
       cmocka_unit_test(a_reset_forgets_the_cell_state),
+      cmocka_unit_test(a_batch_decides_as_one_at_a_time),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
