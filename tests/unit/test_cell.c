@@ -254,7 +254,11 @@ static void a_batch_decides_as_one_at_a_time(void **state) {
       r2.st[0].d = it[i].d;
     }
     if (rc1 != rc2) fail_msg("step %zu: rc %d alone, %d batched", i, rc1, rc2);
-    if (!rc1 && memcmp(&r1.st[0].d, &r2.st[0].d, sizeof r1.st[0].d))
+    const sl_decision *a = &r1.st[0].d, *b = &r2.st[0].d;
+    if (!rc1 && (a->allowed != b->allowed || a->limit != b->limit ||
+                 a->remaining != b->remaining || a->reset_ns != b->reset_ns ||
+                 a->retry_after_ns != b->retry_after_ns ||
+                 a->delay_ns != b->delay_ns))
       fail_msg("step %zu: decisions differ (allowed %d/%d remaining "
                "%lld/%lld reset %lld/%lld)",
                i, r1.st[0].d.allowed, r2.st[0].d.allowed,
