@@ -99,6 +99,17 @@ adhoc_entry *adhoc_get(engine *e, const sl_policy *p, const char *canon,
   return found;
 }
 
+sl_limiter *engine_cell(engine *e) {
+  sl_limiter *lim = atomic_load_explicit(&e->cell, memory_order_acquire);
+  if (lim) return lim;
+  pthread_mutex_lock(&e->adhoc_lock);
+  lim = atomic_load_explicit(&e->cell, memory_order_relaxed);
+  if (!lim && limiter_cell_new(e->store, &lim) == 0)
+    atomic_store_explicit(&e->cell, lim, memory_order_release);
+  pthread_mutex_unlock(&e->adhoc_lock);
+  return lim;
+}
+
 /* ---- reclaiming (the main thread) ---- */
 
 /* Counts each limiter id's keys (one shard locked at a time). */

@@ -757,8 +757,10 @@ static int decide_cell(engine_thread *t, const eng_query *q, eng_result *out,
   memset(s, 0, sizeof *s);
   s->policy_str = "cell";
   s->policy = q->policy;
-  int rc = limiter_cell_take(e->cell, q->cell, q->key, q->key_len, q->cost,
-                             q->now, &s->d);
+  sl_limiter *cell = engine_cell(e);
+  int rc = cell ? limiter_cell_take(cell, q->cell, q->key, q->key_len,
+                                    q->cost, q->now, &s->d)
+                : SL_ENOMEM;
   metric_observe(&t->m, e->mid[M_LATENCY], clock_mono_ns() - t0);
   if (rc) {
     snprintf(out->msg, sizeof out->msg, "%s", eng_error_of(rc)->message);
@@ -786,8 +788,9 @@ int engine_decide_batch(engine_thread *t, eng_batch_item *it, size_t n) {
     rq[i] = (limiter_req){NULL, NULL, q->key, q->key_len, q->cost, q->now};
     it[i].rc = 0;
     if (q->kind == ENG_QUERY_CELL) {
-      rq[i].lim = e->cell;
+      rq[i].lim = engine_cell(e);
       rq[i].cell = q->cell;
+      if (!rq[i].lim) it[i].rc = SL_ENOMEM;
     } else {
       adhoc_entry *a = adhoc_of(t, q, &it[i].rc, &scratch);
       if (a && a->policy.algo == SL_CONCURRENCY)

@@ -390,10 +390,6 @@ engine *engine_new(const engine_opts *opts, sl_config *cfg, char *err,
              rc == SL_EINVAL ? " (--max-memory too small)" : "");
     goto fail;
   }
-  if ((rc = limiter_cell_new(e->store, &e->cell))) {
-    snprintf(err, err_len, "store: %s", sl_strerror(rc));
-    goto fail;
-  }
   e->metrics = metrics_new();
   if (!e->metrics || register_metrics(e)) {
     snprintf(err, err_len, "out of memory");
@@ -430,7 +426,7 @@ void engine_free(engine *e) {
     sl_limiter_free(e->adhoc[i].lim);
     sl_limiter_free(e->adhoc[i].local);
   }
-  sl_limiter_free(e->cell);
+  sl_limiter_free(atomic_load(&e->cell));
   if (e->backend->ops->free) e->backend->ops->free(e->backend);
   metrics_free(e->metrics);
   sl_store_free(e->store);

@@ -148,7 +148,9 @@ struct engine {
   pthread_mutex_t reload_lock; /* reloads, the limiter map */
   lim_entry *lims;
   size_t nlims;
-  sl_limiter *cell; /* CL.THROTTLE's, one state per key (algo/cell.h) */
+  /* CL.THROTTLE's, one state per key (algo/cell.h): made on first use
+     (adhoc.c: engine_cell), NULL until then. */
+  _Atomic(sl_limiter *) cell;
 
   pthread_mutex_t threads_lock;
   engine_thread *threads[ENG_MAX_THREADS];
@@ -165,6 +167,12 @@ struct engine {
   int mid[M_COUNT]; /* the ids of the engine's metrics */
   char build_labels[64];
 };
+
+/* ---- adhoc.c ---- */
+
+/* The cell limiter (e->cell), made on first use under adhoc_lock; NULL
+   when the store has no room for it (out of memory). */
+sl_limiter *engine_cell(engine *e);
 
 /* ---- engine.c ---- */
 

@@ -108,8 +108,9 @@ static int reset_policy(engine_thread *t, const eng_query *q, eng_reset *out,
             (eng_name){'a', e->adhoc[i].canon, NULL, 0, 0}, q->key, q->key_len);
     /* And CL.THROTTLE's state of the key (memory backend: elsewhere it is
        under the GCRA ad-hoc policy of each rate, above). */
-    if (e->backend == memory_backend())
-      add(&l, e->cell, NULL, (eng_name){'c', "cell", NULL, 0, 0}, q->key,
+    sl_limiter *cell = atomic_load(&e->cell);
+    if (cell && e->backend == memory_backend())
+      add(&l, cell, NULL, (eng_name){'c', "cell", NULL, 0, 0}, q->key,
           q->key_len);
   }
   return run(t, &l, "", 0, out, done, ud);

@@ -53,11 +53,14 @@ static int name_limiters(engine *e, store_names *names, char **buf) {
     names->len[id] = (uint16_t)(n + 1);
     p += n + 1;
   }
-  limiter_ident(e->cell, &ap, &id); /* CL.THROTTLE's: "c" */
-  p[0] = 'c';
-  names->name[id] = p;
-  names->len[id] = 1;
-  p += 1;
+  sl_limiter *cell = atomic_load(&e->cell);
+  if (cell) { /* CL.THROTTLE's: "c" */
+    limiter_ident(cell, &ap, &id);
+    p[0] = 'c';
+    names->name[id] = p;
+    names->len[id] = 1;
+    p += 1;
+  }
   pthread_mutex_lock(&e->adhoc_lock); /* (no entry changes meanwhile) */
   for (size_t i = 0; i < na; i++) {
     const adhoc_entry *a = &e->adhoc[i];
@@ -177,7 +180,7 @@ static int resolve(void *ud, const char *name, size_t len,
   engine *e = ud;
   sl_limiter *lim = NULL;
   if (len == 1 && name[0] == 'c') {
-    lim = e->cell;
+    lim = engine_cell(e);
   } else if (len > 1 && name[0] == 'r') {
     for (size_t i = 0; i < e->nlims && !lim; i++)
       if (strlen(e->lims[i].id) == len - 1 &&

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../algo/cell.h"
 #include "../base/clock.h"
 #include "../base/strbuf.h"
 #include "walk.h"
@@ -200,6 +201,8 @@ static int take_le(reader *r, int n, const char *what, uint64_t *v) {
    time in range, its other half within what the algorithm keeps. */
 static int state_ok(const algo_policy *p, const algo_state *st) {
   if (st->a < 0 || st->a >= SL_TIME_MAX_NS) return 0;
+  if (p->ops == &algo_cell_ops) /* a TAT in ns, the emission interval */
+    return st->b > 0 && st->b <= SL_PERIOD_MAX_NS;
   switch (p->pub.algo) {
   case SL_FIXED_WINDOW:
     return st->b >= 0 && st->b <= UINT32_MAX;

@@ -151,6 +151,16 @@ sv_stop e
 eq "fleet mode: --state-file refused" 2 "$?"
 grep -q "memory mode" "$tmp/fleet.err" && pass || fail "no reason given: $(cat "$tmp/fleet.err")"
 
+# ---- CL.THROTTLE's one state per key survives a restart ----
+sv_start cs --state-file "$tmp/cell.state" || lib_finish
+eq "CL.THROTTLE before the restart: allowed" "0 1 0 -1 3600" \
+  "$(redis-cli -p "$RESP" CL.THROTTLE cs 0 1 3600 | paste -sd' ' -)"
+sv_stop cs
+sv_start cr --state-file "$tmp/cell.state" || lib_finish
+r=$(redis-cli -p "$RESP" CL.THROTTLE cs 0 1 3600 | paste -sd' ' -)
+case "$r" in "1 1 0 3"*) pass ;; *) fail "CL.THROTTLE after the restart: '$r'" ;; esac
+sv_stop cr
+
 # ---- --watch off ----
 sv_start x -c "$tmp/w.yaml" --watch off || lib_finish
 echo "# touched" >>"$tmp/w.yaml"
