@@ -22,11 +22,11 @@ static int read_int(const char *p, const char *lim, long long *v,
   const char *q = p + (p < lim && *p == '-'), *digits = q;
   long long x = 0;
   /* (one pass: the digits, then "\r\n"; a 19th digit is too many) */
-  for (; q < lim && *q >= '0' && *q <= '9' && q - digits < 19; q++)
+  for (; q < lim && *q >= '0' && *q <= '9' && q - digits < 18; q++)
     x = x * 10 + (*q - '0');
+  if (q < lim && *q >= '0' && *q <= '9') return -1;
   if (q + 1 >= lim) return lim - p > 32 ? -1 : 0; /* need more */
-  if (q == digits || q - digits > 18 || q[0] != '\r' || q[1] != '\n')
-    return -1;
+  if (q == digits || q[0] != '\r' || q[1] != '\n') return -1;
   *v = *p == '-' ? -x : x;
   *end = q + 2;
   return 1;

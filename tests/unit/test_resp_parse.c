@@ -400,6 +400,11 @@ static void an_error_is_found_before_the_rest_arrives(void **state) {
   assert_error_str("*1\r\n$-1\r\n", "Protocol error: invalid bulk length");
   assert_error_str("*2\r\n$1\r\na\r\n$99999999\r\n",
                    "Protocol error: invalid bulk length");
+  /* A length of 19 digits or more is refused, never overflowed. */
+  assert_error_str("*-9999999299999999999999999\r\n",
+                   "Protocol error: invalid multibulk length");
+  assert_error_str("*9999999999999999999\r\n",
+                   "Protocol error: invalid multibulk length");
 }
 
 /* ---- from the bugs found in review (fixed) ---- */
