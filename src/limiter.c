@@ -186,6 +186,8 @@ void limiter_take_many(const limiter_req *r, size_t n, sl_decision *out,
       p = &cells[i];
     }
     store_ref_init(q->lim->store, &refs[i], p, q->lim->id, q->key, q->key_len);
+    if (p->pub.algo == SL_CONCURRENCY && q->cost > 0) /* as sl_limiter_take */
+      refs[i].lease = store_lease_id(q->lim->store);
     store_prefetch(q->lim->store, &refs[i]);
   }
   for (size_t i = 0; i < n; i++)
