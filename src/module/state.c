@@ -70,8 +70,9 @@ static int time_ok(const unsigned char *p) {
  * string of ns since the epoch (src/cell/mod.rs, `new_tat_ns.to_string()`,
  * at most 19 digits, never sluice's 20-byte layout) and nothing else; its parameters come with every call, as here. The
  * TAT is read as sluice's gcra state (exact in whole ns: no rounding
- * left over). The next charge writes sluice's layout, so the key is then
- * sluice's (redis-cell cannot read it back). 0 when v is such a key.
+ * left over). SL.THROTTLE's next charge writes sluice's layout (then
+ * redis-cell cannot read it back; CL.THROTTLE keeps redis-cell's, module.c).
+ * 0 when v is such a key.
  */
 static int load_cell_tat(mkey *m, const unsigned char *v, size_t len) {
   int64_t tat = 0;
