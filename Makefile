@@ -300,9 +300,10 @@ examples: $(BUILD)/examples/quickstart
 unit: $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
 
-integration: $(BUILD)/sluice $(TOOL_BIN) $(MODULE_ALL)
+integration: $(BUILD)/sluice $(TOOL_BIN) $(MODULE_ALL) $(BUILD)/examples/clients/example
 	@set -e; for t in $(INTEG); do echo "== $$t"; \
-	  SLUICE=$(BUILD)/sluice TOOLS=$(BUILD)/tests/tools sh $$t; done
+	  SLUICE=$(BUILD)/sluice TOOLS=$(BUILD)/tests/tools \
+	  EXAMPLES=$(BUILD)/examples sh $$t; done
 
 # The main job: the daemon on the embedded default config.
 run: deps
