@@ -42,6 +42,18 @@ if ! env GOCACHE="$tmp/go/cache" GOPATH="$tmp/go/path" GOFLAGS=-mod=mod \
   lib_finish
 fi
 
+# One source: each code block of docs/clients.md marked
+# "<!-- file: examples/clients/F -->" is that file, byte for byte.
+docs=$(dirname "$0")/../../docs/clients.md
+for f in example.c example.py example.go example.js; do
+  awk -v m="<!-- file: examples/clients/$f -->" '
+    $0 == m { on = 1; getline; next }
+    on && /^```$/ { exit }
+    on { print }' "$docs" >"$tmp/doc.$f"
+  cmp -s "$tmp/doc.$f" "$ex/$f" && pass ||
+    fail "docs/clients.md's $f is not examples/clients/$f"
+done
+
 sv_start s -t 2 || lib_finish
 
 # client LANG URL N — runs that example, its output in $tmp/LANG.out; each
