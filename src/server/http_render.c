@@ -36,6 +36,17 @@ static void add_json_str(strbuf *b, const char *s, size_t n) {
   STRBUF_LIT(b, "\"");
   const unsigned char *u = (const unsigned char *)s;
   for (size_t i = 0; i < n;) {
+    /* The fast path: a run of printable ASCII that needs no escape is
+       copied whole (keys, addresses and policies are mostly that). */
+    size_t run = i;
+    while (run < n && u[run] >= 0x20 && u[run] < 0x80 && u[run] != '"' &&
+           u[run] != '\\')
+      run++;
+    if (run > i) {
+      strbuf_add(b, s + i, run - i);
+      i = run;
+      if (i == n) break;
+    }
     unsigned char ch = u[i];
     if (ch == '"' || ch == '\\') {
       char e[2] = {'\\', (char)ch};

@@ -175,12 +175,42 @@ static const h2o_iovec_t *header(h2o_req_t *req, const char *name,
   return i < 0 ? NULL : &req->headers.entries[i].value;
 }
 
-/* The client's address as text, per $remote_addr's rules. */
-static void remote_addr(h2o_req_t *req, server *srv, char *buf, size_t len) {
+/* A connection's peer as text, and whether it is a loopback address. */
+typedef struct peer_text {
+  const h2o_conn_t *conn; /* the connection it was made for */
+  uint64_t id;            /* and its id (a freed connection's memory is
+                             reused; its id is not) */
+  int ok, loop;           /* ok: getpeername gave an address */
+  char text[INET6_ADDRSTRLEN];
+} peer_text;
+
+/* req's connection's peer, formatted once per connection: the worker
+   keeps the last connection's (a connection's requests come in a row,
+   so a flood of denials logged costs no inet_ntop per line). */
+static const peer_text *peer_of(h2o_req_t *req) {
+  static _Thread_local peer_text last;
+  if (last.conn == req->conn && last.id == req->conn->id) return &last;
   struct sockaddr_storage ss;
   socklen_t sl = peer(req, &ss);
-  int trust = srv->o.trust_forwarded ||
-              (sl > 0 && is_loopback((struct sockaddr *)&ss));
+  last.conn = req->conn;
+  last.id = req->conn->id;
+  last.ok = sl > 0;
+  last.loop = last.ok && is_loopback((struct sockaddr *)&ss);
+  last.text[0] = '\0';
+  if (!last.ok) return &last;
+  if (ss.ss_family == AF_INET)
+    inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, last.text,
+              sizeof last.text);
+  else if (ss.ss_family == AF_INET6)
+    inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, last.text,
+              sizeof last.text);
+  return &last;
+}
+
+/* The client's address as text, per $remote_addr's rules. */
+static void remote_addr(h2o_req_t *req, server *srv, char *buf, size_t len) {
+  const peer_text *pt = peer_of(req);
+  int trust = srv->o.trust_forwarded || pt->loop;
   const h2o_iovec_t *v = trust ? header(req, H2O_STRLIT("x-forwarded-for"))
                                : NULL;
   if (!v && trust) v = header(req, H2O_STRLIT("x-real-ip"));
@@ -193,14 +223,10 @@ static void remote_addr(h2o_req_t *req, server *srv, char *buf, size_t len) {
     snprintf(buf, len, "%.*s", (int)(n - a), v->base + a);
     return;
   }
-  buf[0] = '\0';
-  if (sl <= 0) return;
-  if (ss.ss_family == AF_INET)
-    inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, buf,
-              (socklen_t)len);
-  else if (ss.ss_family == AF_INET6)
-    inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, buf,
-              (socklen_t)len);
+  size_t n = strlen(pt->text); /* (no snprintf: this runs per line) */
+  if (n >= len) n = len - 1;
+  memcpy(buf, pt->text, n);
+  buf[n] = '\0';
 }
 
 void http_client_addr(h2o_req_t *req, server *srv, char *buf, size_t len) {

@@ -937,6 +937,7 @@ void resp_accept(worker *w, h2o_socket_t *sock) {
   c->w = w;
   c->sock = sock;
   c->proto = 2;
+  c->peer_len = -1; /* (resp_client formats it on first use) */
   c->opened_ns = clock_mono_ns();
   c->id = resp_count_connection(w);
   sock->data = c;

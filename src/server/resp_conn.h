@@ -40,6 +40,10 @@ typedef struct resp_conn {
   int64_t opened_ns; /* clock_mono_ns at accept (CLIENT INFO's age) */
   resp_txn txn;      /* MULTI ... EXEC */
   char *name, *lib_name, *lib_ver; /* CLIENT SETNAME / SETINFO; NULL */
+  /* The peer's address as text, made on first use (resp_client): a
+     denial log line then costs no getnameinfo. peer_len < 0: not yet. */
+  int peer_len;
+  char peer[48];
 } resp_conn;
 
 /*

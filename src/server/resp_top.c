@@ -75,12 +75,20 @@ void cmd_sl_top(resp_conn *c, const resp_cmd *cmd) {
 
 void resp_client(void *ud, char *buf, size_t len) {
   resp_conn *c = ud;
-  struct sockaddr_storage ss;
-  memset(&ss, 0, sizeof ss);
-  char host[NI_MAXHOST];
-  socklen_t sl = h2o_socket_getpeername(c->sock, (struct sockaddr *)&ss);
-  size_t n = sl ? h2o_socket_getnumerichost((struct sockaddr *)&ss, sl, host)
-                : SIZE_MAX;
-  if (n == SIZE_MAX || n >= sizeof host) n = 0;
-  snprintf(buf, len, "%.*s", (int)n, host);
+  if (!len) return;
+  if (c->peer_len < 0) { /* once per connection */
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    char host[NI_MAXHOST];
+    socklen_t sl = h2o_socket_getpeername(c->sock, (struct sockaddr *)&ss);
+    size_t n = sl ? h2o_socket_getnumerichost((struct sockaddr *)&ss, sl, host)
+                  : SIZE_MAX;
+    if (n == SIZE_MAX || n >= sizeof c->peer) n = 0;
+    memcpy(c->peer, host, n);
+    c->peer[n] = '\0';
+    c->peer_len = (int)n;
+  }
+  size_t n = (size_t)c->peer_len < len ? (size_t)c->peer_len : len - 1;
+  memcpy(buf, c->peer, n);
+  buf[n] = '\0';
 }
