@@ -11,6 +11,13 @@
  * grow the daemon). Lines refused by (2) and (3), and those the disk
  * refused, are counted in sluice_denial_log_dropped_total by reason.
  *
+ * The queue is a byte ring of --denial-log-buffer bytes, allocated at
+ * start: a worker copies its line in under the lock (no malloc per line)
+ * and wakes the writer only when the writer sleeps for want of lines;
+ * the writer takes all that is queued, writes it with one writev, and
+ * pauses WRITE_PAUSE_NS before looking again, so that a flood's lines are
+ * written in batches rather than with a wake-up each.
+ *
  * The file is opened with O_APPEND and opened again on SIGUSR1
  * (logrotate's convention: it renames the file, then signals): the
  * writer closes the old descriptor only after the lines queued before
@@ -33,14 +40,7 @@
 #include "observe.h"
 
 #define LINE_MAX_BYTES 16384 /* a line is cut (and marked) past this */
-#define WRITE_LINES 64        /* lines per writev */
-
-/* A line waiting for the writer. */
-typedef struct line {
-  struct line *next;
-  size_t len;
-  char text[];
-} line;
+#define WRITE_PAUSE_NS 2000000 /* the writer's pause after a batch */
 
 enum { D_WRITTEN, D_RATE, D_QUEUE, D_ERROR, D_COUNT };
 
@@ -53,8 +53,11 @@ struct denylog {
 
   pthread_mutex_t lock;
   pthread_cond_t cond;
-  line *head, *tail;
-  size_t queued;  /* bytes of the lines queued */
+  char *ring;     /* cap bytes: the queued lines, from head to tail */
+  size_t cap;
+  size_t head, tail; /* byte counts read and written (ring index: % cap) */
+  uint64_t lines; /* lines between head and tail not yet taken */
+  int idle;       /* the writer waits on cond for lines */
   int reopen;     /* SIGUSR1 came */
   int stop;
   int writer_up;
@@ -112,54 +115,64 @@ static int write_lines(int fd, struct iovec *iov, int n) {
   return 0;
 }
 
-/* The writer: takes the queue whole, writes it, and opens the file again
-   when SIGUSR1 asked, until stopped with nothing left. */
+/* Writes ring bytes [from, to) (one or two spans, as they wrap) to the
+   file: 0, or -1 (errno). */
+static int write_span(denylog *d, size_t from, size_t to) {
+  size_t at = from % d->cap, n = to - from;
+  size_t first = n < d->cap - at ? n : d->cap - at;
+  struct iovec iov[2] = {{d->ring + at, first}, {d->ring, n - first}};
+  return write_lines(d->fd, iov, n > first ? 2 : 1);
+}
+
+/* Opens the file again (SIGUSR1) once what was queued before is written;
+   the old file is kept when the new one cannot be opened. */
+static void reopen_file(denylog *d, const char *path) {
+  if (to_stderr(path)) return;
+  int fd = open_log(path);
+  if (fd < 0) {
+    log_msg("error", "--denial-log %s: cannot open it again: %s (still "
+                     "writing to the old file)", path, strerror(errno));
+  } else {
+    close(d->fd);
+    d->fd = fd;
+    log_msg("info", "SIGUSR1: --denial-log %s opened again", path);
+  }
+}
+
+/* The writer: takes what is queued whole, writes it, and opens the file
+   again when SIGUSR1 asked, until stopped with nothing left. The bytes
+   it writes stay counted in the queue until written: workers write
+   only into the rest of the ring. */
 static void *writer_main(void *arg) {
   denylog *d = arg;
-  const char *path = d->obs->o.log_path;
   pthread_mutex_lock(&d->lock);
   for (;;) {
-    while (!d->head && !d->reopen && !d->stop)
+    while (d->head == d->tail && !d->reopen && !d->stop) {
+      d->idle = 1;
       pthread_cond_wait(&d->cond, &d->lock);
-    line *batch = d->head;
-    int reopen = d->reopen, stop = d->stop && !d->head;
-    d->head = d->tail = NULL;
-    d->queued = 0;
+    }
+    d->idle = 0;
+    size_t from = d->head, to = d->tail;
+    uint64_t lines = d->lines;
+    d->lines = 0;
+    int reopen = d->reopen, stop = d->stop && from == to;
     d->reopen = 0;
     pthread_mutex_unlock(&d->lock);
-    uint64_t written = 0, failed = 0;
-    while (batch) { /* up to WRITE_LINES lines a system call */
-      struct iovec iov[WRITE_LINES];
-      line *ls[WRITE_LINES];
-      int n = 0;
-      for (; batch && n < WRITE_LINES; batch = batch->next, n++) {
-        ls[n] = batch;
-        iov[n] = (struct iovec){batch->text, batch->len};
-      }
-      if (write_lines(d->fd, iov, n))
-        failed += (uint64_t)n;
-      else
-        written += (uint64_t)n;
-      for (int i = 0; i < n; i++) free(ls[i]);
+    if (to > from) {
+      int rc = write_span(d, from, to);
+      if (d->m) metrics_global_add(d->m, d->mid[rc ? D_ERROR : D_WRITTEN],
+                                   lines);
     }
-    if (d->m) {
-      metrics_global_add(d->m, d->mid[D_WRITTEN], written);
-      metrics_global_add(d->m, d->mid[D_ERROR], failed);
-      metrics_global_set(d->m, d->m_queued, 0);
-    }
-    if (reopen && !to_stderr(path)) {
-      int fd = open_log(path);
-      if (fd < 0) {
-        log_msg("error", "--denial-log %s: cannot open it again: %s (still "
-                         "writing to the old file)", path, strerror(errno));
-      } else {
-        close(d->fd);
-        d->fd = fd;
-        log_msg("info", "SIGUSR1: --denial-log %s opened again", path);
-      }
-    }
+    if (reopen) reopen_file(d, d->obs->o.log_path);
     pthread_mutex_lock(&d->lock);
+    d->head = to;
+    if (d->m) metrics_global_set(d->m, d->m_queued, d->tail - d->head);
     if (stop) break;
+    if (to > from && !d->stop && !d->reopen) { /* let a flood gather */
+      pthread_mutex_unlock(&d->lock);
+      nanosleep(&(struct timespec){0, WRITE_PAUSE_NS}, NULL);
+      pthread_mutex_lock(&d->lock);
+    }
   }
   pthread_mutex_unlock(&d->lock);
   return NULL;
@@ -177,6 +190,12 @@ denylog *denylog_new(const observe *obs, char *err, size_t len) {
   d->fd = 2;
   pthread_mutex_init(&d->lock, NULL);
   pthread_cond_init(&d->cond, NULL);
+  d->cap = o->log_buffer;
+  if (!(d->ring = malloc(d->cap))) { /* (pages are touched as used) */
+    snprintf(err, len, "--denial-log-buffer: cannot allocate %zu bytes",
+             d->cap);
+    goto fail;
+  }
   if (make_limiter(d, o->log_limit, err, len)) goto fail;
   if (!to_stderr(o->log_path) && (d->fd = open_log(o->log_path)) < 0) {
     snprintf(err, len, "--denial-log %s: %s", o->log_path, strerror(errno));
@@ -313,38 +332,29 @@ static int sampled(double rate) {
   return (double)(x >> 11) * 0x1p-53 < rate;
 }
 
-/* Queues one line (its bytes taken from b), or drops it when the queue
-   is full. */
-static void enqueue(denylog *d, strbuf *b) {
+/* Queues one line (b's bytes, copied into the ring), or drops it and
+   counts the drop when the ring has no room for it. */
+static void enqueue(denylog *d, const strbuf *b) {
   size_t n = b->len;
-  line *l = malloc(sizeof *l + n);
-  if (!l) {
-    metrics_global_add(d->m, d->mid[D_QUEUE], 1);
-    return;
-  }
-  memcpy(l->text, b->p, n);
-  l->len = n;
-  l->next = NULL;
   pthread_mutex_lock(&d->lock);
-  int full = d->queued + n > d->obs->o.log_buffer;
+  int full = d->tail - d->head + n > d->cap;
   if (!full) {
-    /* Only a writer that found the queue empty sleeps: wake it then (a
-       futex call per line would cost more than the line). */
-    if (d->tail) {
-      d->tail->next = l;
-    } else {
-      d->head = l;
+    size_t at = d->tail % d->cap;
+    size_t first = n < d->cap - at ? n : d->cap - at;
+    memcpy(d->ring + at, b->p, first);
+    memcpy(d->ring, b->p + first, n - first);
+    d->tail += n;
+    d->lines++;
+    /* Only a writer waiting for lines needs a wake-up (a futex call per
+       line would cost more than the line); one wake-up is enough. */
+    if (d->idle) {
+      d->idle = 0;
       pthread_cond_signal(&d->cond);
     }
-    d->tail = l;
-    d->queued += n;
-    if (d->m) metrics_global_set(d->m, d->m_queued, d->queued);
+    if (d->m) metrics_global_set(d->m, d->m_queued, d->tail - d->head);
   }
   pthread_mutex_unlock(&d->lock);
-  if (full) {
-    free(l);
-    if (d->m) metrics_global_add(d->m, d->mid[D_QUEUE], 1);
-  }
+  if (full && d->m) metrics_global_add(d->m, d->mid[D_QUEUE], 1);
 }
 
 void denylog_decision(denylog *d, const eng_query *q, const eng_result *out) {
@@ -389,10 +399,7 @@ void denylog_free(denylog *d) {
     pthread_mutex_unlock(&d->lock);
     pthread_join(d->writer, NULL);
   }
-  for (line *l = d->head, *next; l; l = next) {
-    next = l->next;
-    free(l);
-  }
+  free(d->ring);
   if (d->fd > 2) close(d->fd);
   sl_limiter_free(d->lim);
   sl_store_free(d->store);
