@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../base/fmt.h"
+
 /* decide.lua's layouts, in bytes. */
 #define TAT_LEN 20  /* '<i8i4i8': token_bucket, gcra, leaky_bucket */
 #define FW_LEN 12   /* '<i8I4': fixed_window */
@@ -200,7 +202,9 @@ int mkey_open(RedisModuleCtx *ctx, mkey *m, RedisModuleString *name,
 }
 
 /* "PXAT", made once: Replicate takes a string argument ('s') by reference
-   where a C string ('c') would be copied into a new object every write. */
+   where a C string ('c') would be copied into a new object every write.
+   The expiry time goes as decimal bytes ('b': one small object), not as
+   'l', which Redis 7.0 turns into an sds and an object of its own. */
 static RedisModuleString *pxat;
 
 int mkey_init(void) {
@@ -233,15 +237,30 @@ static void save_string(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
     put_time(v, st->a);
     put64(v + 12, st->b);
   }
-  /* A loaded key is a string of this layout's length already (or of
-     redis-cell's): only a fresh one, or another length, is (re)sized. */
+  if (m->fresh || m->cell) {
+    /* A new value (no key yet, or redis-cell's decimal): one string object
+       becomes both the key's value and the replicated SET's argument,
+       which Replicate takes by reference; Truncate would allocate an
+       object and its buffer, and a 'b' argument a third copy. */
+    RedisModuleString *s = RedisModule_CreateString(NULL, (const char *)v, len);
+    RedisModule_StringSet(m->k, s);
+    RedisModule_SetAbsExpire(m->k, at);
+    char num[FMT_INT_MAX];
+    RedisModule_Replicate(ctx, "SET", "sssb", m->name, s, pxat, num,
+                          fmt_i64(num, at));
+    RedisModule_FreeString(NULL, s);
+    return;
+  }
+  /* A loaded key is a string of this layout's length already: written in
+     place, with no allocation (Redis copies a shared or embedded value
+     once, on the first DMA). */
   size_t have = 0;
-  if (m->fresh || m->cell) RedisModule_StringTruncate(m->k, len);
   char *dst = RedisModule_StringDMA(m->k, &have, REDISMODULE_WRITE);
   memcpy(dst, v, len);
   RedisModule_SetAbsExpire(m->k, at);
-  RedisModule_Replicate(ctx, "SET", "sbsl", m->name, (const char *)v, len,
-                        pxat, at);
+  char num[FMT_INT_MAX];
+  RedisModule_Replicate(ctx, "SET", "sbsb", m->name, (const char *)v, len,
+                        pxat, num, fmt_i64(num, at));
 }
 
 /* Hash field i := the log's entry e. */
@@ -318,7 +337,9 @@ void mkey_save(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
     return;
   }
   RedisModule_SetAbsExpire(m->k, at);
-  RedisModule_Replicate(ctx, "PEXPIREAT", "sl", m->name, at);
+  char num[FMT_INT_MAX];
+  RedisModule_Replicate(ctx, "PEXPIREAT", "sb", m->name, num,
+                        fmt_i64(num, at));
   m->st.a = (int64_t)(uintptr_t)m->log;
 }
 

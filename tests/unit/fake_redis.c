@@ -400,19 +400,16 @@ static char *fk_StringDMA(RedisModuleKey *h, size_t *len, int mode) {
   return k->v;
 }
 
-static int fk_StringTruncate(RedisModuleKey *h, size_t len) {
+/* Redis 7.0's RM_StringSet: the old key (value and expiry) deleted, then
+   the string stored as a new one with no expiry. */
+static int fk_StringSet(RedisModuleKey *h, RedisModuleString *str) {
   if (!(h->mode & REDISMODULE_WRITE)) return REDISMODULE_ERR;
-  fkey *k = key_of(h);
-  if (k && k->type != FK_STRING) return REDISMODULE_ERR;
-  if (len > 512 * 1024 * 1024) return REDISMODULE_ERR;
-  if (!k && len == 0) return REDISMODULE_OK;
-  if (!k) k = add_key(h->name, h->nlen, FK_STRING);
-  char *v = xmalloc(len + 1);
-  memset(v, 0, len + 1);
-  if (k->v) memcpy(v, k->v, k->vlen < len ? k->vlen : len);
-  free(k->v);
-  k->v = v;
-  k->vlen = len;
+  del_key(h->name, h->nlen);
+  fkey *k = add_key(h->name, h->nlen, FK_STRING);
+  k->v = xmalloc(str->len + 1);
+  memcpy(k->v, str->p, str->len);
+  k->v[str->len] = '\0';
+  k->vlen = str->len;
   k->written = 1;
   return REDISMODULE_OK;
 }
