@@ -60,6 +60,7 @@ typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx,
   X(ValueLength, size_t, (RedisModuleKey *))                                 \
   X(StringSet, int, (RedisModuleKey *, RedisModuleString *))               \
   X(StringDMA, char *, (RedisModuleKey *, size_t *, int))                    \
+  X(StringTruncate, int, (RedisModuleKey *, size_t))                         \
   X(SetAbsExpire, int, (RedisModuleKey *, long long))                        \
   X(DeleteKey, int, (RedisModuleKey *))                                      \
   X(HashGet, int, (RedisModuleKey *, int, ...))                              \

@@ -400,6 +400,25 @@ static char *fk_StringDMA(RedisModuleKey *h, size_t *len, int mode) {
   return k->v;
 }
 
+/* Redis 7.0's RM_StringTruncate: the string value resized to len bytes
+   (zero-filled when it grows; a missing key made, unless len is 0). */
+static int fk_StringTruncate(RedisModuleKey *h, size_t len) {
+  if (!(h->mode & REDISMODULE_WRITE)) return REDISMODULE_ERR;
+  fkey *k = key_of(h);
+  if (k && k->type != FK_STRING) return REDISMODULE_ERR;
+  if (len > 512 * 1024 * 1024) return REDISMODULE_ERR;
+  if (!k && len == 0) return REDISMODULE_OK;
+  if (!k) k = add_key(h->name, h->nlen, FK_STRING);
+  char *v = xmalloc(len + 1);
+  memset(v, 0, len + 1);
+  if (k->v) memcpy(v, k->v, k->vlen < len ? k->vlen : len);
+  free(k->v);
+  k->v = v;
+  k->vlen = len;
+  k->written = 1;
+  return REDISMODULE_OK;
+}
+
 /* Redis 7.0's RM_StringSet: the old key (value and expiry) deleted, then
    the string stored as a new one with no expiry. */
 static int fk_StringSet(RedisModuleKey *h, RedisModuleString *str) {
