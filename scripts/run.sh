@@ -3,7 +3,8 @@
 #
 # Domain "default", descriptor "key": each value gets its own counter at
 # sliding_window:100/m. HTTP on 127.0.0.1:8080, the Redis protocol on
-# 127.0.0.1:6390 (set SLUICE_HTTP / SLUICE_RESP to move them; port 0 picks
+# 127.0.0.1:6390, envoy's gRPC service on 127.0.0.1:8081, the page at /ui/ (set
+# SLUICE_HTTP / SLUICE_RESP to move the first two; port 0 picks
 # a free one). Ctrl-C stops.
 #
 # What to try is printed once the daemon listens, with the addresses it
@@ -24,6 +25,7 @@ ready=$(mktemp -u "${TMPDIR:-/tmp}/sluice-ready.XXXXXX")
   done
   http=$(sed -n 's/.*"http": "\([^"]*\)".*/\1/p' "$ready")
   resp=$(sed -n 's/.*"resp": "[^"]*:\([0-9]*\)".*/\1/p' "$ready")
+  grpc=$(sed -n 's/.*"grpc": "\([^"]*\)".*/\1/p' "$ready")
   echo
   echo "sluice serve: 100 requests per minute per key (sliding window), on the"
   echo "embedded default config. Try, from another terminal:"
@@ -34,6 +36,12 @@ ready=$(mktemp -u "${TMPDIR:-/tmp}/sluice-ready.XXXXXX")
   fi
   [ -z "$resp" ] || echo "  redis-cli -p $resp CL.THROTTLE user1 15 30 60"
   [ -z "$http" ] || echo "  curl -s http://$http/metrics | grep sluice_rule"
+  [ -z "$grpc" ] || echo "  (envoy's rate limit service over gRPC: $grpc)"
+  if [ -n "$http" ]; then
+    echo
+    echo "Or open http://$http/ui/ in a browser: the simulator, and a live view"
+    echo "of this daemon."
+  fi
   echo
   echo "Ctrl-C stops it (in-flight requests finish first)."
   echo
