@@ -813,14 +813,18 @@ int engine_decide_batch(engine_thread *t, eng_batch_item *it, size_t n) {
   return 0;
 }
 
-int engine_decide(engine_thread *t, const eng_query *q, eng_result *out,
-                  eng_done_fn done, void *ud) {
-  out->allowed = 0;
+void engine_result_init(eng_result *out, int allowed) {
+  out->allowed = allowed;
   out->n = 0;
   out->worst = -1;
   out->shed.state = ENG_SHED_NO;
   out->lease = 0;
   out->err[0] = out->msg[0] = '\0';
+}
+
+int engine_decide(engine_thread *t, const eng_query *q, eng_result *out,
+                  eng_done_fn done, void *ud) {
+  engine_result_init(out, 0);
   if (q->kind == ENG_QUERY_CELL) return decide_cell(t, q, out, done, ud);
   return q->kind == ENG_QUERY_RULES ? decide_rules(t, q, out, done, ud)
                                     : decide_policy(t, q, 0, out, done, ud);

@@ -299,6 +299,10 @@ typedef struct eng_result {
  * limiter).
  */
 typedef void (*eng_done_fn)(void *ud, int rc, eng_result *out);
+/* A result with no statuses, allowed or not, every field a front end reads
+   set (nothing shed, no lease, no message): what engine_decide starts
+   from, and the answer of a request none of whose descriptors applies. */
+void engine_result_init(eng_result *out, int allowed);
 int engine_decide(engine_thread *t, const eng_query *q, eng_result *out,
                   eng_done_fn done, void *ud);
 

@@ -232,9 +232,7 @@ static void decide(rpc_job *j, engine_thread *et, int may_wait) {
     const sl_config *cfg = engine_config(j->c->g->srv->eng);
     if (!config_domain(cfg, j->rq.er.domain, j->rq.er.domain_len))
       rc = ENG_EDOMAIN;
-    j->res.allowed = 1;
-    j->res.n = 0;
-    j->res.worst = -1;
+    engine_result_init(&j->res, 1);
   }
   decided(j->c, et, rc);
 }

@@ -264,14 +264,12 @@ static int answer_check(h2o_req_t *req, server *srv, const eng_request *er,
   if (rc == ENG_PENDING) return wait_pending(wt);
   if (wt) return deliver(wt, rc);
   if (!r.n) { /* every descriptor was skipped: nothing applies */
+    engine_result_init(res, 1);
     if (!config_domain(engine_config(srv->eng), r.domain, r.domain_len)) {
       rc = ENG_EDOMAIN;
       snprintf(res->msg, sizeof res->msg, "unknown domain '%.*s'",
                (int)(r.domain_len < 200 ? r.domain_len : 200), r.domain);
     }
-    res->allowed = 1;
-    res->n = 0;
-    res->worst = -1;
   }
   int sent = rc ? http_engine_error(req, rc, res->msg)
                 : http_render_check(req, srv, res, r.n, peek, skipped, asked, now);
