@@ -189,6 +189,12 @@ all: $(MODULE_ALL)
 # Only RedisModule_OnLoad is exported (the library's sl_ API stays inside).
 $(MODULE_OBJ): ALL_CFLAGS += -fvisibility=hidden
 $(MODULE_OBJ): Makefile
+# SL.VERSION names the decide.lua whose contract SL.DECIDE speaks (its
+# SHA-1, as EVALSHA names it): a daemon sends SL.DECIDE only to a module
+# built from its own script.
+DECIDE_SHA := $(shell sha1sum src/fleet/decide.lua | cut -c1-40)
+$(BUILD)/obj/src/module/decide.o: ALL_CFLAGS += -DSL_DECIDE_SHA='"$(DECIDE_SHA)"'
+$(BUILD)/obj/src/module/decide.o: src/fleet/decide.lua
 $(BUILD)/sluice-redis.so: $(MODULE_OBJ) $(LIB_INTERNAL)
 	$(CC) -shared $(LDFLAGS) -Wl,-z,defs -Wl,--exclude-libs,ALL -o $@ \
 	  $(MODULE_OBJ) $(LIB_INTERNAL)
@@ -253,6 +259,7 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/helpers.h $(LIB_INTERNAL) \
 
 # test_module calls the module's commands through a fake Redis (the
 # module API over an in-memory key table), under the sanitizers too.
+$(BUILD)/tests/test_module: ALL_CFLAGS += -DSL_DECIDE_SHA='"$(DECIDE_SHA)"'
 $(BUILD)/tests/test_module: $(MODULE_OBJ) $(BUILD)/obj/tests/unit/fake_redis.o
 
 $(BUILD)/tests/tools/%: tests/tools/%.c $(LIB_INTERNAL) \
@@ -376,6 +383,7 @@ FUZZ_SRV = $(RULES_SRC) $(ENGINE_SRC) $(FLEET_SRC) src/server/resp_parse.c \
 # The module's harness runs its commands through the unit tests' fake Redis.
 build/fuzz/module_fuzz: FUZZ_SRV += $(MODULE_SRC) tests/unit/fake_redis.c
 build/fuzz/module_fuzz: $(MODULE_SRC) tests/unit/fake_redis.c
+build/fuzz/module_fuzz: FUZZ_CFLAGS += -DSL_DECIDE_SHA='"$(DECIDE_SHA)"'
 build/fuzz/%_fuzz: fuzz/%_fuzz.c $(LIB_SRC) $(FUZZ_CLI) $(FUZZ_SRV)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc -o $@ $< $(LIB_SRC) $(FUZZ_CLI) \

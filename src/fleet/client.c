@@ -485,7 +485,13 @@ static void load_refused(node *n, pending *load, redisReply *r) {
    unusable as configured. */
 static void internal_reply(node *n, pending *p, redisReply *r) {
   if (p->probe) { /* an error (an ACL, say): the script, as without it */
-    n->native = rs_native_probe(r);
+    int v = rs_native_probe(r);
+    if (v < 0)
+      log_msg("warn", "redis %s:%d: its sluice module was built from "
+              "another decide.lua than this daemon's (SL.VERSION): using "
+              "the script there until the two match", addr_of(n)->host,
+              addr_of(n)->port);
+    n->native = v > 0;
     finish(n->c, p, r, NULL);
     return;
   }
@@ -645,10 +651,11 @@ static int handshake(node *n, int64_t deadline) {
   size_t load_lens[] = {6, 4, sl};
   rc |= !enqueue_internal(n, 3, load, load_lens, deadline);
   /* The module (sluice-redis.so), asked again at every connect: a
-     failover or a restart may bring a node with or without it. */
-  const char *info[] = {"COMMAND", "INFO", "sl.decide"};
-  size_t info_lens[] = {7, 4, 9};
-  pending *probe = enqueue_internal(n, 3, info, info_lens, deadline);
+     failover or a restart may bring a node with or without it, or with
+     another build of it (rs_native_probe). */
+  const char *info[] = {"SL.VERSION"};
+  size_t info_lens[] = {10};
+  pending *probe = enqueue_internal(n, 1, info, info_lens, deadline);
   if (probe) probe->probe = 1;
   n->native = 0;
   return rc || !probe ? -1 : 0;

@@ -35,7 +35,7 @@ typedef struct pending {
   size_t len;
   rt_call rt;   /* its routing: slot, redirects, ASKING, deadline */
   int internal; /* handshake / ASKING / SCRIPT LOAD: no callback */
-  int probe;    /* the handshake's COMMAND INFO sl.decide */
+  int probe;    /* the handshake's SL.VERSION (the module's build) */
   int again;    /* sent again after its connection was lost (once) */
   int answered; /* its callback (or split) was told: the reply is dropped */
   /* A SCRIPT LOAD after NOSCRIPT: the command queued behind it that waits

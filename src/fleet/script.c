@@ -357,8 +357,12 @@ size_t rs_native(const char *cmd, size_t len, char *hdr, size_t *hdr_len) {
 }
 
 int rs_native_probe(const redisReply *r) {
-  return r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
-         r->element[0] && r->element[0]->type == REDIS_REPLY_ARRAY;
+  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) return 0;
+  const redisReply *sha = r->element[1];
+  if (!sha || (sha->type != REDIS_REPLY_STATUS &&
+               sha->type != REDIS_REPLY_STRING))
+    return 0;
+  return sha->len == 40 && !memcmp(sha->str, rs_script_sha(), 40) ? 1 : -1;
 }
 
 /* ---- the reply ---- */

@@ -142,8 +142,11 @@ int rs_format_batch(const rs_request *reqs, size_t n, int mode, int64_t now_ns,
 #define RS_NATIVE_HDR 32
 size_t rs_native(const char *cmd, size_t len, char *hdr, size_t *hdr_len);
 
-/* Whether r, the reply to COMMAND INFO sl.decide, says that the node has
-   the module loaded (an array of one command, not a nil). */
+/* What r, the reply to SL.VERSION, says of the node's module: 1, loaded
+   and built from this daemon's decide.lua (its SHA-1 is the script's):
+   SL.DECIDE may be sent; -1, loaded but from another build (a rolling
+   upgrade): the script, not SL.DECIDE, whose arguments may differ; 0, no
+   module (an unknown command, an ACL's refusal): the script. */
 int rs_native_probe(const redisReply *r);
 
 /* Sets call's place in the reply back to that of a call of its own (a

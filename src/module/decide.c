@@ -21,6 +21,12 @@
 #define MS INT64_C(1000000)
 #define MALFORMED "ERR sluice SL.DECIDE: malformed arguments"
 
+/* The SHA-1 of the decide.lua this SL.DECIDE mirrors, set by the Makefile
+   from src/fleet/decide.lua when it builds this file. */
+#ifndef SL_DECIDE_SHA
+#error "SL_DECIDE_SHA: build this file with the Makefile"
+#endif
+
 static int64_t test_clock = -1;
 
 void md_set_clock(int64_t ns) { test_clock = ns; }
@@ -286,4 +292,21 @@ int md_cmd_decide(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   if (c != c_small) RedisModule_Free(c);
   if (d != d_small) RedisModule_Free(d);
   return REDISMODULE_OK;
+}
+
+/*
+ * SL.VERSION: [the module's version, the SHA-1 of the decide.lua whose
+ * arguments and reply its SL.DECIDE speaks]. A daemon sends SL.DECIDE
+ * only where the SHA-1 is its own script's: a daemon and a module from
+ * different builds (a rolling upgrade) would otherwise disagree on the
+ * arguments, and every decision would fail as malformed. Any change to
+ * decide.lua, even a comment's, makes the daemon use the script there
+ * until the module is upgraded: slower, never wrong.
+ */
+int md_cmd_version(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  (void)argv;
+  if (argc != 1) return RedisModule_WrongArity(ctx);
+  RedisModule_ReplyWithArray(ctx, 2);
+  RedisModule_ReplyWithSimpleString(ctx, sl_version_string());
+  return RedisModule_ReplyWithSimpleString(ctx, SL_DECIDE_SHA);
 }

@@ -292,6 +292,7 @@ static const struct {
     {"cl.throttle", md_cmd_cell, "write deny-oom fast", 1, 1, 1},
     {"sl.reset", md_cmd_reset, "write fast", 1, 1, 1},
     {"sl.decide", md_cmd_decide, "write deny-oom getkeys-api", 2, 2, 1},
+    {"sl.version", md_cmd_version, "readonly fast", 0, 0, 0},
 };
 
 /* Whether argument s spells word (any case). */

@@ -45,5 +45,6 @@ int md_cmd_throttle(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
 int md_cmd_cell(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
 int md_cmd_reset(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
 int md_cmd_clock(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+int md_cmd_version(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
 
 #endif /* SLUICE_MODULE_MODULE_H */

@@ -14,7 +14,8 @@
 # traces through SL.DECIDE (memory mode and the module, every field, the
 # same traces redis_parity.sh runs through the Lua script), a bounded
 # random-argument flood that must leave Redis answering, and one exact-mode
-# daemon that finds the module and sends SL.DECIDE instead of EVALSHA.
+# daemon that finds the module (SL.VERSION names its own decide.lua) and
+# sends SL.DECIDE instead of EVALSHA.
 # A sanitized build has no module (it cannot load into a plain Redis):
 # then it says so and checks nothing (tests/unit/test_module.c covers it).
 
@@ -89,6 +90,10 @@ redis main "$tmp/main"
 P=$port
 T0=1767225600000000000 # 2026-01-01, in ns
 is "clock" "OK" SL.CLOCK $T0
+# SL.VERSION: the version and the SHA-1 of the decide.lua SL.DECIDE speaks
+# (a daemon sends SL.DECIDE only where it is its own script's).
+_sha=$(sha1sum "$(dirname "$0")/../../src/fleet/decide.lua" | cut -c1-40)
+is "version" "$("$SLUICE" --version | awk '{print $NF}') $_sha" SL.VERSION
 
 # ---- replies on a fixed clock ----
 # Hour-long policies: the keys expire in real time (their TTL is the time

@@ -204,8 +204,8 @@ static void feed(rc_client *c, int nd, const char *resp) {
 }
 
 #define LOADED "$40\r\n0123456789012345678901234567890123456789\r\n"
-/* COMMAND INFO sl.decide where the module is not loaded. */
-#define NO_MODULE "*1\r\n*-1\r\n"
+/* SL.VERSION where the module is not loaded. */
+#define NO_MODULE "-ERR unknown command 'SL.VERSION', with args beginning with: \r\n"
 
 /* Connects node nd (its handshake written, then what was queued) and
    answers the handshake's SCRIPT LOAD and its question for the module. */
@@ -893,8 +893,13 @@ static void a_request_is_answered_within_the_timeout_of_its_arrival(
 
 /* ---- the Redis module ---- */
 
-/* COMMAND INFO sl.decide where the module is loaded (its entry, cut). */
-#define MODULE_INFO "*1\r\n*1\r\n$9\r\nsl.decide\r\n"
+/* SL.VERSION where the module is loaded, built from the decide.lua whose
+   SHA-1 is sha. */
+static const char *module_version(const char *sha) {
+  static char buf[128];
+  snprintf(buf, sizeof buf, "*2\r\n+0.1.0\r\n$40\r\n%s\r\n", sha);
+  return buf;
+}
 
 /* The commands' names as sent (the script's text mentions EVALSHA). */
 #define EVALSHA_WORD "$7\r\nEVALSHA\r\n"
@@ -936,9 +941,9 @@ static void the_module_is_found_at_each_connect(void **state) {
   send_call(c, &o); /* connects: queued behind the handshake, as EVALSHA */
   fake_sock *f = sock_of(c, 0);
   f->on_connect(f->ud, NULL);
-  assert_int_equal(sent(c, 0, "sl.decide"), 1); /* the question */
+  assert_int_equal(sent(c, 0, "SL.VERSION"), 1); /* the question */
   feed(c, 0, LOADED);
-  feed(c, 0, MODULE_INFO);
+  feed(c, 0, module_version(rs_script_sha()));
   feed(c, 0, REPLY);
   assert_int_equal(o.calls, 1);
   assert_int_equal(sent_bin(c, 0, EVALSHA_WORD), 1);
@@ -957,6 +962,28 @@ static void the_module_is_found_at_each_connect(void **state) {
   assert_int_equal(sent_bin(c, 0, DECIDE_WORD), 0);
   feed(c, 0, REPLY);
   assert_int_equal(o.calls, 4);
+  rc_client_free(c);
+}
+
+/* A module built from another decide.lua (an upgrade half done) gets the
+   script's EVALSHA, never an SL.DECIDE whose arguments it may read
+   otherwise, and the log says why. */
+static void a_module_of_another_build_gets_the_script(void **state) {
+  (void)state;
+  rc_client *c = client_of(1, 100);
+  outcome o = {0};
+  send_call(c, &o);
+  fake_sock *f = sock_of(c, 0);
+  f->on_connect(f->ud, NULL);
+  feed(c, 0, LOADED);
+  feed(c, 0, module_version("0123456789abcdef0123456789abcdef01234567"));
+  assert_non_null(strstr(last_log, "another decide.lua"));
+  feed(c, 0, REPLY);
+  send_call(c, &o);
+  assert_int_equal(sent_bin(c, 0, EVALSHA_WORD), 2);
+  assert_int_equal(sent_bin(c, 0, DECIDE_WORD), 0);
+  feed(c, 0, REPLY);
+  assert_int_equal(o.calls, 2);
   rc_client_free(c);
 }
 
@@ -983,6 +1010,7 @@ int main(void) {
       cmocka_unit_test(
           a_shared_map_never_routes_to_a_node_this_client_has_down),
       cmocka_unit_test(the_module_is_found_at_each_connect),
+      cmocka_unit_test(a_module_of_another_build_gets_the_script),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   socks_free();

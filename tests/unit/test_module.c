@@ -75,6 +75,17 @@ static void clock_at(int64_t ms) {
   EXPECT("OK", "sl.clock", ns);
 }
 
+/* SL.VERSION names the library's version and the decide.lua that
+   SL.DECIDE mirrors, so a daemon can tell a module of another build. */
+static void version_names_the_script_it_speaks(void **state) {
+  (void)state;
+  char want[128];
+  snprintf(want, sizeof want, "%s %s", sl_version_string(), SL_DECIDE_SHA);
+  EXPECT(want, "sl.version");
+  EXPECT("ERR wrong number of arguments for 'sl.version' command",
+         "sl.version", "x");
+}
+
 static void loads_commands_with_their_keys(void **state) {
   (void)state;
   static const struct {
@@ -85,11 +96,12 @@ static void loads_commands_with_their_keys(void **state) {
       {"cl.throttle", "write deny-oom fast", 1, 1, 1},
       {"sl.reset", "write fast", 1, 1, 1},
       {"sl.decide", "write deny-oom getkeys-api", 2, 2, 1},
+      {"sl.version", "readonly fast", 0, 0, 0},
       {"sl.clock", "fast", 0, 0, 0},
   };
   int n;
   const fake_cmd *c = fake_commands(&n);
-  assert_int_equal(n, 5);
+  assert_int_equal(n, 6);
   for (int i = 0; i < n; i++) {
     assert_string_equal(c[i].name, want[i].name);
     assert_string_equal(c[i].flags, want[i].flags);
@@ -100,7 +112,7 @@ static void loads_commands_with_their_keys(void **state) {
   /* Without TESTCLOCK there is no SL.CLOCK; other arguments refuse. */
   assert_int_equal(fake_init(T0_MS, NULL, 0, NULL), REDISMODULE_OK);
   fake_commands(&n);
-  assert_int_equal(n, 4);
+  assert_int_equal(n, 5);
   const char *bad[] = {"VERBOSE"};
   assert_int_equal(fake_init(T0_MS, bad, 1, NULL), REDISMODULE_ERR);
   /* A Redis without one of the functions used (older than 7.0). */
@@ -419,6 +431,8 @@ static void throttle_decides_as_the_library(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(version_names_the_script_it_speaks,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(loads_commands_with_their_keys, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(throttle_replies_on_a_fixed_clock,
