@@ -262,6 +262,11 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/helpers.h $(LIB_INTERNAL) \
 $(BUILD)/tests/test_module: ALL_CFLAGS += -DSL_DECIDE_SHA='"$(DECIDE_SHA)"'
 $(BUILD)/tests/test_module: $(MODULE_OBJ) $(BUILD)/obj/tests/unit/fake_redis.o
 
+# test_pb_json reads and writes envoy's messages (protoc-c's code).
+$(BUILD)/tests/test_pb_json: $(BUILD)/obj/src/server/pb_json.o $(PB_OBJ)
+$(BUILD)/tests/test_pb_json: CPPFLAGS += -Ibuild/gen
+$(BUILD)/tests/test_pb_json: LIBS += -lprotobuf-c -ljansson -lcrypto
+
 $(BUILD)/tests/tools/%: tests/tools/%.c $(LIB_INTERNAL) \
     $(BUILD)/libsluice-server.a
 	@mkdir -p $(dir $@)
@@ -396,6 +401,12 @@ build/fuzz/rls_fuzz: FUZZ_SRV += src/server/grpc_msg.c \
 build/fuzz/rls_fuzz: FUZZ_CFLAGS += -Ibuild/gen
 build/fuzz/rls_fuzz: LIBS += -lprotobuf-c
 build/fuzz/rls_fuzz: $(PB_C) src/server/grpc_msg.c src/server/limit_headers.c
+
+# The proto3 JSON mapping's harness: pb_json.c and protoc-c's code.
+build/fuzz/pbjson_fuzz: FUZZ_SRV += src/server/pb_json.c $(PB_C)
+build/fuzz/pbjson_fuzz: FUZZ_CFLAGS += -Ibuild/gen
+build/fuzz/pbjson_fuzz: LIBS += -lprotobuf-c -ljansson
+build/fuzz/pbjson_fuzz: $(PB_C) src/server/pb_json.c
 
 fuzz: deps-fuzz $(FUZZ_BIN)
 	@set -e; for f in $(FUZZ_BIN); do n=$$(basename $$f _fuzz); \

@@ -616,6 +616,9 @@ static const http_route routes[] = {
     {"/ui/", M_GET, 0, http_ui},
     {"/ui/ui.js", M_GET, 0, http_ui},
     {"/ui/ui.css", M_GET, 0, http_ui},
+    /* envoyproxy/ratelimit's (http_rls.c): any method, as its mux. */
+    {"/json", M_GET | M_POST, 0, http_rls_json},
+    {"/healthcheck", M_GET, 0, http_rls_health},
 };
 
 /* The route for req's path, or NULL. */

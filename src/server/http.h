@@ -166,6 +166,15 @@ int http_sim_examples(h2o_req_t *req, server *srv);
 /* GET /v1/stats: /metrics' figures as JSON (metrics_render_json). */
 int http_stats(h2o_req_t *req, server *srv);
 
+/* ---- envoyproxy/ratelimit's HTTP endpoints (http_rls.c; docs/envoy.md) */
+
+/* POST /json: a RateLimitRequest in proto3 JSON, answered as the gRPC
+   service answers it, in proto3 JSON: 200 OK, 429 OVER_LIMIT, 400 for a
+   bad request ("Bad Request\n", why in a Sluice-Error header). */
+int http_rls_json(h2o_req_t *req, server *srv);
+/* GET /healthcheck: "OK", or a 500 once a stop has begun. */
+int http_rls_health(h2o_req_t *req, server *srv);
+
 /* ---- load shedding (http_shed.c; docs/shedding.md) ---- */
 
 /* The X-Sluice-Priority header's value (*len bytes), or NULL. */
