@@ -32,8 +32,12 @@ typedef Envoy__Extensions__Common__Ratelimit__V3__RateLimitDescriptor__RateLimit
 #define RLS(x) ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__##x
 #define UNIT(x) RLS(RATE_LIMIT__UNIT__##x)
 
-/* The service Health/Check answers for, besides "" (the whole server). */
-static const char rls_service[] = "envoy.service.ratelimit.v3.RateLimitService";
+/* The services Health/Check answers for, besides "" (the whole server):
+   the rate limit service by its gRPC name, and by the name
+   envoyproxy/ratelimit registers its health under ("ratelimit"), which
+   its users' probes (grpc_health_probe -service=ratelimit) ask for. */
+static const char *const health_services[] = {
+    "envoy.service.ratelimit.v3.RateLimitService", "ratelimit"};
 
 /* ---- the request ---- */
 
@@ -306,7 +310,9 @@ int health_answer(const uint8_t *buf, size_t len, int stopping, uint8_t **out,
   Grpc__Health__V1__HealthCheckRequest *q =
       grpc__health__v1__health_check_request__unpack(NULL, len, buf);
   if (!q) return RPC_INVALID_ARGUMENT;
-  int known = !q->service[0] || !strcmp(q->service, rls_service);
+  int known = !q->service[0];
+  for (size_t i = 0; i < sizeof health_services / sizeof *health_services; i++)
+    known |= !strcmp(q->service, health_services[i]);
   grpc__health__v1__health_check_request__free_unpacked(q, NULL);
   if (!known) return RPC_NOT_FOUND;
   Grpc__Health__V1__HealthCheckResponse a;

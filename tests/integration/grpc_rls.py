@@ -223,9 +223,11 @@ def default_suite():
         b"", timeout=5))
     eq("an unknown method: UNIMPLEMENTED", grpc.StatusCode.UNIMPLEMENTED, c)
 
-    # Health: the whole server and the rate limit service serve; another
-    # service is NOT_FOUND; Watch is not served.
-    for svc in ("", "envoy.service.ratelimit.v3.RateLimitService"):
+    # Health: the whole server and the rate limit service serve (also by
+    # envoyproxy/ratelimit's name for it); another service is NOT_FOUND;
+    # Watch is not served.
+    for svc in ("", "envoy.service.ratelimit.v3.RateLimitService",
+                "ratelimit"):
         a = health(health_pb2.HealthCheckRequest(service=svc), timeout=5)
         eq("health %r: SERVING" % svc, "SERVING",
            health_pb2.HealthCheckResponse.ServingStatus.Name(a.status))
