@@ -6,6 +6,8 @@
  */
 #include "cell.h"
 
+#include <stdio.h>
+
 #define SEC INT64_C(1000000000)
 /* The longest a full burst may take to drain: the buckets' bound (algo.c),
    which keeps now + dvt + ei*limit far inside int64. */
@@ -25,6 +27,61 @@ int algo_cell_rate(int64_t max_burst, int64_t count, int64_t period_s,
   out->ei = ei;
   out->dvt = (int64_t)dvt;
   out->limit = max_burst + 1;
+  return 0;
+}
+
+int algo_cell_i64(const char *s, size_t n, long long *out) {
+  size_t i = n && (s[0] == '+' || s[0] == '-');
+  int neg = n && s[0] == '-';
+  if (i == n) return -1;
+  unsigned long long v = 0, most = neg ? (unsigned long long)INT64_MAX + 1
+                                        : (unsigned long long)INT64_MAX;
+  for (; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    unsigned d = (unsigned)(s[i] - '0');
+    if (v > (most - d) / 10) return -1;
+    v = v * 10 + d;
+  }
+  *out = neg ? (long long)(0 - v) : (long long)v;
+  return 0;
+}
+
+int algo_cell_args(int argc, const char *const *argv, const size_t *len,
+                   algo_cell *rate, int64_t num[4], char *err, size_t n) {
+  if (argc != 5 && argc != 6) {
+    snprintf(err, n, "%s", ALGO_CELL_USAGE);
+    return -1;
+  }
+  long long v[4] = {0, 0, 0, 1}; /* max_burst, count, period, quantity */
+  for (int i = 2; i < argc; i++)
+    if (algo_cell_i64(argv[i], len[i], &v[i - 2])) {
+      /* (the argument as given, bounded: a reply is no place for MBs) */
+      snprintf(err, n, ALGO_CELL_ERR "Couldn't parse as integer: %.*s",
+               (int)(len[i] < 300 ? len[i] : 300), argv[i]);
+      return -1;
+    }
+  long long burst = v[0], count = v[1], period = v[2];
+  long long max_period = SL_PERIOD_MAX_NS / SEC;
+  int rc = count == 0 || period == 0 ? 1 : -1; /* 1: a zero rate */
+  if (rc == 1)
+    ;
+  else if (count < 0 || count > SL_LIMIT_MAX)
+    snprintf(err, n, ALGO_CELL_ERR "count per period must be positive, at "
+             "most %u (got %lld)", SL_LIMIT_MAX, count);
+  else if (period < 0 || period > max_period)
+    snprintf(err, n, ALGO_CELL_ERR "period must be positive, at most %lld "
+             "seconds (got %lld)", max_period, period);
+  else if (burst < 0 || burst >= SL_LIMIT_MAX)
+    snprintf(err, n, ALGO_CELL_ERR "max_burst must be 0..%u (got %lld)",
+             SL_LIMIT_MAX - 1, burst);
+  else if (v[3] < 0)
+    snprintf(err, n, ALGO_CELL_ERR "quantity must be >= 0 (got %lld)", v[3]);
+  else if ((rc = algo_cell_rate(burst, count, period, rate)) < 0)
+    snprintf(err, n, ALGO_CELL_ERR "max_burst %lld at %lld per %lld s: a full "
+             "burst takes over 36 years", burst, count, period);
+  if (rc == 1) snprintf(err, n, ALGO_CELL_ERR "Zero rates are not supported");
+  if (rc) return -1;
+  for (int i = 0; i < 4; i++) num[i] = v[i];
   return 0;
 }
 

@@ -20,6 +20,7 @@
 #ifndef SLUICE_ALGO_CELL_H
 #define SLUICE_ALGO_CELL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "algo.h"
@@ -40,6 +41,40 @@ typedef struct algo_cell {
  */
 int algo_cell_rate(int64_t max_burst, int64_t count, int64_t period_s,
                    algo_cell *out);
+
+/*
+ * CL.THROTTLE's arguments, checked once for every front end (the daemon's
+ * RESP port and the Redis module), in redis-cell's words: its module
+ * replies every error as "Cell error: " and its error's text, and every
+ * error it makes itself is a generic one, whose text is "Store error: "
+ * and the message (brandur/redis-cell src/redis/mod.rs and src/error.rs,
+ * since v0.2.5). ALGO_CELL_USAGE is its reply to a wrong number of
+ * arguments.
+ */
+#define ALGO_CELL_ERR "Cell error: Store error: "
+#define ALGO_CELL_USAGE                                                        \
+  ALGO_CELL_ERR "Usage: cl.throttle <key> <max_burst> <count per period> "     \
+                "<period> [<quantity>]"
+
+/* A number as redis-cell reads one (Rust's i64 parse): an optional sign,
+   then digits only (no spaces, nothing after), within 64 bits. 0, or -1. */
+int algo_cell_i64(const char *s, size_t n, long long *out);
+
+/*
+ * CL.THROTTLE's words argv[0..argc) (the command's name first, then key
+ * max_burst count period [quantity]; argv[i] of len[i] bytes, not
+ * terminated): 0 with *rate and num[] = max_burst, count, period and
+ * quantity (1 when not given); or -1 with the
+ * error reply's text (no leading '-') in err, checked in redis-cell's
+ * order: the arity, each number in turn ("Couldn't parse as integer: x"),
+ * then a zero rate ("Zero rates are not supported": a count or period of
+ * 0, or an emission interval that truncates to 0 ns). Where redis-cell has
+ * no message (a negative value, which it decides as nonsense; values past
+ * sluice's bounds), sluice names the argument in the same form.
+ */
+int algo_cell_args(int argc, const char *const *argv, const size_t *len,
+                   algo_cell *rate, int64_t num[4], char *err,
+                   size_t err_len);
 
 /*
  * redis-cell's decision for quantity qty (>= 0, any size) at now against

@@ -50,6 +50,11 @@ typedef struct eng_check {
   int64_t max_delay_ns; /* wait mode: a delay above it denies, charging
                            nothing (limiter_take_all_within; the memory
                            backend); 0: no bound */
+  /* CL.THROTTLE's check (ENG_BACKEND_CELL): this call's rate, applied to
+     the key's one state (algo/cell.h); c.limiter is the engine's cell
+     limiter, name {'c', "cell"}; the request has this check alone. NULL:
+     an ordinary check. */
+  const struct algo_cell *cell;
 } eng_check;
 
 /* One request's checks, decided all-or-nothing. */
@@ -127,6 +132,11 @@ typedef struct eng_backend_ops {
 /* ENG_BACKEND_ASYNC: decide may answer later (ENG_PENDING) when it is
    given a callback; the engine then keeps the request's state for it. */
 #define ENG_BACKEND_ASYNC 2u
+/* ENG_BACKEND_CELL: decides CL.THROTTLE's checks (eng_check.cell) with
+   one state per key, as redis-cell does; without it the engine decides a
+   CL.THROTTLE as the ad-hoc GCRA policy of its rate (a state per key and
+   rate). */
+#define ENG_BACKEND_CELL 4u
 
 /* A backend: ops first, the implementation's own state after it. */
 struct eng_backend {

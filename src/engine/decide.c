@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "../base/clock.h"
+#include "../algo/cell.h"
 #include "../base/hash.h"
 #include "../limiter.h"
 #include "internal.h"
@@ -40,6 +41,8 @@ typedef struct finish_ctx {
   int lease_op; /* a release or renewal (eng_query.lease_op): not counted */
   int never;   /* CL.THROTTLE's quantity above its limit, decided as a
                   peek: limited, no retry (decide_cell) */
+  int cell;    /* CL.THROTTLE's one check, decided by the backend (status
+                  0, counted as an ad-hoc decision) */
   int nquota;  /* quota_mode statuses among out->st */
   size_t nc, ndesc;
   adhoc_entry *pins[ENG_MAX_DESCRIPTORS]; /* overrides' policies, pinned
@@ -213,12 +216,14 @@ static void finish_decision(engine_thread *t, const finish_ctx *f,
     rank(out, f->ndesc);
     return;
   }
-  if (f->adhoc) {
+  if (f->adhoc || f->cell) {
     out->st[0].d = dec[0];
     if (f->never) {
       out->st[0].d.allowed = 0;
       out->st[0].d.retry_after_ns = -1;
     }
+    /* (an on_store_error allow: nothing checked, nothing to tell) */
+    if (out->st[0].d.remaining < 0) out->st[0].d.remaining = 0;
     out->allowed = dec[0].allowed;
     out->worst = 0;
     out->by_descriptor[0] = 0;
@@ -528,7 +533,8 @@ static int decide_overrides(engine_thread *t, const eng_query *q,
                               limit_mode(t->e, NULL),
                               0,
                               0,
-                              q->max_delay_ns};
+                              q->max_delay_ns,
+                              NULL};
     f->check_of[(*nc)++] = out->n++;
   }
   return 0;
@@ -642,7 +648,8 @@ static int decide_matched(engine_thread *t, const eng_query *q,
             limit_mode(e, l),
             0,
             0,
-            0};
+            0,
+            NULL};
       checks[nc].max_delay_ns = wait_bound(q, l);
       /* A quota limit never denies alone: finish() judges them all. */
       if (l->quota_mode) checks[nc].c.shadow = 1;
@@ -671,7 +678,8 @@ static int decide_matched(engine_thread *t, const eng_query *q,
           CFG_STORE_ERROR_ALLOW,
           0,
           0,
-          0};
+          0,
+          NULL};
       f.cand_checks |= (uint64_t)1 << nc;
       f.check_of[nc++] = out->n;
     }
@@ -722,13 +730,15 @@ static int decide_policy(engine_thread *t, const eng_query *q, int never,
                      limit_mode(t->e, NULL),
                      0,
                      0,
-                     q->max_delay_ns};
+                     q->max_delay_ns,
+                     NULL};
   finish_ctx f; /* (an ad-hoc policy reads no check_of or sid) */
   f.adhoc = a;
   f.blocked = 0;
   f.npins = 0;
   f.lease_op = 0;
   f.never = never;
+  f.cell = 0;
   f.ndesc = 1;
   return run(t, q, &check, 1, "", 0, &f, out, done, ud);
 }
@@ -736,14 +746,61 @@ static int decide_policy(engine_thread *t, const eng_query *q, int never,
 /* ---- CL.THROTTLE ---- */
 
 /*
+ * redis-cell's decision on a backend that keeps one state per key for it
+ * (ENG_BACKEND_CELL: exact fleet mode): one check named {'c', "cell"},
+ * the call's rate beside it. The engine's cell limiter goes with it for
+ * the backend's fallbacks (on_store_error: local decides on it).
+ */
+static int decide_cell_backend(engine_thread *t, const eng_query *q,
+                               eng_result *out, eng_done_fn done, void *ud) {
+  sl_limiter *cell = engine_cell(t->e);
+  if (!cell) {
+    snprintf(out->msg, sizeof out->msg, "%s", eng_error_of(SL_ENOMEM)->message);
+    return SL_ENOMEM;
+  }
+  out->n = 1;
+  eng_status *s = &out->st[0];
+  memset(s, 0, sizeof *s);
+  s->policy_str = "cell";
+  s->policy = q->policy;
+  eng_check check = {{cell, q->key, q->key_len, q->cost, 0},
+                     {'c', "cell", NULL, 0, 0},
+                     cell,
+                     limit_mode(t->e, NULL),
+                     0,
+                     0,
+                     0,
+                     q->cell};
+  finish_ctx f;
+  f.adhoc = NULL;
+  f.blocked = 0;
+  f.npins = 0;
+  f.lease_op = 0;
+  f.never = 0;
+  f.cell = 1;
+  f.ndesc = 1;
+  int rc = run(t, q, &check, 1, "", 0, &f, out, done, ud);
+  if (rc == SL_EPOLICY) /* the backend cannot compute this rate exactly */
+    snprintf(out->msg, sizeof out->msg,
+             "this rate's full burst (%lld ns) is beyond what fleet mode "
+             "decides exactly (2^52 ns, about 52 days): use --store memory, "
+             "a shorter period or a smaller max_burst",
+             (long long)q->cell->dvt);
+  return rc;
+}
+
+/*
  * redis-cell's decision on the memory backend: one state per key under
- * the engine's cell limiter, the call's rate applied to it. Other backends
+ * the engine's cell limiter, the call's rate applied to it; on a backend
+ * that keeps such states, by it (decide_cell_backend). Other backends
  * decide the GCRA policy q->policy as an ad-hoc one (a state per key and
  * rate), a quantity above its burst as a peek that is limited.
  */
 static int decide_cell(engine_thread *t, const eng_query *q, eng_result *out,
                        eng_done_fn done, void *ud) {
   engine *e = t->e;
+  if (e->backend->ops->flags & ENG_BACKEND_CELL)
+    return decide_cell_backend(t, q, out, done, ud);
   if (e->backend != memory_backend()) {
     eng_query pq = *q;
     int never = q->cost > (int64_t)q->policy->burst;

@@ -75,6 +75,13 @@ static int lease_local(const eng_decision *q, sl_decision *dec, int *all) {
 
 int engine_decide_local(const eng_decision *q, sl_decision *dec, int *all) {
   if (q->lease_op) return lease_local(q, dec, all);
+  if (q->n == 1 && q->checks[0].cell) { /* CL.THROTTLE's, alone */
+    const sl_check *c = &q->checks[0].c;
+    int rc = limiter_cell_take(c->limiter, q->checks[0].cell, c->key,
+                               c->key_len, c->cost, q->now, &dec[0]);
+    *all = rc == 0 && dec[0].allowed;
+    return rc;
+  }
   if (q->charge_all) {
     sl_check checks[ENG_MAX_STATUSES];
     for (size_t i = 0; i < q->n; i++) checks[i] = q->checks[i].c;

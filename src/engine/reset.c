@@ -106,10 +106,13 @@ static int reset_policy(engine_thread *t, const eng_query *q, eng_reset *out,
       if (adhoc_live(&e->adhoc[i]))
         add(&l, e->adhoc[i].lim, e->adhoc[i].local,
             (eng_name){'a', e->adhoc[i].canon, NULL, 0, 0}, q->key, q->key_len);
-    /* And CL.THROTTLE's state of the key (memory backend: elsewhere it is
-       under the GCRA ad-hoc policy of each rate, above). */
+    /* And CL.THROTTLE's state of the key (memory backend, and exact
+       fleet mode's one Redis key per cell key, whether or not this daemon
+       has used it; elsewhere it is under the GCRA ad-hoc policy of each
+       rate, above). */
     sl_limiter *cell = atomic_load(&e->cell);
-    if (cell && e->backend == memory_backend())
+    int cells = (e->backend->ops->flags & ENG_BACKEND_CELL) != 0;
+    if ((cell && e->backend == memory_backend()) || cells)
       add(&l, cell, NULL, (eng_name){'c', "cell", NULL, 0, 0}, q->key,
           q->key_len);
   }

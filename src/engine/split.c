@@ -127,7 +127,8 @@ eng_check split_check(engine_thread *t, const cfg_limit *l,
       limit_mode(t->e, l),
       0,
       0,
-      0};
+      0,
+      NULL};
 }
 
 void split_forgets(const gen *g, const cfg_limit *l, eng_forget *out,

@@ -26,7 +26,8 @@ ARGV[2]   the requests the keys belong to:
                 at 2^32 - 1). The reply is REPLY_F below
 then, for key u (1..n), three values at ARGV[3u .. 3u+2]:
   algo    sl_algo: "0" token_bucket, "1" leaky_bucket, "2" fixed_window,
-          "3" sliding_log, "4" sliding_window, "5" gcra, "6" concurrency
+          "3" sliding_log, "4" sliding_window, "5" gcra, "6" concurrency;
+          "7" CL.THROTTLE's cell (redis-cell's GCRA, CELL below)
   shadow  "1" = never denies the request (still decided and charged)
   nums    32 bytes, four little-endian int64 ('<i8i8i8i8'):
           cost (0 <= cost <= the largest cost; 0 = a peek), then
@@ -37,6 +38,9 @@ then, for key u (1..n), three values at ARGV[3u .. 3u+2]:
               time zones; 0 = epoch-aligned; 0 for the other two)
             concurrency (6): LIMIT, the lease's life in ms, then the lease
               id: 8 raw bytes, the sorted set's member (not a number)
+            cell (7): the quantity (any; limit + 1 = above the limit: it
+              never fits), then this call's rate: EI, DVT (ns; DVT = EI *
+              LIMIT, DVT + EI <= 2^52) and LIMIT
           Binary, not decimal: struct.unpack reads all four in one call,
           where tonumber costs about 0.3 us each (a sixth of the script).
 REPLY_F ("f") { now, levels }: levels is one string, 16 bytes per key u in
@@ -69,6 +73,19 @@ STATE   one Redis key per check, with a PEXPIRE/PX equal to its time to
 LEASE   "r"/"n": per key, allowed 1 when its lease was live (released, or
         its expiry now + life), then limit, remaining (free slots after),
         reset (until the last live lease expires), 0, 0.
+  cell           string: the TAT in ns since the epoch, in decimal: the
+                 layout redis-cell writes (`new_tat_ns.to_string()`) and
+                 the module's CL.THROTTLE reads and writes. Each call
+                 brings its rate and applies it to the key's one TAT
+                 (src/algo/cell.c, whose arithmetic this copies), so a
+                 key's limits may change between calls. The decimal is
+                 read as (ms, ns within the ms), both exact, and only the
+                 TAT's distance from now is formed (exact below 2^52 ns:
+                 beyond that the key is limited whatever the rate, as every
+                 DVT is below it). Its reply: remaining may be the string
+                 "9223372036854775807" (an EI under 1 us: redis-cell's
+                 division by 0); a limited retry of 0 means none (it
+                 never fits); reset and retry may be decimal strings.
   sliding_log    hash used as a deque: field "m" = '<i8I4I4i8i4I4i8i4I4'
                  (head index, count, sum, newest (ms, ns, cost), oldest
                  (ms, ns, cost)); field "<index>" = entry '<i8i4I4'
@@ -141,7 +158,7 @@ end
 -- Which algorithms this call decides. Lua makes a closure of every function
 -- definition it runs, on every call: only those this call uses are defined.
 local u0, u1, u2, u3, u4, u5 = false, false, false, false, false, false
-local u6 = false
+local u6, u7 = false, false
 for u = 1, nk do
   local a = ARGV[3 * u]
   if lease_op and a ~= '6' then
@@ -154,11 +171,12 @@ for u = 1, nk do
   elseif a == '3' then u3 = true
   elseif a == '4' then u4 = true
   elseif a == '5' then u5 = true
+  elseif a == '7' and not force then u7 = true
   else return redis.error_reply('ERR sluice decide.lua: unknown algorithm')
   end
 end
 local dur, token_bucket, gcra_leaky, fixed_window, sliding_window, concurrency
-local conc_write, conc_op
+local conc_write, conc_op, cell
 local B24, wide_sign, muldiv, META, ENT, sliding_log, slog_write
 local U32 = 4294967295
 
@@ -172,7 +190,7 @@ end
 
 -- The duration ms*1e6 + ns (|ns| < 2^52, the total >= 0) as an exact
 -- integer, or as a decimal string at 2^53 ns and beyond.
-if u1 or u2 or u3 or u5 then
+if u1 or u2 or u3 or u5 or u7 then
   dur = function(ms, ns)
     if ms >= 4e9 then
       local c = floor(ns / 1e6)
@@ -314,6 +332,72 @@ if u1 or u5 then
     local rem = 0
     if debt < cap then rem = floor((cap - debt) / Wg) end
     return 0, rem, ceil(debt / Lg), ceil((after - cap) / Lg), 0
+  end
+end
+
+-- cell: redis-cell's GCRA (src/algo/cell.c), quantity q at rate (ei, dvt)
+-- on the key's TAT, decimal ns (CELL above).
+if u7 then
+  cell = function(key, q, ei, dvt, w)
+    local raw = call('GET', key)
+    local t_ms, t_sub = now_ms, now_sub -- max(TAT, now)
+    if raw then
+      local n = #raw
+      if n > 19 or not string.find(raw, '^%d+$') then
+        error({err = 'WRONGTYPE sluice decide.lua: ' .. key ..
+                     ' holds no TAT'})
+      end
+      local a_ms, a_sub = 0, tonumber(raw)
+      if n > 6 then
+        a_ms, a_sub = tonumber(ssub(raw, 1, n - 6)), tonumber(ssub(raw, n - 5))
+      end
+      if a_ms > now_ms or (a_ms == now_ms and a_sub > now_sub) then
+        t_ms, t_sub = a_ms, a_sub
+      end
+    end
+    local dms, dsub = t_ms - now_ms, t_sub - now_sub
+    if dms >= 4600000000 then
+      -- TAT - now > 2^52 > dvt: limited whatever the quantity; exact as
+      -- (ms, ns) only (a TAT another writer left far ahead).
+      local retry = 0
+      if q * ei <= dvt then retry = dur(dms, dsub - (dvt - q * ei)) end
+      return 0, 0, dur(dms, dsub), retry, 0
+    end
+    local ttl = dms * 1e6 + dsub -- TAT - now, exact
+    local inc = q * ei
+    local a = 1
+    if ttl + inc > dvt then -- late: limited (no retry when it never fits)
+      a = 0
+    else
+      ttl = ttl + inc
+    end
+    local rem, nx = 0, dvt - ttl -- redis-cell's whole-us quotient
+    if nx > -ei then
+      local nx_us, ei_us = floor(nx / 1000), floor(ei / 1000)
+      if nx < 0 then nx_us = -floor(-nx / 1000) end
+      if ei_us == 0 then
+        if nx_us > 0 then rem = '9223372036854775807' end
+      elseif nx_us > 0 then
+        rem = floor(nx_us / ei_us)
+      end
+    end
+    if a == 0 then
+      local retry = 0
+      if inc <= dvt then retry = ttl + inc - dvt end
+      return 0, rem, ttl, retry, 0
+    end
+    if q == 0 then return 1, rem, ttl, 0, 0 end
+    local s = t_sub + inc
+    local sm = s % 1e6
+    local ms = t_ms + (s - sm) / 1e6
+    local v
+    if ms > 0 then v = fmt('%d%06d', ms, sm) else v = fmt('%d', sm) end
+    local px = ceil(ttl / 1e6)
+    if w then
+      call('SET', key, v, 'PX', px)
+      return 1, rem, ttl, 0, 0
+    end
+    return 1, rem, ttl, 0, 0, v, px
   end
 end
 
@@ -680,6 +764,8 @@ local function decide(u, peek, w)
     return c1, sliding_window(key, cost, c1, c2, w)
   elseif algo == '6' then
     return c1, concurrency(key, cost, c1, c2, ssub(ARGV[j + 2], 25, 32), w)
+  elseif algo == '7' then
+    return c3, cell(key, cost, c1, c2, w)
   elseif algo == '3' then
     local lim, a, r, re, ra, de, wr, ttl, now = c1, sliding_log(key, cost, c1, c2, w)
     if now then slog_write(key, wr) end

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../algo/cell.h"
 #include "../base/clock.h"
 #include "../limiter.h"
 #include "internal.h"
@@ -58,6 +59,7 @@ typedef struct job_check {
   size_t lkey_len;
   int mode;       /* on_store_error */
   unsigned group; /* calls of one slot */
+  algo_cell cell; /* CL.THROTTLE's rate (rc.cell points here) */
 } job_check;
 
 typedef struct job_group {
@@ -144,6 +146,17 @@ static void job_fallback(job *j, int64_t now) {
     if (j->c[c].mode == CFG_STORE_ERROR_DENY && !j->c[c].rc.shadow &&
         j->c[c].rc.cost > 0)
       deny = 1;
+  if (j->nc == 1 && j->c[0].rc.cell && j->c[0].local && !deny &&
+      j->c[0].mode == CFG_STORE_ERROR_LOCAL) {
+    /* CL.THROTTLE's, local: this daemon's own state of the key */
+    job_check *jc = &j->c[0];
+    int rc = limiter_cell_take(jc->local, &jc->cell, jc->lkey, jc->lkey_len,
+                               jc->rc.cost, now, &j->dec[0]);
+    if (rc) fallback_fixed(jc, 1, retry, &j->dec[0]);
+    j->all = rc == 0 && j->dec[0].allowed;
+    count(xt, xt->x->m_fallbacks);
+    return;
+  }
   sl_check checks[ENG_MAX_STATUSES];
   size_t idx[ENG_MAX_STATUSES], nl = 0;
   int all = !deny;
@@ -430,6 +443,11 @@ static job *job_new(exact_thread *xt, const eng_decision *q) {
     jc->rc.cost = ck->c.cost;
     jc->rc.shadow = ck->c.shadow;
     jc->rc.lease = 0;
+    jc->rc.cell = NULL;
+    if (ck->cell) { /* a copy: the caller's may go before Redis answers */
+      jc->cell = *ck->cell;
+      jc->rc.cell = &jc->cell;
+    }
     if (jc->rc.policy->algo == SL_CONCURRENCY && (q->lease_op || ck->c.cost)) {
       if (!lease) lease = limiter_lease_id(ck->c.limiter);
       jc->rc.lease = lease;
@@ -572,7 +590,7 @@ static void exact_free(eng_backend *b) { free(b); }
 
 static const eng_backend_ops exact_ops = {
     .name = "exact",
-    .flags = ENG_BACKEND_FALLIBLE | ENG_BACKEND_ASYNC,
+    .flags = ENG_BACKEND_FALLIBLE | ENG_BACKEND_ASYNC | ENG_BACKEND_CELL,
     .attach = exact_attach,
     .thread_new = exact_thread_new,
     .thread_free = exact_thread_free,

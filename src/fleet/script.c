@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "../algo/algo.h"
+#include "../algo/cell.h"
 #include "../base/fmt.h"
 
 /* decide.lua, embedded (the Makefile makes script.o depend on it). */
@@ -44,6 +45,19 @@ extern const char rs_lua_end[] __attribute__((visibility("hidden")));
 /* A state key is the daemon's prefix, tags and descriptors: generous, but
    bounded so a formatting bug cannot send megabytes. */
 #define RS_KEY_MAX (4 * SL_KEY_MAX)
+
+/* CL.THROTTLE's algorithm in the script's words (decide.lua). */
+#define RS_ALGO_CELL '7'
+/* Its bound: dvt + ei within 2^52 ns keeps every figure the script forms
+   (a TAT's distance from now, plus an increment) below 2^53. */
+#define CELL_MAX_NS (INT64_C(1) << 52)
+
+int rs_cell_check(const algo_cell *c) {
+  return c && c->ei > 0 && c->limit > 0 && c->dvt == c->ei * c->limit &&
+                 c->dvt <= CELL_MAX_NS - c->ei
+             ? 0
+             : SL_EPOLICY;
+}
 
 static int is_bucket(sl_algo a) {
   return a == SL_TOKEN_BUCKET || a == SL_LEAKY_BUCKET || a == SL_GCRA;
@@ -158,7 +172,7 @@ static int prepare(const rs_check *checks, size_t n, rs_call *call,
   size_t uniq[RS_CHECKS_MAX], nu = 0;
   int64_t cost[RS_CHECKS_MAX];
   int shadow[RS_CHECKS_MAX];
-  uint64_t lease[RS_CHECKS_MAX], conc = 0;
+  uint64_t lease[RS_CHECKS_MAX], conc = 0, cells = 0;
   int script_only = 0;
   call->lease = 0;
   for (size_t i = 0; i < n; i++) {
@@ -169,6 +183,19 @@ static int prepare(const rs_check *checks, size_t n, rs_call *call,
                        (c->key_len == 0 ||
                         memcmp(checks[uniq[u]].key, c->key, c->key_len) == 0)))
       u++;
+    if (c->cell || (u < nu && checks[uniq[u]].cell)) {
+      /* CL.THROTTLE's: alone on its key, any quantity, never forced */
+      if (u < nu || force) return SL_EINVAL;
+      if (rs_cell_check(c->cell)) return SL_EPOLICY;
+      uniq[nu] = i;
+      memset(&pol[nu], 0, sizeof pol[nu]);
+      phase[nu] = 0;
+      shadow[nu] = c->shadow != 0;
+      cost[nu] = c->cost;
+      cells |= UINT64_C(1) << nu;
+      call->map[i] = (uint8_t)nu++;
+      continue;
+    }
     algo_policy p;
     if (algo_policy_compile(c->policy, &p, NULL, 0) || exact_bound(&p))
       return SL_EPOLICY;
@@ -205,6 +232,7 @@ static int prepare(const rs_check *checks, size_t n, rs_call *call,
   call->nu = nu;
   call->force = force;
   call->conc = conc;
+  call->cell = cells;
   call->script_only = script_only;
   call->mode = force ? RS_FORCE : RS_DECIDE;
   rs_call_alone(call);
@@ -217,7 +245,13 @@ static int prepare(const rs_check *checks, size_t n, rs_call *call,
   for (size_t u = 0; u < nu; u++) {
     const algo_policy *q = &pol[u];
     char algo = (char)('0' + q->pub.algo), sh = shadow[u] ? '1' : '0', nums[32];
-    if (is_bucket(q->pub.algo)) /* cap < 2^52 (rs_policy_check) */
+    const algo_cell *cr = checks[uniq[u]].cell;
+    if (cr) { /* a quantity above the limit never fits: limit + 1 says so,
+                 and keeps ei * quantity within the bound */
+      algo = RS_ALGO_CELL;
+      put_nums(nums, cost[u] > cr->limit ? cr->limit + 1 : cost[u], cr->ei,
+               cr->dvt, cr->limit);
+    } else if (is_bucket(q->pub.algo)) /* cap < 2^52 (rs_policy_check) */
       put_nums(nums, cost[u], (int64_t)q->cap, q->Lg, q->Wg);
     else if (q->pub.algo == SL_CONCURRENCY) /* the lease: its 8 bytes */
       put_nums(nums, cost[u], q->L, q->W / 1000000, (int64_t)lease[u]);
@@ -444,12 +478,17 @@ int rs_parse(const rs_call *call, const redisReply *r, sl_decision *out,
     for (size_t u = 0; u < call->nu; u++) {
       redisReply *const *e = r->element + at + 1 + 6 * u;
       int64_t ok, limit, rem, reset, retry, delay;
+      int cell = (int)(call->cell >> u & 1);
       if (get_num(e[0], 0, 1, &ok) || get_num(e[1], 0, SL_LIMIT_MAX, &limit) ||
-          limit == 0 || get_num(e[2], 0, SL_LIMIT_MAX, &rem) ||
+          limit == 0 ||
+          get_num(e[2], cell, cell ? INT64_MAX : SL_LIMIT_MAX, &rem) ||
           get_num(e[3], 1, INT64_MAX, &reset) ||
           get_num(e[4], 1, INT64_MAX, &retry) ||
           get_num(e[5], 1, INT64_MAX, &delay))
         return SL_EINVAL;
+      /* CL.THROTTLE's retry: none when allowed, or when it never fits
+         (0: a limited request that fits waits at least a ns). */
+      if (cell && (ok || retry == 0)) retry = -1;
       dec[u] = (sl_decision){(int)ok, limit, rem, reset, retry, delay, 0};
       /* A lease recorded: an acquire charged (the request allowed), or
          one renewed. */

@@ -48,7 +48,19 @@ typedef struct rs_check {
   int64_t phase_ns;
   uint64_t lease; /* concurrency: the lease to record (cost 1), or to
                      release or renew (RS_RELEASE, RS_RENEW) */
+  /* CL.THROTTLE's check: this call's rate, applied to the key's one TAT
+     (decide.lua's algorithm "7", redis-cell's layout; rs_cell_check says
+     which rates it computes exactly); the cost is the quantity, any
+     size. policy is then only the rate's GCRA policy, for figures when
+     Redis fails. NULL: an ordinary check. */
+  const struct algo_cell *cell;
 } rs_check;
+
+/* 0 when the script decides CL.THROTTLE's rate c exactly: its full burst
+   plus one emission interval within 2^52 ns (about 52 days); else
+   SL_EPOLICY. */
+struct algo_cell;
+int rs_cell_check(const struct algo_cell *c);
 
 /* Requests in one batched call (decide.lua's "g" mode: a byte each). */
 #define RS_BATCH_MAX 255
@@ -72,6 +84,8 @@ typedef struct rs_call {
   uint64_t lease;    /* ... with this lease (the first such check's) */
   int script_only;   /* it has a concurrency key: the script's, never
                         the module's (rs_native) */
+  uint64_t cell;     /* bit u: key u is CL.THROTTLE's (remaining may be
+                        INT64_MAX; a limited retry of 0: it never fits) */
 } rs_call;
 
 /* What a call does with its requests (rs_format, rs_format_batch). */

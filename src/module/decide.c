@@ -20,6 +20,8 @@
 
 #define MS INT64_C(1000000)
 #define MALFORMED "ERR sluice SL.DECIDE: malformed arguments"
+/* CL.THROTTLE's algorithm in decide.lua's words (its "7"). */
+#define MD_ALGO_CELL '7'
 
 /* The SHA-1 of the decide.lua this SL.DECIDE mirrors, set by the Makefile
    from src/fleet/decide.lua when it builds this file. */
@@ -54,6 +56,12 @@ static int open_all(RedisModuleCtx *ctx, const mcheck *c, size_t n, mkey *k) {
 
 int md_request(RedisModuleCtx *ctx, const mcheck *c, size_t n, int mode,
                int64_t now, long long real_ms, sl_decision *out, int *all) {
+  if (n == 1 && c[0].cell) { /* CL.THROTTLE's (md_cmd_decide checked) */
+    if (md_cell(ctx, c[0].key, &c[0].rate, c[0].cost, now, real_ms, out))
+      return -1;
+    *all = out[0].allowed || c[0].shadow;
+    return 0;
+  }
   mkey k[SL_CHECKS_MAX];
   algo_state next[SL_CHECKS_MAX];
   int charge[SL_CHECKS_MAX];
@@ -117,18 +125,40 @@ static int is_bucket(sl_algo a) {
  * so that the module decides exactly what the script would. -1 when
  * malformed.
  */
+/*
+ * CL.THROTTLE's check (decide.lua's "7"): quantity, EI, DVT, LIMIT, in
+ * the script's bounds (rs_cell_check: DVT = EI * LIMIT, DVT + EI within
+ * 2^52 ns; a quantity up to LIMIT + 1, which never fits). -1 when
+ * malformed.
+ */
+static int parse_cell(const int64_t *v, int force, mcheck *c) {
+  int64_t q = v[0], ei = v[1], dvt = v[2], limit = v[3];
+  if (force || ei < 1 || limit < 1 || limit > SL_LIMIT_MAX ||
+      (i128)ei * limit != dvt || dvt > (INT64_C(1) << 52) - ei || q < 0 ||
+      q > limit + 1)
+    return -1;
+  c->cell = 1;
+  c->rate = (algo_cell){ei, dvt, limit};
+  c->cost = q;
+  return 0;
+}
+
 static int parse_check(RedisModuleString **w, int force, mcheck *c) {
   size_t la, ls, ln;
   const char *a = RedisModule_StringPtrLen(w[0], &la);
   const char *sh = RedisModule_StringPtrLen(w[1], &ls);
   const unsigned char *nums =
       (const unsigned char *)RedisModule_StringPtrLen(w[2], &ln);
-  if (la != 1 || a[0] < '0' || a[0] >= '0' + SL_RATE_ALGO_COUNT || ln != 32)
+  c->cell = 0;
+  int cell = la == 1 && a[0] == MD_ALGO_CELL;
+  if (la != 1 || ((a[0] < '0' || a[0] >= '0' + SL_RATE_ALGO_COUNT) && !cell) ||
+      ln != 32)
     return -1;
-  sl_algo algo = (sl_algo)(a[0] - '0');
   int64_t v[4];
   for (int i = 0; i < 4; i++) v[i] = get64le(nums + 8 * i);
   c->shadow = ls == 1 && sh[0] == '1';
+  if (cell) return parse_cell(v, force, c);
+  sl_algo algo = (sl_algo)(a[0] - '0');
   c->cost = v[0];
   if (is_bucket(algo)) { /* cap = burst*Wg, Lg, Wg */
     int64_t cap = v[1], Lg = v[2], Wg = v[3];
@@ -222,8 +252,13 @@ static void reply(RedisModuleCtx *ctx, int mode, int64_t now,
     RedisModule_ReplyWithLongLong(ctx, all[r]);
     for (size_t i = 0; i < sizes[r]; i++, k++) {
       const sl_decision *x = &d[k];
-      const long long v[6] = {x->allowed, x->limit, x->remaining,
-                              x->reset_ns, x->retry_after_ns, x->delay_ns};
+      /* (a retry of -1, CL.THROTTLE's "none", is the script's 0) */
+      const long long v[6] = {x->allowed,
+                              x->limit,
+                              x->remaining,
+                              x->reset_ns,
+                              x->retry_after_ns < 0 ? 0 : x->retry_after_ns,
+                              x->delay_ns};
       for (int j = 0; j < 6; j++) RedisModule_ReplyWithLongLong(ctx, v[j]);
     }
   }
@@ -279,8 +314,12 @@ int md_cmd_decide(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (parse_check(argv + 4 + nk + 3 * i, mode == MD_FORCE, &c[i]))
       err = MALFORMED;
   }
-  for (size_t r = 0, at = 0; r < nreq && !err; at += sizes[r++])
+  for (size_t r = 0, at = 0; r < nreq && !err; at += sizes[r++]) {
     if (repeats(c + at, sizes[r])) err = MALFORMED " (a key repeats)";
+    for (size_t i = 0; i < sizes[r] && !err; i++) /* a cell: alone */
+      if (c[at + i].cell && (sizes[r] != 1 || mode != MD_DECIDE))
+        err = MALFORMED;
+  }
   long long real_ms = RedisModule_Milliseconds();
   for (size_t r = 0, at = 0; r < nreq && !err; at += sizes[r++])
     if (md_request(ctx, c + at, sizes[r], mode, now, real_ms, d + at, &all[r]))

@@ -29,21 +29,12 @@
 
 #define SEC INT64_C(1000000000)
 
-/* A decimal argument as redis-cell reads it (Rust's i64 parse: an optional
-   sign, digits, nothing else); -1 when it is not one. */
+/* A decimal argument as redis-cell reads it (algo_cell_i64: Rust's i64
+   parse, an optional sign, digits, nothing else); -1 when it is not one. */
 static int arg_i64(RedisModuleString *s, long long *out) {
   size_t n;
   const char *p = RedisModule_StringPtrLen(s, &n);
-  size_t i = n && (p[0] == '-' || p[0] == '+');
-  if (i == n || n > 20) return -1;
-  unsigned long long v = 0, max = p[0] == '-' ? (1ULL << 63) : (1ULL << 63) - 1;
-  for (; i < n; i++) {
-    if (p[i] < '0' || p[i] > '9' || v > (max - (unsigned)(p[i] - '0')) / 10)
-      return -1;
-    v = v * 10 + (unsigned)(p[i] - '0');
-  }
-  *out = p[0] == '-' ? (long long)(0 - v) : (long long)v;
-  return 0;
+  return algo_cell_i64(p, n, out);
 }
 
 /* Replies with an array of n integers. */
@@ -141,16 +132,9 @@ static int64_t cell_secs(int64_t ns) {
   return ns / SEC + ((ns % SEC) / 1000000 > 0);
 }
 
-/*
- * redis-cell's decision on key, whose value is its TAT in ns as decimal
- * text (redis-cell's own layout, so either module reads the other's keys):
- * written when an allowed request charges, expiring once the TAT has
- * passed. Replies WRONGTYPE itself for a key that holds anything else
- * (returns -1).
- */
-static int cell_throttle(RedisModuleCtx *ctx, RedisModuleString *name,
-                         const algo_cell *rate, int64_t qty, int64_t now,
-                         sl_decision *d) {
+int md_cell(RedisModuleCtx *ctx, RedisModuleString *name,
+            const algo_cell *rate, int64_t qty, int64_t now, long long real_ms,
+            sl_decision *d) {
   RedisModuleKey *k =
       RedisModule_OpenKey(ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
   int type = RedisModule_KeyType(k);
@@ -168,7 +152,6 @@ static int cell_throttle(RedisModuleCtx *ctx, RedisModuleString *name,
     if (!v || !len || i != len ||
         u >= (uint64_t)(SL_TIME_MAX_NS + (SL_TIME_MAX_NS >> 1))) {
       RedisModule_CloseKey(k);
-      RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
       return -1;
     }
     tat = (long long)u;
@@ -184,7 +167,7 @@ static int cell_throttle(RedisModuleCtx *ctx, RedisModuleString *name,
     /* Gone once the TAT has passed: Redis's clock plus the time to it (a
        test clock may be anywhere), in whole ms rounded up, 1 at least. */
     int64_t ttl = next - now;
-    long long at = RedisModule_Milliseconds() + ttl / 1000000 +
+    long long at = real_ms + ttl / 1000000 +
                    (ttl % 1000000 != 0 || ttl < 1000000);
     RedisModule_SetAbsExpire(k, at);
     RedisModule_Replicate(ctx, "SET", "sbcl", name, buf, len, "PXAT", at);
@@ -193,62 +176,22 @@ static int cell_throttle(RedisModuleCtx *ctx, RedisModuleString *name,
   return 0;
 }
 
-/*
- * CL.THROTTLE's numbers, as the daemon's RESP command checks them
- * (src/server/resp.c): redis-cell's own words where it has any ("Zero
- * rates are not supported"), a named range otherwise. NULL when all fit.
- */
-static const char *cell_bad(long long burst, long long count,
-                            long long period, long long qty, char *buf,
-                            size_t len) {
-  long long max_period = SL_PERIOD_MAX_NS / SEC;
-  if (count == 0 || period == 0) return "ERR Zero rates are not supported";
-  if (count < 0 || count > SL_LIMIT_MAX)
-    snprintf(buf, len, "ERR count per period must be positive, at most %u "
-                       "(got %lld)", SL_LIMIT_MAX, count);
-  else if (period < 0 || period > max_period)
-    snprintf(buf, len, "ERR period must be positive, at most %lld seconds "
-                       "(got %lld)", max_period, period);
-  else if (burst < 0 || burst >= SL_LIMIT_MAX)
-    snprintf(buf, len, "ERR max_burst must be 0..%u (got %lld)",
-             SL_LIMIT_MAX - 1, burst);
-  else if (qty < 0)
-    snprintf(buf, len, "ERR quantity must be >= 0 (got %lld)", qty);
-  else
-    return NULL;
-  return buf;
-}
-
 int md_cmd_cell(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-  if (argc != 5 && argc != 6)
-    return RedisModule_ReplyWithError(
-        ctx, "ERR Usage: cl.throttle <key> <max_burst> <count per period> "
-             "<period> [<quantity>]");
-  long long n[4] = {0, 0, 0, 1}; /* max_burst, count, period, quantity */
-  char msg[200];
-  for (int i = 2; i < argc; i++)
-    if (arg_i64(argv[i], &n[i - 2])) {
-      size_t len;
-      const char *s = RedisModule_StringPtrLen(argv[i], &len);
-      snprintf(msg, sizeof msg, "ERR Couldn't parse as integer: %.*s",
-               (int)(len < 100 ? len : 100), s);
-      return RedisModule_ReplyWithError(ctx, msg);
-    }
-  const char *bad = cell_bad(n[0], n[1], n[2], n[3], msg, sizeof msg);
-  if (bad) return RedisModule_ReplyWithError(ctx, bad);
-  /* GCRA, burst = max_burst + 1, emission interval = period / count: this
-     call's rate, applied to the key's one TAT (algo/cell.h). */
+  /* The words as text, checked as the daemon's RESP port checks them
+     (algo_cell_args: redis-cell's errors). */
+  const char *w[6] = {NULL};
+  size_t len[6] = {0};
+  for (int i = 0; i < argc && i < 6; i++)
+    w[i] = RedisModule_StringPtrLen(argv[i], &len[i]);
   algo_cell rate;
-  int zero = algo_cell_rate(n[0], n[1], n[2], &rate);
-  if (zero == 1) return RedisModule_ReplyWithError(ctx, "ERR Zero rates are not supported");
-  if (zero) {
-    snprintf(msg, sizeof msg, "ERR max_burst %lld at %lld per %lld s: a full "
-             "burst takes over 36 years", n[0], n[1], n[2]);
+  int64_t n[4]; /* max_burst, count, period, quantity */
+  char msg[400];
+  if (algo_cell_args(argc, w, len, &rate, n, msg, sizeof msg))
     return RedisModule_ReplyWithError(ctx, msg);
-  }
   sl_decision d;
-  if (cell_throttle(ctx, argv[1], &rate, n[3], md_now(), &d))
-    return REDISMODULE_OK;
+  if (md_cell(ctx, argv[1], &rate, n[3], md_now(), RedisModule_Milliseconds(),
+              &d))
+    return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
   int64_t v[5] = {!d.allowed, d.limit, d.remaining,
                   !d.allowed && d.retry_after_ns >= 0
                       ? cell_secs(d.retry_after_ns)

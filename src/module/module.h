@@ -8,14 +8,18 @@
 #define SLUICE_MODULE_MODULE_H
 
 #include "../algo/algo.h"
+#include "../algo/cell.h"
 #include "rm.h"
 
-/* One check of a request: its state key, policy, cost and shadow flag. */
+/* One check of a request: its state key, policy, cost and shadow flag;
+   or (cell) CL.THROTTLE's rate, alone in its request. */
 typedef struct mcheck {
   RedisModuleString *key;
   algo_policy p;
   int64_t cost;
   int shadow;
+  int cell;       /* decide.lua's algorithm "7": rate, not p */
+  algo_cell rate;
 } mcheck;
 
 /* What a request does (decide.lua's modes). */
@@ -33,6 +37,18 @@ enum { MD_DECIDE, MD_DRY, MD_FORCE };
  */
 int md_request(RedisModuleCtx *ctx, const mcheck *c, size_t n, int mode,
                int64_t now, long long real_ms, sl_decision *out, int *all);
+
+/*
+ * redis-cell's decision for quantity qty at rate on key `name`, whose
+ * value is its TAT in ns as decimal text (redis-cell's own layout):
+ * written when an allowed request charges, expiring once the TAT has
+ * passed (real_ms: Redis's clock now). CL.THROTTLE's and SL.DECIDE's
+ * algorithm "7". 0, or -1 when the key holds anything else (nothing
+ * replied: WRONGTYPE for the caller).
+ */
+int md_cell(RedisModuleCtx *ctx, RedisModuleString *name,
+            const algo_cell *rate, int64_t qty, int64_t now, long long real_ms,
+            sl_decision *d);
 
 /* The time decisions use, in ns: Redis's clock, or the test clock. */
 int64_t md_now(void);

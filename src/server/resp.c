@@ -415,83 +415,21 @@ static void slot_done(void *ud, int rc, eng_result *r) {
   }                                                          \
   free(slot)
 
-/*
- * A number as redis-cell reads one (Rust's i64 parse): an optional sign,
- * then digits only (no spaces, nothing after), within 64 bits. 0, or -1.
- */
-static int cell_i64(const char *s, size_t n, long long *out) {
-  size_t i = n && (s[0] == '+' || s[0] == '-');
-  int neg = n && s[0] == '-';
-  if (i == n) return -1;
-  unsigned long long v = 0, most = neg ? (unsigned long long)INT64_MAX + 1
-                                        : (unsigned long long)INT64_MAX;
-  for (; i < n; i++) {
-    if (s[i] < '0' || s[i] > '9') return -1;
-    unsigned d = (unsigned)(s[i] - '0');
-    if (v > (most - d) / 10) return -1;
-    v = v * 10 + d;
-  }
-  *out = neg ? (long long)(0 - v) : (long long)v;
-  return 0;
-}
-
-/*
- * CL.THROTTLE's numbers. redis-cell prefixes every error with "Cell
- * error: " (its module's harness), and answers "Zero rates are not
- * supported" for a count or period of 0; for a negative one it has no
- * message (its emission interval goes negative and it answers nonsense),
- * so sluice says which must be positive, in the same form. The error
- * reply's text into err, or NULL when all are in range.
- */
-static const char *cl_args_bad(long long burst, long long count,
-                               long long period, long long qty, char *err,
-                               size_t n) {
-  long long max_period = SL_PERIOD_MAX_NS / 1000000000;
-  if (count == 0 || period == 0)
-    snprintf(err, n, "Cell error: Zero rates are not supported");
-  else if (count < 0 || count > SL_LIMIT_MAX)
-    snprintf(err, n, "Cell error: count per period must be positive, at "
-                     "most %u (got %lld)", SL_LIMIT_MAX, count);
-  else if (period < 0 || period > max_period)
-    snprintf(err, n, "Cell error: period must be positive, at most %lld "
-                     "seconds (got %lld)", max_period, period);
-  else if (burst < 0 || burst >= SL_LIMIT_MAX)
-    snprintf(err, n, "Cell error: max_burst must be 0..%u (got %lld)",
-             SL_LIMIT_MAX - 1, burst);
-  else if (qty < 0)
-    snprintf(err, n, "Cell error: quantity must be >= 0 (got %lld)", qty);
-  else
-    return NULL;
-  return err;
-}
-
-/* CL.THROTTLE key max_burst count period [quantity] as t's query. */
+/* CL.THROTTLE key max_burst count period [quantity] as t's query: the
+   arguments checked as redis-cell checks them (algo_cell_args). */
 static int cl_parse(const resp_cmd *cmd, resp_throttle *t, char *err,
                     size_t n) {
-  long long v[4] = {0, 0, 0, 1}; /* max_burst, count, period, quantity */
-  for (int i = 2; i < cmd->argc; i++)
-    if (cell_i64(cmd->argv[i], cmd->len[i], &v[i - 2])) {
-      snprintf(err, n, "Cell error: Couldn't parse as integer: %.*s",
-               (int)(cmd->len[i] < 300 ? cmd->len[i] : 300), cmd->argv[i]);
-      return -1;
-    }
-  long long burst = v[0], count = v[1], period = v[2], qty = v[3];
-  if (cl_args_bad(burst, count, period, qty, err, n)) return -1;
-  /* GCRA, burst = max_burst + 1, emission interval = period / count:
-     the rate of this call, applied to the key's one state (algo/cell.h);
-     as a policy for the backends that keep one state per rate. */
-  int zero = algo_cell_rate(burst, count, period, &t->rate);
-  t->p = (sl_policy){SL_GCRA, (uint32_t)count, (uint32_t)(burst + 1),
-                     period * 1000000000};
-  char why[128];
-  if (zero == 1) {
-    snprintf(err, n, "Cell error: Zero rates are not supported");
+  int64_t v[4]; /* max_burst, count, period, quantity */
+  if (algo_cell_args(cmd->argc, cmd->argv, cmd->len, &t->rate, v, err, n))
     return -1;
-  }
-  if (zero || sl_policy_validate(&t->p, why, sizeof why)) {
-    if (zero) snprintf(why, sizeof why, "a full burst takes over 36 years");
-    snprintf(err, n, "Cell error: max_burst %lld at %lld per %lld s: %s",
-             burst, count, period, why);
+  /* The rate as a GCRA policy, for the backends that keep one state per
+     rate (approximate fleet mode), and for figures when Redis fails. */
+  t->p = (sl_policy){SL_GCRA, (uint32_t)v[1], (uint32_t)(v[0] + 1),
+                     v[2] * 1000000000};
+  char why[128];
+  if (sl_policy_validate(&t->p, why, sizeof why)) {
+    snprintf(err, n, ALGO_CELL_ERR "max_burst %lld at %lld per %lld s: %s",
+             (long long)v[0], (long long)v[1], (long long)v[2], why);
     return -1;
   }
   t->q = (eng_query){.kind = ENG_QUERY_CELL,
@@ -499,7 +437,7 @@ static int cl_parse(const resp_cmd *cmd, resp_throttle *t, char *err,
                      .key_len = cmd->len[1],
                      .policy = &t->p,
                      .cell = &t->rate,
-                     .cost = qty};
+                     .cost = v[3]};
   return 0;
 }
 
@@ -710,9 +648,7 @@ void reply_unknown(resp_conn *c, const resp_cmd *cmd) {
 #define KW (RESP_CMD_KEY | RESP_CMD_WRITE)
 
 static const resp_command commands[] = {
-    {NAME("CL.THROTTLE"), 5, 6, KW, cmd_throttle,
-     "Cell error: Usage: cl.throttle <key> <max_burst> <count per period> "
-     "<period> [<quantity>]",
+    {NAME("CL.THROTTLE"), 5, 6, KW, cmd_throttle, ALGO_CELL_USAGE,
      "redis-cell's GCRA: [limited, limit, remaining, retry_after, reset]"},
     {NAME("SL.THROTTLE"), 3, 4, KW, cmd_throttle,
      "ERR wrong number of arguments for 'sl.throttle' command (SL.THROTTLE "

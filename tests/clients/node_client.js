@@ -84,7 +84,7 @@ async function basic(c) {
       .map((x) => (Array.isArray(x) ? x[0] : x)), [1, 'PONG']));
   await check('an error is the library\'s error type', () =>
     rejects(c.cmd('CL.THROTTLE', 'k', 1, 0, 1), c.errType,
-      'Cell error: Zero rates are not supported'));
+      'Cell error: Store error: Zero rates are not supported'));
   await check('a queueing error aborts EXEC', () =>
     rejects(c.multi([['NOSUCH'], ['PING']]), c.errType,
       lib === 'ioredis' ? 'EXECABORT' : "unknown command 'NOSUCH'"));

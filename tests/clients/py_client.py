@@ -51,7 +51,7 @@ def basic(r):
     check("a denied command's error is a ResponseError",
           lambda: raises(lambda: r.execute_command("CL.THROTTLE", "k", 1, 0, 1),
                          redis.ResponseError,
-                         "Cell error: Zero rates are not supported"))
+                         "Cell error: Store error: Zero rates are not supported"))
 
     def failing_in_transaction():
         p = r.pipeline()

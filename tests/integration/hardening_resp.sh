@@ -163,16 +163,16 @@ expect_cmd "a wrong token is a wrong password" 0 WRONGPASS \
   rcli --user admin --pass nope --no-auth-warning SL.RESET k
 expect_cmd "deciding needs no token" 0 '^0$' rcli CL.THROTTLE k 1 1 1
 expect_cmd "a negative period names the period" 0 \
-  "Cell error: period must be positive, at most 315360000 seconds (got -5)" \
+  "Cell error: Store error: period must be positive, at most 315360000 seconds (got -5)" \
   rcli CL.THROTTLE k 1 1 -5
 expect_cmd "a negative count names the count" 0 \
-  "Cell error: count per period must be positive" rcli CL.THROTTLE k 1 -1 5
+  "Cell error: Store error: count per period must be positive" rcli CL.THROTTLE k 1 -1 5
 expect_cmd "a zero rate keeps redis-cell's words" 0 \
-  "Cell error: Zero rates are not supported" rcli CL.THROTTLE k 1 0 5
+  "Cell error: Store error: Zero rates are not supported" rcli CL.THROTTLE k 1 0 5
 expect_cmd "a negative max_burst names it" 0 \
-  "Cell error: max_burst must be 0..4294967294 (got -1)" rcli CL.THROTTLE k -1 1 5
+  "Cell error: Store error: max_burst must be 0..4294967294 (got -1)" rcli CL.THROTTLE k -1 1 5
 expect_cmd "a negative quantity names it" 0 \
-  "Cell error: quantity must be >= 0 (got -2)" rcli CL.THROTTLE k 1 1 5 -2
+  "Cell error: Store error: quantity must be >= 0 (got -2)" rcli CL.THROTTLE k 1 1 5 -2
 sv_stop admin
 sv_start open -t 2 || lib_finish
 expect_cmd "without --admin-token, SL.RESET is open as before" 0 '^0$' \

@@ -170,9 +170,9 @@ redis-cli -p $P SET cellkey $((T0 + 5000000000)) EX 5 >/dev/null
 is "redis-cell's key" "0 16 13 -1 5" CL.THROTTLE cellkey 15 30 60 0
 is "redis-cell's key charged" "0 16 12 -1 7" CL.THROTTLE cellkey 15 30 60
 is "untouched" "hello" GET str
-is "cell usage" "ERR Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]" CL.THROTTLE k 1 2
-is "cell parse" "ERR Couldn't parse as integer: x" CL.THROTTLE k 1 x 60
-is "cell zero" "ERR Zero rates are not supported" CL.THROTTLE k 1 0 60
+is "cell usage" "Cell error: Store error: Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]" CL.THROTTLE k 1 2
+is "cell parse" "Cell error: Store error: Couldn't parse as integer: x" CL.THROTTLE k 1 x 60
+is "cell zero" "Cell error: Store error: Zero rates are not supported" CL.THROTTLE k 1 0 60
 is "decide arity" "ERR wrong number of arguments for 'sl.decide' command" SL.DECIDE 1 k
 is "decide malformed" "ERR sluice SL.DECIDE: malformed arguments" SL.DECIDE 1 k "" 0 0 0 short
 is "reset arity" "ERR wrong number of arguments for 'sl.reset' command" SL.RESET

@@ -133,26 +133,26 @@ like "CL.THROTTLE: max_burst 0, again" '^1 1 0 1 1$' "$(rc CL.THROTTLE b0 0 1 1)
 # redis-cell's errors, byte for byte: its module prefixes each with "Cell
 # error: ", and parses numbers as Rust's i64 does.
 eq "CL.THROTTLE: too few arguments" \
-  '(error) Cell error: Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]' \
+  '(error) Cell error: Store error: Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]' \
   "$(rcn CL.THROTTLE k 1 1)"
-like "CL.THROTTLE: too many arguments" '^\(error\) Cell error: Usage: ' \
+like "CL.THROTTLE: too many arguments" '^\(error\) Cell error: Store error: Usage: ' \
   "$(rcn CL.THROTTLE k 1 1 1 1 1)"
 eq "CL.THROTTLE: not a number" \
-  "(error) Cell error: Couldn't parse as integer: x" "$(rcn CL.THROTTLE k x 1 1)"
+  "(error) Cell error: Store error: Couldn't parse as integer: x" "$(rcn CL.THROTTLE k x 1 1)"
 eq "CL.THROTTLE: a leading space is not a number" \
-  "(error) Cell error: Couldn't parse as integer:  1" "$(rcn CL.THROTTLE k ' 1' 1 1)"
+  "(error) Cell error: Store error: Couldn't parse as integer:  1" "$(rcn CL.THROTTLE k ' 1' 1 1)"
 eq "CL.THROTTLE: past 64 bits is not a number" \
-  "(error) Cell error: Couldn't parse as integer: 9223372036854775808" \
+  "(error) Cell error: Store error: Couldn't parse as integer: 9223372036854775808" \
   "$(rcn CL.THROTTLE k 9223372036854775808 1 1)"
 like "CL.THROTTLE: a sign is a number (as Rust reads one)" '^0 2 ' \
   "$(rc CL.THROTTLE plus +1 1 1)"
-eq "CL.THROTTLE: a zero rate" '(error) Cell error: Zero rates are not supported' \
+eq "CL.THROTTLE: a zero rate" '(error) Cell error: Store error: Zero rates are not supported' \
   "$(rcn CL.THROTTLE k 1 0 1)"
-eq "CL.THROTTLE: a zero period" '(error) Cell error: Zero rates are not supported' \
+eq "CL.THROTTLE: a zero period" '(error) Cell error: Store error: Zero rates are not supported' \
   "$(rcn CL.THROTTLE k 1 1 0)"
-like "CL.THROTTLE: a negative burst" '^\(error\) Cell error: max_burst' \
+like "CL.THROTTLE: a negative burst" '^\(error\) Cell error: Store error: max_burst' \
   "$(rcn CL.THROTTLE k -1 1 1)"
-like "CL.THROTTLE: a negative quantity" '^\(error\) Cell error: quantity' \
+like "CL.THROTTLE: a negative quantity" '^\(error\) Cell error: Store error: quantity' \
   "$(rcn CL.THROTTLE k 1 1 1 -1)"
 
 # --- SL.THROTTLE: [allowed, limit, remaining, retry_after_ms, reset_ms,

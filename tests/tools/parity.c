@@ -98,6 +98,11 @@
 
 #include <hiredis/hiredis.h>
 
+/* algo/cell.h (CL.THROTTLE's rate) brings algo.h, whose type slog this
+   file's locals are named after: renamed here, as nothing below uses it. */
+#define slog algo_slog_unused
+#include "algo/cell.h"
+#undef slog
 #include "fleet/script.h"
 #include "limiter.h"
 #include "sluice.h"
@@ -1867,6 +1872,144 @@ static void usage(void) {
   exit(2);
 }
 
+/* ---- CL.THROTTLE's cell (decide.lua's "7") ---- */
+
+static long n_cell, n_cell_denied, n_cell_never, n_cell_far, n_cell_refused;
+
+static void cell_fail(int step, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void cell_fail(int step, const char *key, const char *fmt, ...) {
+  failures++;
+  if (printed++ >= PRINT_MAX) return;
+  fprintf(stderr, "FAIL cell step %d key %s: ", step, key);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n");
+}
+
+/* A random rate of the script's range (rs_cell_check), edge ones among
+   them: 1 us and sub-us intervals, a DVT at 2^52 - EI. */
+static void cell_rate(int64_t *burst, int64_t *count, int64_t *period) {
+  static const int64_t periods[] = {1, 2, 3, 60, 3600, 86400, 30 * 86400};
+  *period = periods[rnd(0, 6)];
+  *count = pct(30) ? rnd(1, 3) : pct(50) ? rnd(1, 1000) : rnd(1, 4000000);
+  *burst = pct(30) ? 0 : pct(70) ? rnd(0, 20) : rnd(0, 100000);
+}
+
+/*
+ * Traces of CL.THROTTLE on one key whose every call names a random rate
+ * (the key's one TAT, reconfigured on the fly), as the daemon sends them
+ * in exact mode: rs_format with rs_check.cell, against algo_cell_decide
+ * (the memory engine's decision) on the same clock; every field compared,
+ * the key's value (the TAT in decimal ns, redis-cell's layout) and its TTL
+ * checked after each call. Now and then the key is set from outside to a
+ * TAT far ahead (as redis-cell or the module may leave it), which the
+ * script must read as limited at any rate.
+ */
+static void cell_traces(int traces, int steps) {
+  for (int id = 0; id < traces; id++) {
+    char key[96];
+    snprintf(key, sizeof key, "sl:{}c4:cellparity:%d:%" PRIu64 ":%d",
+             (int)getpid(), rng, id);
+    int64_t t = pct(20) ? rnd(1, 5 * NS_S) : INT64_C(1785000000) * NS_S +
+                                                  rnd(0, NS_D);
+    int64_t tat = -1;
+    for (int step = 0; step < steps; step++) {
+      int64_t burst, count, period;
+      cell_rate(&burst, &count, &period);
+      algo_cell rate;
+      if (algo_cell_rate(burst, count, period, &rate)) continue;
+      sl_policy pol = {SL_GCRA, (uint32_t)count, (uint32_t)(burst + 1),
+                       period * NS_S};
+      int64_t qty = pct(10)   ? 0
+                    : pct(10) ? rnd(rate.limit, rate.limit + 3)
+                    : pct(3)  ? rnd(0, INT64_C(1) << 40)
+                              : rnd(1, 3);
+      rs_check ck = {.policy = &pol, .key = key, .key_len = strlen(key),
+                     .cost = qty, .cell = &rate};
+      rs_call call;
+      char *cmd;
+      size_t len;
+      int frc = rs_format(&ck, 1, RS_DECIDE, t, &call, &cmd, &len);
+      if (rs_cell_check(&rate)) { /* beyond the script: refused */
+        if (frc != SL_EPOLICY) {
+          cell_fail(step, key, "rs_format gave %d for an inexact rate",
+                   frc);
+        }
+        free(cmd);
+        n_cell_refused++;
+        continue;
+      }
+      if (frc) {
+        fprintf(stderr, "parity: rs_format (cell) failed: %d\n", frc);
+        exit(2);
+      }
+      if (pct(3)) { /* a TAT far ahead, written by another */
+        tat = t + rnd(INT64_C(1) << 52, INT64_C(1) << 56);
+        redisReply *x = redisCommand(rc, "SET %s %lld", key, (long long)tat);
+        freeReplyObject(x);
+        n_cell_far++;
+      }
+      char keys[1][96];
+      int slog[1] = {0};
+      snprintf(keys[0], sizeof keys[0], "%s", key);
+      redisReply *whole = exec_call(cmd, len, 1, keys, slog, PROBE_FULL);
+      free(cmd);
+      sl_decision got, want;
+      int all;
+      if (rs_parse(&call, whole->element[0], &got, &all, NULL))
+        die_reply("cell reply", whole->element[0]);
+      int64_t next;
+      int changed = algo_cell_decide(&rate, tat, t, qty, &want, &next);
+      if (changed) tat = next;
+      if (want.allowed) want.retry_after_ns = -1;
+      n_cell++;
+      n_cell_denied += !want.allowed;
+      n_cell_never += qty > rate.limit;
+      long long pttl = whole->element[1]->integer;
+      if (!same(&got, &want) || all != want.allowed)
+        cell_fail(step, key,
+                 "rate %lld %lld %lld qty %lld at %lld: script "
+                 "[%d %lld %lld %lld %lld] engine [%d %lld %lld %lld %lld]",
+                 (long long)burst, (long long)count, (long long)period,
+                 (long long)qty, (long long)t, got.allowed,
+                 (long long)got.limit, (long long)got.remaining,
+                 (long long)got.reset_ns, (long long)got.retry_after_ns,
+                 want.allowed, (long long)want.limit,
+                 (long long)want.remaining, (long long)want.reset_ns,
+                 (long long)want.retry_after_ns);
+      else if (changed && (pttl < 1 || pttl > (next - t + NS_MS - 1) / NS_MS))
+        cell_fail(step, key, "PTTL %lld for a TAT %lld ns ahead", pttl,
+                 (long long)(next - t));
+      freeReplyObject(whole);
+      redisReply *v = redisCommand(rc, "GET %s", key);
+      char dec[24] = "";
+      if (tat >= 0) snprintf(dec, sizeof dec, "%lld", (long long)tat);
+      if (!v || (tat < 0 ? v->type != REDIS_REPLY_NIL
+                         : v->type != REDIS_REPLY_STRING || strcmp(v->str, dec)))
+        cell_fail(step, key, "the key holds %s, not the TAT %s",
+                 v && v->type == REDIS_REPLY_STRING ? v->str : "nothing",
+                 tat < 0 ? "(none)" : dec);
+      freeReplyObject(v);
+      /* time moves: not at all, by under an interval, by whole ones, or
+         back a little */
+      int64_t step_ns = pct(20) ? 0
+                        : pct(40) ? rnd(0, rate.ei)
+                        : pct(70) ? rnd(0, 3 * rate.dvt)
+                        : pct(50) ? rnd(0, NS_S)
+                                  : -rnd(0, NS_MS);
+      if (t + step_ns > 0) t += step_ns;
+    }
+    redisReply *x = redisCommand(rc, "DEL %s", key);
+    freeReplyObject(x);
+  }
+  printf("parity: cell decisions=%ld (denied=%ld, above the limit=%ld, TATs "
+         "set far ahead=%ld; rates refused as beyond 2^52 ns=%ld)\n",
+         n_cell, n_cell_denied, n_cell_never, n_cell_far, n_cell_refused);
+}
+
 int main(int argc, char **argv) {
   const char *host = "127.0.0.1";
   int port = 0, steps = 150, traces = 10;
@@ -1967,6 +2110,7 @@ int main(int argc, char **argv) {
     }
     printf("parity: forced charges=%ld negative levels=%ld\n", nf, nn);
   }
+  if (!time_mode) cell_traces(traces, steps);
   if (time_mode)
     time_smoke();
   else
