@@ -831,19 +831,38 @@ static int decide_cell(engine_thread *t, const eng_query *q, eng_result *out,
   return 0;
 }
 
+/* What the observer sees of a batched decision: the eng_result that
+   engine_decide would have made of it (one status, as decide_policy and
+   decide_cell fill it). */
+static void observe_batched(engine_thread *t, const eng_query *q,
+                            const adhoc_entry *a, const sl_decision *d) {
+  engine *e = t->e;
+  eng_result r;
+  engine_result_init(&r, d->allowed);
+  r.n = 1;
+  eng_status *s = &r.st[0];
+  memset(s, 0, sizeof *s);
+  s->policy_str = a ? a->canon : "cell";
+  s->policy = a ? &a->policy : q->policy;
+  s->d = *d;
+  r.worst = 0;
+  r.by_descriptor[0] = 0;
+  e->o.observe(e->o.observe_ud, t->slot, q, &r);
+}
+
 int engine_decide_batch(engine_thread *t, eng_batch_item *it, size_t n) {
   engine *e = t->e;
-  /* (an observer sees each decision whole: one at a time, then) */
-  if (e->backend != memory_backend() || n > ENG_BATCH_MAX || e->o.observe)
-    return -1;
+  if (e->backend != memory_backend() || n > ENG_BATCH_MAX) return -1;
   limiter_req rq[ENG_BATCH_MAX];
   sl_decision dec[ENG_BATCH_MAX];
   int rcs[ENG_BATCH_MAX];
+  adhoc_entry *ad[ENG_BATCH_MAX];
   eng_result scratch; /* a refused policy's message: unread (rc says) */
   for (size_t i = 0; i < n; i++) {
     const eng_query *q = it[i].q;
     rq[i] = (limiter_req){NULL, NULL, q->key, q->key_len, q->cost, q->now};
     it[i].rc = 0;
+    ad[i] = NULL;
     if (q->kind == ENG_QUERY_CELL) {
       rq[i].lim = engine_cell(e);
       rq[i].cell = q->cell;
@@ -854,6 +873,7 @@ int engine_decide_batch(engine_thread *t, eng_batch_item *it, size_t n) {
         it[i].rc = ENG_PENDING; /* its lease: decided alone */
       else if (a)
         rq[i].lim = a->lim; /* (NULL: refused, rc set) */
+      ad[i] = a;
     }
   }
   int64_t t0 = clock_mono_ns();
@@ -866,6 +886,9 @@ int engine_decide_batch(engine_thread *t, eng_batch_item *it, size_t n) {
     metric_observe(&t->m, e->mid[M_LATENCY], each);
     metric_add(&t->m, e->mid[dec[i].allowed ? M_ADHOC_ALLOWED : M_ADHOC_DENIED],
                1);
+    /* (the observer sees each decision whole, in order, as engine_decide
+       shows it) */
+    if (e->o.observe) observe_batched(t, it[i].q, ad[i], &dec[i]);
   }
   return 0;
 }

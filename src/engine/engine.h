@@ -320,10 +320,11 @@ typedef struct eng_batch_item {
  * A pipeline's ad-hoc decisions (SL.THROTTLE, CL.THROTTLE): it[0..n) (n <=
  * ENG_BATCH_MAX) decided in order, as n engine_decide calls would decide
  * them, with every key's state prefetched before the first is decided
- * (limiter_take_many). Memory backend only, with no observer (engine_opts:
- * it sees each decision whole): 0; -1 (nothing decided) otherwise, and the
- * decisions go one by one through engine_decide. A concurrency policy's
- * (a lease) is left to engine_decide too (its rc set).
+ * (limiter_take_many); the observer (engine_opts) sees each decision as
+ * engine_decide would show it, in order. Memory backend only: 0; -1
+ * (nothing decided) otherwise, and the decisions go one by one through
+ * engine_decide. A concurrency policy's (a lease) is left to
+ * engine_decide too (its rc set).
  */
 int engine_decide_batch(engine_thread *t, eng_batch_item *it, size_t n);
 

@@ -15,7 +15,9 @@
 # same traces redis_parity.sh runs through the Lua script), a bounded
 # random-argument flood that must leave Redis answering, and one exact-mode
 # daemon that finds the module (SL.VERSION names its own decide.lua) and
-# sends SL.DECIDE instead of EVALSHA.
+# sends SL.DECIDE instead of EVALSHA, CL.THROTTLE's included (the module's
+# cell: the same replies as its own CL.THROTTLE on a sequence of mixed
+# rates, one Redis key per cell key).
 # A sanitized build has no module (it cannot load into a plain Redis):
 # then it says so and checks nothing (tests/unit/test_module.c covers it).
 
@@ -317,5 +319,35 @@ _s=$(redis-cli -p $P INFO commandstats | tr -d '\r')
 if echo "$_s" | grep -q '^cmdstat_sl.decide:calls=[1-9]'; then pass; else
   fail "daemon: no SL.DECIDE at Redis: $_s"
 fi
+# CL.THROTTLE through the daemon: SL.DECIDE's cell (decide.lua's "7",
+# md_cell), on the fixed clock the same replies as the module's own
+# CL.THROTTLE for the same mixed rates on one key, one Redis key
+# (sl:{}c4:cell<key>) holding the same TAT, and no EVALSHA.
+cellseq="4 1 1|4 1 1|1 2 1|1 2 1 0|4 1 1 6|15 30 60|15 30 60 5|0 1 2|4 1 1 3|1 3 1"
+port=$P
+is "cell clock" "OK" SL.CLOCK $T0
+redis-cli -p $P CONFIG RESETSTAT >/dev/null
+# cell_seq PORT KEY: the sequence's replies on one connection.
+cell_seq() {
+  echo "$cellseq" | tr '|' '\n' | sed "s/^/CL.THROTTLE $2 /" |
+    timeout 10 redis-cli -p "$1" 2>&1 | tr '\n' ' ' | sed 's/ *$//'
+}
+_d=$(cell_seq "$sp" dcell)
+_m=$(cell_seq "$P" mcell)
+_w="0 5 4 -1 1 0 5 3 -1 2 1 2 0 2 2 1 2 0 1 2 1 5 3 -1 2 0 16 14 -1 4"
+_w="$_w 0 16 9 -1 14 1 1 0 14 14 1 5 0 12 14 1 2 0 14 14"
+if [ "$_d" = "$_w" ] && [ "$_m" = "$_w" ]; then pass; else
+  fail "cell through the daemon: got '$_d', the module's own '$_m'," \
+    "want '$_w'"
+fi
+is "cell: one Redis key" "sl:{}c4:celldcell" --scan --pattern '*dcell*'
+is "cell: the daemon's key holds the module's TAT" \
+  "$(redis-cli -p $P GET mcell)" GET 'sl:{}c4:celldcell'
+_s=$(redis-cli -p $P INFO commandstats | tr -d '\r')
+if echo "$_s" | grep -q '^cmdstat_sl.decide:calls=[1-9]' &&
+  ! echo "$_s" | grep -q '^cmdstat_evalsha'; then pass; else
+  fail "cell through the daemon: not SL.DECIDE alone: $_s"
+fi
+is "cell: real clock" "OK" SL.CLOCK -1
 
 lib_finish

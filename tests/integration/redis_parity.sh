@@ -15,7 +15,8 @@
 # against sl_limiter_force, level for level, with ordinary requests deciding
 # on the debts they leave, and fixed gcra and leaky_bucket traces where a
 # clock behind the TAT sees a debt past fill_max by under a ns), TTLs and
-# key hygiene checked, for a
+# key hygiene checked; CL.THROTTLE's cell traces: mixed rates on one key
+# against algo_cell_decide, the key's decimal TAT and PTTL checked), for a
 # few seeds; then once on Redis's own clock (TIME), the
 # engine deciding at the instant the script reports. Every failure is
 # printed as "FAIL: <check>: <why>" with parity's first mismatches; exits 1

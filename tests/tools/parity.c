@@ -79,6 +79,12 @@
  * months of 28 to 31 days), sent with their start as phase_ns as the
  * daemon sends them, against limiter_take_windows (calendar_traces).
  *
+ * CL.THROTTLE's cell (on the test clock, after the six): traces of one
+ * key whose every call names its own random rate, through decide.lua's
+ * algorithm "7" (or --native the module's), against algo_cell_decide; the
+ * key's value (the TAT in decimal ns) and PTTL after each call
+ * (cell_traces).
+ *
  * Prints "parity: ALGO decisions=N mismatches=M" per algorithm (forced
  * charges are decisions too), then "parity: forced charges=N negative
  * levels=M", and exits 1 on any mismatch (the first ones printed in full,
@@ -1980,7 +1986,8 @@ static void cell_traces(int traces, int steps) {
                  want.allowed, (long long)want.limit,
                  (long long)want.remaining, (long long)want.reset_ns,
                  (long long)want.retry_after_ns);
-      else if (changed && (pttl < 1 || pttl > (next - t + NS_MS - 1) / NS_MS))
+      /* (its TTL counts down in real time: a 1 ms one may read 0) */
+      else if (changed && (pttl < 0 || pttl > (next - t + NS_MS - 1) / NS_MS))
         cell_fail(step, key, "PTTL %lld for a TAT %lld ns ahead", pttl,
                  (long long)(next - t));
       freeReplyObject(whole);

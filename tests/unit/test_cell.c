@@ -271,6 +271,82 @@ static void a_batch_decides_as_one_at_a_time(void **state) {
   fixture_free(&many);
 }
 
+/* CL.THROTTLE's arguments (algo_cell_args, both front ends' one check):
+   redis-cell's texts and order, Rust's integer parse, sluice's bounds. */
+static void arguments_are_checked_as_redis_cell_checks_them(void **state) {
+  (void)state;
+  static const struct {
+    const char *words[7];
+    const char *want; /* NULL: accepted */
+  } cases[] = {
+      {{"CL.THROTTLE", "k", "1", "2"}, ALGO_CELL_USAGE},
+      {{"CL.THROTTLE", "k", "1", "2", "3", "4", "5"}, ALGO_CELL_USAGE},
+      {{"cl.throttle", "k", "x", "y", "60"},
+       "Cell error: Store error: Couldn't parse as integer: x"},
+      {{"CL.THROTTLE", "k", "1", " 1", "60"},
+       "Cell error: Store error: Couldn't parse as integer:  1"},
+      {{"CL.THROTTLE", "k", "1", "1.0", "60"},
+       "Cell error: Store error: Couldn't parse as integer: 1.0"},
+      {{"CL.THROTTLE", "k", "9223372036854775808", "1", "60"},
+       "Cell error: Store error: Couldn't parse as integer: "
+       "9223372036854775808"},
+      {{"CL.THROTTLE", "k", "1", "1", "60", ""},
+       "Cell error: Store error: Couldn't parse as integer: "},
+      /* the zero rate before any range, as redis-cell (which has none) */
+      {{"CL.THROTTLE", "k", "-1", "0", "60"},
+       "Cell error: Store error: Zero rates are not supported"},
+      {{"CL.THROTTLE", "k", "1", "5", "0", "-3"},
+       "Cell error: Store error: Zero rates are not supported"},
+      {{"CL.THROTTLE", "k", "1", "2000000000", "1"},
+       "Cell error: Store error: Zero rates are not supported"},
+      {{"CL.THROTTLE", "k", "1", "-1", "5"},
+       "Cell error: Store error: count per period must be positive, at most "
+       "4294967295 (got -1)"},
+      {{"CL.THROTTLE", "k", "1", "1", "-5"},
+       "Cell error: Store error: period must be positive, at most 315360000 "
+       "seconds (got -5)"},
+      {{"CL.THROTTLE", "k", "-1", "1", "5"},
+       "Cell error: Store error: max_burst must be 0..4294967294 (got -1)"},
+      {{"CL.THROTTLE", "k", "1", "1", "5", "-2"},
+       "Cell error: Store error: quantity must be >= 0 (got -2)"},
+      {{"CL.THROTTLE", "k", "+15", "30", "60"}, NULL},
+      {{"CL.THROTTLE", "k", "15", "30", "60", "0"}, NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    size_t len[7] = {0};
+    int argc = 0;
+    while (argc < 7 && cases[i].words[argc]) {
+      len[argc] = strlen(cases[i].words[argc]);
+      argc++;
+    }
+    algo_cell rate;
+    int64_t v[4];
+    char err[400] = "";
+    int rc = algo_cell_args(argc, cases[i].words, len, &rate, v, err,
+                            sizeof err);
+    if (!cases[i].want) {
+      assert_int_equal(rc, 0);
+      continue;
+    }
+    assert_int_equal(rc, -1);
+    assert_string_equal(err, cases[i].want);
+  }
+  /* the numbers, the rate, a quantity of 1 when not given */
+  const char *w[] = {"CL.THROTTLE", "k", "+15", "30", "60"};
+  size_t len[] = {11, 1, 3, 2, 2};
+  algo_cell rate;
+  int64_t v[4];
+  char err[64];
+  assert_int_equal(algo_cell_args(5, w, len, &rate, v, err, sizeof err), 0);
+  assert_int_equal(v[0], 15);
+  assert_int_equal(v[1], 30);
+  assert_int_equal(v[2], 60);
+  assert_int_equal(v[3], 1);
+  assert_int_equal(rate.ei, 2 * NS_PER_S);
+  assert_int_equal(rate.limit, 16);
+  assert_int_equal(rate.dvt, 32 * NS_PER_S);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(redis_cells_own_table),
@@ -279,6 +355,7 @@ int main(void) {
       cmocka_unit_test(distinct_rates_exhaust_nothing),
       cmocka_unit_test(a_reset_forgets_the_cell_state),
       cmocka_unit_test(a_batch_decides_as_one_at_a_time),
+      cmocka_unit_test(arguments_are_checked_as_redis_cell_checks_them),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

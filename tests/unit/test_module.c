@@ -392,6 +392,74 @@ static void decide_reports_keys_and_decides_all_or_nothing(void **state) {
 
 /* SL.THROTTLE makes the library's decisions (sl_limiter_take on a memory
    store) on random traces, for every algorithm. */
+/* decide.lua's cell nums: quantity, ei, dvt, limit. */
+static void cell_nums(int64_t q, int64_t ei, int64_t dvt, int64_t limit,
+                      char out[32]) {
+  int64_t v[4] = {q, ei, dvt, limit};
+  for (int i = 0; i < 4; i++)
+    for (int b = 0; b < 8; b++)
+      out[8 * i + b] = (char)((uint64_t)v[i] >> (8 * b));
+}
+
+/* SL.DECIDE's cell (algorithm "7", exact mode's CL.THROTTLE): the same
+   decision and key as the module's own CL.THROTTLE; a limited request
+   that never fits answers retry 0; malformed cells refused. */
+static void decide_cell_is_cl_throttle(void **state) {
+  (void)state;
+  char n[32];
+  cell_nums(1, SEC(1), SEC(5), 5, n);
+  const char *args[] = {"1", "a", "", "0", "7", "0", n};
+  size_t lens[] = {1, 1, 0, 1, 1, 1, 32};
+  char want[256];
+  snprintf(want, sizeof want, "%lld 1 1 5 4 %lld 0 0", (long long)T0,
+           (long long)SEC(1));
+  assert_string_equal(checked(fake_call_bin(&ctx, "sl.decide", 7, args, lens)),
+                      want);
+  EXPECT("0 5 4 -1 1", "cl.throttle", "b", "4", "1", "1");
+  size_t la, lb;
+  const char *va = fake_get_string("a", &la), *vb = fake_get_string("b", &lb);
+  assert_non_null(va);
+  assert_non_null(vb);
+  assert_int_equal(la, lb);
+  assert_memory_equal(va, vb, la);
+  assert_int_equal(fake_expire("a"), fake_expire("b"));
+  /* Above the limit (quantity limit + 1): limited, no retry (0). */
+  cell_nums(6, SEC(1), SEC(5), 5, n);
+  snprintf(want, sizeof want, "%lld 0 0 5 4 %lld 0 0", (long long)T0,
+           (long long)SEC(1));
+  assert_string_equal(checked(fake_call_bin(&ctx, "sl.decide", 7, args, lens)),
+                      want);
+  /* Malformed: dvt not ei * limit, past 2^52 ns, a quantity past limit + 1,
+     forced, or beside another key. */
+  const int64_t bad[][4] = {{1, SEC(1), SEC(4), 5},
+                            {1, INT64_C(1) << 50, INT64_C(1) << 52, 4},
+                            {7, SEC(1), SEC(5), 5},
+                            {-1, SEC(1), SEC(5), 5}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    cell_nums(bad[i][0], bad[i][1], bad[i][2], bad[i][3], n);
+    assert_string_equal(
+        checked(fake_call_bin(&ctx, "sl.decide", 7, args, lens)),
+        "ERR sluice SL.DECIDE: malformed arguments");
+  }
+  cell_nums(1, SEC(1), SEC(5), 5, n);
+  args[3] = "f\x01";
+  lens[3] = 2;
+  assert_string_equal(checked(fake_call_bin(&ctx, "sl.decide", 7, args, lens)),
+                      "ERR sluice SL.DECIDE: malformed arguments");
+  char n2[32];
+  nums_of("token_bucket:10/1h", 1, n2);
+  const char *two[] = {"2", "c", "d", "", "0", "7", "0", n, "0", "0", n2};
+  size_t tlens[] = {1, 1, 1, 0, 1, 1, 1, 32, 1, 1, 32};
+  assert_string_equal(checked(fake_call_bin(&ctx, "sl.decide", 11, two, tlens)),
+                      "ERR sluice SL.DECIDE: malformed arguments");
+  /* A key of another layout: WRONGTYPE. */
+  fake_put_other("a");
+  args[3] = "0";
+  lens[3] = 1;
+  assert_string_equal(checked(fake_call_bin(&ctx, "sl.decide", 7, args, lens)),
+                      WT);
+}
+
 static void throttle_decides_as_the_library(void **state) {
   (void)state;
   static const char *const specs[] = {
@@ -452,6 +520,8 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(
           decide_reports_keys_and_decides_all_or_nothing, setup, teardown),
+      cmocka_unit_test_setup_teardown(decide_cell_is_cl_throttle, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(throttle_decides_as_the_library, setup,
                                       teardown),
   };
