@@ -858,6 +858,8 @@ int engine_decide_batch(engine_thread *t, eng_batch_item *it, size_t n) {
   int rcs[ENG_BATCH_MAX];
   adhoc_entry *ad[ENG_BATCH_MAX];
   eng_result scratch; /* a refused policy's message: unread (rc says) */
+  const eng_query *prev = NULL; /* the last one spelled, and its entry */
+  adhoc_entry *prev_a = NULL;
   for (size_t i = 0; i < n; i++) {
     const eng_query *q = it[i].q;
     rq[i] = (limiter_req){NULL, NULL, q->key, q->key_len, q->cost, q->now};
@@ -868,7 +870,17 @@ int engine_decide_batch(engine_thread *t, eng_batch_item *it, size_t n) {
       rq[i].cell = q->cell;
       if (!rq[i].lim) it[i].rc = SL_ENOMEM;
     } else {
-      adhoc_entry *a = adhoc_of(t, q, &it[i].rc, &scratch);
+      /* A pipeline repeats its policy: the previous spelling's entry
+         spares the cache's hash (adhoc_of's answer for the same text). */
+      adhoc_entry *a =
+          prev_a && q->spec && q->spec_len == prev->spec_len &&
+                  !memcmp(q->spec, prev->spec, q->spec_len)
+              ? prev_a
+              : adhoc_of(t, q, &it[i].rc, &scratch);
+      if (a && q->spec) {
+        prev = q;
+        prev_a = a;
+      }
       if (a && a->policy.algo == SL_CONCURRENCY)
         it[i].rc = ENG_PENDING; /* its lease: decided alone */
       else if (a)

@@ -271,6 +271,59 @@ static void a_batch_decides_as_one_at_a_time(void **state) {
   fixture_free(&many);
 }
 
+/* What an observer saw: one line per decision. */
+typedef struct seen {
+  char line[TRACE_N][128];
+  size_t n;
+} seen;
+
+static void record(void *ud, unsigned slot, const eng_query *q,
+                   const eng_result *out) {
+  (void)slot;
+  seen *s = ud;
+  assert_true(s->n < TRACE_N);
+  const eng_status *st = &out->st[0];
+  snprintf(s->line[s->n++], sizeof s->line[0],
+           "%.*s %s n=%zu allowed=%d/%d limit=%lld remaining=%lld "
+           "reset=%lld worst=%d",
+           (int)q->key_len, (const char *)q->key, st->policy_str, out->n,
+           out->allowed, st->d.allowed, (long long)st->d.limit,
+           (long long)st->d.remaining, (long long)st->d.reset_ns, out->worst);
+}
+
+/* With an observer (top keys, the denial log), a pipeline is still
+   batched, and the observer sees every batched decision as engine_decide
+   shows it, in order. */
+static void a_batch_shows_the_observer_each_decision(void **state) {
+  (void)state;
+  eng_query q[TRACE_N];
+  algo_cell rate[TRACE_N];
+  sl_policy p[TRACE_N];
+  trace_queries(q, rate, p, T0);
+  seen s1 = {.n = 0}, s2 = {.n = 0};
+  engine_opts o1 = {.observe = record, .observe_ud = &s1};
+  engine_opts o2 = {.observe = record, .observe_ud = &s2};
+  fixture one = fixture_with(&o1, empty_yaml);
+  fixture many = fixture_with(&o2, empty_yaml);
+  eng_batch_item it[TRACE_N];
+  for (size_t i = 0; i < TRACE_N; i++) it[i].q = &q[i];
+  assert_int_equal(engine_decide_batch(many.t, it, 8), 0);
+  assert_int_equal(engine_decide_batch(many.t, it + 8, TRACE_N - 8), 0);
+  size_t decided = 0;
+  for (size_t i = 0; i < TRACE_N; i++) {
+    eng_result r;
+    int rc = engine_decide(one.t, &q[i], &r, NULL, NULL);
+    assert_int_equal(rc != 0, it[i].rc != 0); /* (refusals: no decision) */
+    decided += rc == 0;
+  }
+  assert_int_equal(s1.n, decided);
+  assert_int_equal(s2.n, decided);
+  for (size_t i = 0; i < decided; i++)
+    assert_string_equal(s2.line[i], s1.line[i]);
+  fixture_free(&one);
+  fixture_free(&many);
+}
+
 /* CL.THROTTLE's arguments (algo_cell_args, both front ends' one check):
    redis-cell's texts and order, Rust's integer parse, sluice's bounds. */
 static void arguments_are_checked_as_redis_cell_checks_them(void **state) {
@@ -355,6 +408,7 @@ int main(void) {
       cmocka_unit_test(distinct_rates_exhaust_nothing),
       cmocka_unit_test(a_reset_forgets_the_cell_state),
       cmocka_unit_test(a_batch_decides_as_one_at_a_time),
+      cmocka_unit_test(a_batch_shows_the_observer_each_decision),
       cmocka_unit_test(arguments_are_checked_as_redis_cell_checks_them),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
