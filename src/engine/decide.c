@@ -611,6 +611,7 @@ static int decide_matched(engine_thread *t, const eng_query *q,
   f.blocked = 0;
   f.lease_op = 0;
   f.never = 0;
+  f.cell = 0;
   f.nquota = 0;
   f.npins = 0;
   f.cand_checks = 0;
