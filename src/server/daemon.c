@@ -204,6 +204,17 @@ static int daemon_start(daemon_state *d) {
   srv->exact = a->fleet && !a->sync_ms; /* approximate mode decides locally */
   if (a->clock_skew_ms) clock_set_skew_ns(a->clock_skew_ms * 1000000);
   signal(SIGPIPE, SIG_IGN);
+  /* The signals the main thread waits for are blocked before any thread
+     starts (the denial log's writer starts with the engine), so that
+     every thread inherits the mask: a thread that left them open would
+     take one whenever the main thread is not waiting, and their default
+     action ends the process. */
+  sigemptyset(&d->sigs);
+  sigaddset(&d->sigs, SIGINT);
+  sigaddset(&d->sigs, SIGTERM);
+  sigaddset(&d->sigs, SIGHUP);
+  sigaddset(&d->sigs, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &d->sigs, NULL);
   if (start_engine(d)) return -1;
   if (a->state_file) statefile_load(srv->eng, a->state_file);
   start_fleet(d);
@@ -215,13 +226,6 @@ static int daemon_start(daemon_state *d) {
   if (!d->workers) return -1;
   int ok = workers_listen(d->workers) == 0;
   start_h2o(d);
-
-  sigemptyset(&d->sigs);
-  sigaddset(&d->sigs, SIGINT);
-  sigaddset(&d->sigs, SIGTERM);
-  sigaddset(&d->sigs, SIGHUP);
-  sigaddset(&d->sigs, SIGUSR1);
-  pthread_sigmask(SIG_BLOCK, &d->sigs, NULL); /* workers inherit the mask */
 
   if (!ok || workers_start(d->workers)) return -1;
   if (srv->o.grpc_addr) {

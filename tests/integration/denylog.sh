@@ -115,6 +115,22 @@ fi
 [ "$(lines "$tmp/d.log.1")" -eq 4 ] && pass ||
   fail "after SIGUSR1: the old file changed: $(lines "$tmp/d.log.1") lines"
 grep -q 'opened again' "$LOG" && pass || fail "SIGUSR1 was not logged"
+# Every thread but the main one blocks SIGHUP, SIGINT, SIGUSR1 and SIGTERM
+# (bits 1, 2, 10, 15 of SigBlk: 0x4203), the log's writer included: a
+# thread that does not would take such a signal whenever the main thread
+# is busy, and its default action ends the daemon (logrotate's SIGUSR1
+# killed it). The main thread waits for them in sigtimedwait.
+if [ -d "/proc/$PID/task" ]; then
+  open=""
+  for t in /proc/"$PID"/task/*; do
+    [ "${t##*/}" = "$PID" ] && continue
+    blk=$(awk '$1 == "SigBlk:" { print $2 }' "$t/status" 2>/dev/null) || continue
+    [ -n "$blk" ] || continue
+    [ $((0x$blk & 0x4203)) -eq $((0x4203)) ] || open="$open ${t##*/}:$blk"
+  done
+  [ -z "$open" ] && pass ||
+    fail "threads that do not block the daemon's signals:$open"
+fi
 
 # ---- top keys under a mixed load ----
 # 600 requests: one in three is mallory's, the rest spread over 200 users.
