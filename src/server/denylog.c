@@ -5,8 +5,8 @@
  *
  * A denial becomes a line only if (1) the sample keeps it (--log-denials:
  * the share of denials logged), (2) the log's own limiter has room
- * (--denial-log-limit, a sluice policy on a store of the log's own: a
- * flood of denials cannot fill the disk), and (3) the queue has room
+ * (--denial-log-limit, a sluice policy over the log's one key: a flood
+ * of denials cannot fill the disk), and (3) the queue has room
  * (--denial-log-buffer bytes: a disk slower than the denials does not
  * grow the daemon). Lines refused by (2) and (3), and those the disk
  * refused, are counted in sluice_denial_log_dropped_total by reason.
@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../algo/algo.h"
 #include "../base/log.h"
 #include "../base/num.h"
 #include "http.h"
@@ -48,7 +49,11 @@ struct denylog {
   const observe *obs;
   double rate;
   int fd; /* 2 for stderr */
-  sl_store *store;
+  algo_policy pol;   /* --denial-log-limit's, compiled */
+  algo_state room;   /* its state (under lock), once room_set */
+  int room_set;
+  _Atomic int64_t closed_until; /* it refuses every line before this */
+  sl_store *store;   /* sliding_log and concurrency only (make_limiter) */
   sl_limiter *lim;
 
   pthread_mutex_t lock;
@@ -68,14 +73,25 @@ struct denylog {
   int m_queued;
 };
 
-/* The log's own limiter: --denial-log-limit's policy over one key. */
+/*
+ * The log's own limiter: --denial-log-limit's policy over one key. The
+ * log has that one key, so its algorithm decides on a state kept here
+ * (take_room), with no store to hash the key and lock a shard each time;
+ * only the two algorithms whose state lives in a store (sliding_log's
+ * log of times, concurrency's leases) get a store of their own.
+ * When it refuses a line it says until when it refuses them all (retry
+ * after), and denials before then are dropped without a line being
+ * formatted or a lock taken: a flood past the limit costs a load each.
+ */
 static int make_limiter(denylog *d, const char *spec, char *err, size_t len) {
   sl_policy p;
   char why[200];
-  if (sl_policy_parse(spec, &p, why, sizeof why)) {
+  if (sl_policy_parse(spec, &p, why, sizeof why) ||
+      algo_policy_compile(&p, &d->pol, why, sizeof why)) {
     snprintf(err, len, "--denial-log-limit '%s': %s", spec, why);
     return -1;
   }
+  if (p.algo != SL_SLIDING_LOG && p.algo != SL_CONCURRENCY) return 0;
   sl_store_options so;
   sl_store_options_init(&so);
   so.max_memory = 1 << 20;
@@ -239,15 +255,18 @@ int denylog_metrics(denylog *d, metrics *m) {
   return 0;
 }
 
-/* A JSON string of a shown value (observe_value), escaped. */
+/* A JSON string of a shown value (observe_value), escaped: a hashed or
+   redacted value is plain ASCII ("h:" and hex digits, "[redacted]"), so
+   only a plain one needs the escaper. */
 static void json_value(const observe *obs, strbuf *b, const char *v,
                        size_t n) {
-  char mem[256];
-  strbuf t;
-  strbuf_init_with(&t, mem, sizeof mem);
-  observe_value(obs, &t, v, n);
-  http_json_str(b, t.p ? t.p : "", t.len);
-  strbuf_free(&t);
+  if (obs->o.values == OBS_VALUES_PLAIN) {
+    http_json_str(b, v, n);
+    return;
+  }
+  STRBUF_LIT(b, "\"");
+  observe_value(obs, b, v, n);
+  STRBUF_LIT(b, "\"");
 }
 
 /* "2026-11-21T12:00:00.123Z" for now (ns since the epoch): the seconds'
@@ -332,13 +351,43 @@ static int sampled(double rate) {
   return (double)(x >> 11) * 0x1p-53 < rate;
 }
 
-/* Queues one line (b's bytes, copied into the ring), or drops it and
-   counts the drop when the ring has no room for it. */
-static void enqueue(denylog *d, const strbuf *b) {
+/* Whether the log's own limiter has room for one more line at now (the
+   decision's clock); under d->lock. Its algorithm decides on the state
+   kept here, or on its store (make_limiter). A refusal closes the log
+   until the limiter's retry-after (for good when a line can never fit:
+   a limit of 0). */
+static int take_room(denylog *d, int64_t now) {
+  sl_decision room;
+  int rc = 0;
+  if (d->lim) {
+    rc = sl_limiter_take(d->lim, "log", 3, 1, now, &room);
+  } else if (d->pol.B < 1 || now < 0 || now >= SL_TIME_MAX_NS) {
+    rc = -1;
+  } else {
+    algo_state next;
+    if (d->pol.ops->decide(&d->pol, d->room_set ? &d->room : NULL, now, 1,
+                           &room, &next)) {
+      d->room = next;
+      d->room_set = 1;
+    }
+  }
+  if (!rc && room.allowed) return 1;
+  int64_t until = rc || room.retry_after_ns < 0 ? INT64_MAX
+                                                : now + room.retry_after_ns;
+  atomic_store_explicit(&d->closed_until, until, memory_order_relaxed);
+  return 0;
+}
+
+/* Queues one line (b's bytes, copied into the ring) at now when the log's
+   limiter has room and the ring has room for it; else drops it and
+   counts the drop by reason. One lock for both. */
+static void enqueue(denylog *d, const strbuf *b, int64_t now) {
   size_t n = b->len;
   pthread_mutex_lock(&d->lock);
-  int full = d->tail - d->head + n > d->cap;
-  if (!full) {
+  int drop = !take_room(d, now)              ? D_RATE
+             : d->tail - d->head + n > d->cap ? D_QUEUE
+                                              : -1; /* queued */
+  if (drop < 0) {
     size_t at = d->tail % d->cap;
     size_t first = n < d->cap - at ? n : d->cap - at;
     memcpy(d->ring + at, b->p, first);
@@ -354,15 +403,17 @@ static void enqueue(denylog *d, const strbuf *b) {
     if (d->m) metrics_global_set(d->m, d->m_queued, d->tail - d->head);
   }
   pthread_mutex_unlock(&d->lock);
-  if (full && d->m) metrics_global_add(d->m, d->mid[D_QUEUE], 1);
+  if (drop >= 0 && d->m) metrics_global_add(d->m, d->mid[drop], 1);
 }
 
 void denylog_decision(denylog *d, const eng_query *q, const eng_result *out) {
   for (size_t i = 0; i < out->n; i++) {
     const eng_status *s = &out->st[i];
     if (s->d.allowed || !sampled(d->rate)) continue;
-    sl_decision room;
-    if (sl_limiter_take(d->lim, "log", 3, 1, q->now, &room) || !room.allowed) {
+    /* (a line refused at a later `now` by another worker closes the log
+       a little early for this one: it would have been refused too) */
+    if (q->now < atomic_load_explicit(&d->closed_until,
+                                      memory_order_relaxed)) {
       if (d->m) metrics_global_add(d->m, d->mid[D_RATE], 1);
       continue;
     }
@@ -378,7 +429,7 @@ void denylog_decision(denylog *d, const eng_query *q, const eng_result *out) {
       strbuf_addf(&b, "{\"time\":null,\"error\":\"line over %d bytes\"}\n",
                   LINE_MAX_BYTES);
     }
-    enqueue(d, &b);
+    enqueue(d, &b, q->now);
     strbuf_free(&b);
   }
 }

@@ -31,17 +31,41 @@ size_t http_utf8_len(const unsigned char *s, size_t n) {
   return k;
 }
 
+/* The bytes a JSON string cannot carry as they are: control characters,
+   the quote and the backslash (escaped), and every byte from 0x80 (each
+   sequence checked for UTF-8 before it is copied). One load a byte:
+   a log line or a body escapes several strings, mostly plain. */
+#define J16(x) x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x
+static const unsigned char json_special[256] = {
+    J16(1), J16(1),                                   /* 0x00-0x1f */
+    0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,   /* 0x20: '"' */
+    J16(0), J16(0),                                   /* 0x30-0x4f */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,   /* 0x50: '\\' */
+    J16(0), J16(0),                                   /* 0x60-0x7f */
+    J16(1), J16(1), J16(1), J16(1), J16(1), J16(1), J16(1), J16(1)};
+#undef J16
+
 /* A JSON string: escapes, and U+FFFD for bytes that are not UTF-8. */
 static void add_json_str(strbuf *b, const char *s, size_t n) {
-  STRBUF_LIT(b, "\"");
   const unsigned char *u = (const unsigned char *)s;
-  for (size_t i = 0; i < n;) {
-    /* The fast path: a run of printable ASCII that needs no escape is
-       copied whole (keys, addresses and policies are mostly that). */
+  size_t i = 0;
+  while (i < n && !json_special[u[i]]) i++;
+  if (i == n) { /* nothing to escape (keys, addresses, policies): one copy */
+    if (strbuf_reserve(b, n + 2)) return;
+    char *o = b->p + b->len;
+    o[0] = '"';
+    if (n) memcpy(o + 1, s, n);
+    o[n + 1] = '"';
+    b->len += n + 2;
+    b->p[b->len] = '\0';
+    return;
+  }
+  STRBUF_LIT(b, "\"");
+  strbuf_add(b, s, i); /* the plain bytes before the first special one */
+  while (i < n) {
+    /* A run of bytes that need no escape is copied whole. */
     size_t run = i;
-    while (run < n && u[run] >= 0x20 && u[run] < 0x80 && u[run] != '"' &&
-           u[run] != '\\')
-      run++;
+    while (run < n && !json_special[u[run]]) run++;
     if (run > i) {
       strbuf_add(b, s + i, run - i);
       i = run;
