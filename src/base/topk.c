@@ -71,36 +71,43 @@ static void index_remove(topk *s, uint64_t id) {
   s->index[hole] = 0;
 }
 
-static void heap_swap(topk *s, size_t a, size_t b) {
-  uint32_t x = s->heap[a];
-  s->heap[a] = s->heap[b];
-  s->heap[b] = x;
-  s->pos[s->heap[a]] = (uint32_t)a;
-  s->pos[s->heap[b]] = (uint32_t)b;
-}
-
 static uint64_t count_at(const topk *s, size_t h) {
   return s->items[s->heap[h]].count;
 }
 
-/* Restores the heap below place h after its count grew. */
+/* Puts item i at heap place h. */
+static void heap_put(topk *s, size_t h, uint32_t i) {
+  s->heap[h] = i;
+  s->pos[i] = (uint32_t)h;
+}
+
+/* Restores the heap below place h after its count grew: the smaller
+   children move up into the hole until the item's count fits (one write
+   a level, not a swap's three). */
 static void sift_down(topk *s, size_t h) {
+  uint32_t i = s->heap[h];
+  uint64_t c = s->items[i].count;
   for (;;) {
-    size_t l = 2 * h + 1, r = l + 1, least = h;
-    if (l < s->n && count_at(s, l) < count_at(s, least)) least = l;
-    if (r < s->n && count_at(s, r) < count_at(s, least)) least = r;
-    if (least == h) return;
-    heap_swap(s, h, least);
+    size_t l = 2 * h + 1, least = l;
+    if (l >= s->n) break;
+    uint64_t lc = count_at(s, l);
+    if (l + 1 < s->n && count_at(s, l + 1) < lc) lc = count_at(s, ++least);
+    if (lc >= c) break;
+    heap_put(s, h, s->heap[least]);
     h = least;
   }
+  heap_put(s, h, i);
 }
 
 /* Restores the heap above place h (a counter added with a small count). */
 static void sift_up(topk *s, size_t h) {
-  while (h > 0 && count_at(s, (h - 1) / 2) > count_at(s, h)) {
-    heap_swap(s, h, (h - 1) / 2);
+  uint32_t i = s->heap[h];
+  uint64_t c = s->items[i].count;
+  while (h > 0 && count_at(s, (h - 1) / 2) > c) {
+    heap_put(s, h, s->heap[(h - 1) / 2]);
     h = (h - 1) / 2;
   }
+  heap_put(s, h, i);
 }
 
 void topk_add(topk *s, uint64_t id, uint64_t w, topk_text_fn text, void *ctx) {

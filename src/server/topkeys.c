@@ -42,6 +42,7 @@ typedef struct tk_rule {
 
 typedef struct tk_thread {
   pthread_mutex_t lock;
+  tk_rule *last; /* the rule of the last decision (most repeat it) */
   size_t n;
   tk_rule *rules[TOP_RULES_MAX];
   uint16_t index[2 * TOP_RULES_MAX]; /* open addressing: rule + 1 */
@@ -135,9 +136,10 @@ static size_t rule_slot(const tk_thread *th, const char *name, uint64_t h) {
 /* Rule `name`'s tables in th (made when new; under th's lock), or NULL
    when th tracks TOP_RULES_MAX rules already or out of memory. */
 static tk_rule *rule_of(topkeys *t, tk_thread *th, const char *name) {
+  if (th->last && !strcmp(th->last->name, name)) return th->last;
   uint64_t h = fnv1a_str(FNV1A_INIT, name);
   size_t i = rule_slot(th, name, h);
-  if (th->index[i]) return th->rules[th->index[i] - 1];
+  if (th->index[i]) return th->last = th->rules[th->index[i] - 1];
   if (th->n == TOP_RULES_MAX) return NULL;
   tk_rule *r = calloc(1, sizeof *r);
   if (!r || !(r->name = strdup(name))) goto fail;
@@ -148,7 +150,7 @@ static tk_rule *rule_of(topkeys *t, tk_thread *th, const char *name) {
   th->rules[th->n++] = r;
   th->index[i] = (uint16_t)th->n;
   if (t->m) metrics_global_add(t->m, t->m_rules, 1);
-  return r;
+  return th->last = r;
 fail:
   rule_free(r);
   return NULL;
@@ -173,9 +175,32 @@ typedef struct tk_key {
   size_t key_len;
 } tk_key;
 
-/* topk_text_fn: "k=v,k2=v2" (values as shown), or the ad-hoc key. */
+/* Appends n bytes of p to buf[at..room), as many as fit: the new end. */
+static size_t put(char *buf, size_t at, size_t room, const char *p,
+                  size_t n) {
+  if (n > room - at) n = room - at;
+  if (n) memcpy(buf + at, p, n);
+  return at + n;
+}
+
+/* topk_text_fn: "k=v,k2=v2" (values as shown), or the ad-hoc key.
+   Values shown as they are (the default) are copied straight into buf:
+   a new key takes a counter at nearly every decision of a spread load. */
 static void key_text(void *ctx, char *buf, size_t len) {
   const tk_key *k = ctx;
+  if (k->obs->o.values == OBS_VALUES_PLAIN) {
+    size_t n = 0, room = len - 1;
+    if (!k->entries) n = put(buf, n, room, k->key, k->key_len);
+    for (size_t i = 0; k->entries && i < k->n && n < room; i++) {
+      const cfg_entry *e = &k->entries[i];
+      if (i) n = put(buf, n, room, ",", 1);
+      n = put(buf, n, room, e->key, e->key_len);
+      n = put(buf, n, room, "=", 1);
+      n = put(buf, n, room, e->value, e->value_len);
+    }
+    buf[n] = '\0';
+    return;
+  }
   char mem[TOPK_TEXT];
   strbuf b;
   strbuf_init_with(&b, mem, sizeof mem);
@@ -213,10 +238,10 @@ static uint64_t descriptor_id(const observe *obs, const eng_descriptor *d) {
   return observe_id(obs, buf, n);
 }
 
-/* Counts status s's key (id, shown by key) in its rule's tables. */
-static void count(topkeys *t, tk_thread *th, const char *rule, int64_t epoch,
-                  uint64_t id, tk_key *key, int denied) {
-  tk_rule *r = rule_of(t, th, rule);
+/* Counts status s's key (id, shown by key) in rule r's tables (NULL: the
+   rule could not be tracked). */
+static void count(topkeys *t, tk_rule *r, int64_t epoch, uint64_t id,
+                  tk_key *key, int denied) {
   if (!r) {
     if (t->m) metrics_global_add(t->m, t->m_untracked, 1);
     return;
@@ -234,14 +259,20 @@ void topkeys_decision(topkeys *t, unsigned slot, const eng_query *q,
   int64_t epoch = q->now / t->window_ns;
   pthread_mutex_lock(&th->lock);
   if (q->kind == ENG_QUERY_POLICY) {
-    /* An ad-hoc policy counts as the rule "adhoc:POLICY". */
-    char rule[96] = "adhoc:";
-    size_t pl = strlen(out->st[0].policy_str);
-    if (pl > sizeof rule - 7) pl = sizeof rule - 7;
-    memcpy(rule + 6, out->st[0].policy_str, pl);
-    rule[6 + pl] = '\0';
+    /* An ad-hoc policy counts as the rule "adhoc:POLICY" (the last one
+       recognised without building its name). */
+    const char *pol = out->st[0].policy_str;
+    tk_rule *r = th->last;
+    if (!r || strncmp(r->name, "adhoc:", 6) || strcmp(r->name + 6, pol)) {
+      char rule[96] = "adhoc:";
+      size_t pl = strlen(pol);
+      if (pl > sizeof rule - 7) pl = sizeof rule - 7;
+      memcpy(rule + 6, pol, pl);
+      rule[6 + pl] = '\0';
+      r = rule_of(t, th, rule);
+    }
     tk_key key = {t->obs, NULL, 0, q->key, q->key_len};
-    count(t, th, rule, epoch, observe_id(t->obs, q->key, q->key_len), &key,
+    count(t, r, epoch, observe_id(t->obs, q->key, q->key_len), &key,
           !out->st[0].d.allowed);
   } else {
     uint64_t ids[ENG_MAX_DESCRIPTORS];
@@ -255,7 +286,7 @@ void topkeys_decision(topkeys *t, unsigned slot, const eng_query *q,
         have[s->descriptor] = 1;
       }
       tk_key key = {t->obs, d->entries, d->n, NULL, 0};
-      count(t, th, s->limit->rule, epoch, ids[s->descriptor], &key,
+      count(t, rule_of(t, th, s->limit->rule), epoch, ids[s->descriptor], &key,
             !s->d.allowed);
     }
   }
