@@ -129,6 +129,9 @@ in_range "nginx+wait: >= 75% of the gaps within ±10% (load may stall a few)" \
 in_range "nginx+wait: the span is 9.9 s (±5%)" 9405 10395 "$span"
 
 URL=http://127.0.0.1:$SPORT
+# waiting_is N — whether sluice_waiting is N now (for waitfor, which must
+# scrape again each try).
+waiting_is() { [ "$(metric 'sluice_waiting')" = "$1" ]; }
 eq "metrics: 99 answers were held" 99 "$(metric 'sluice_waits_total{result="served"}')"
 eq "metrics: nothing is held now" 0 "$(metric 'sluice_waiting')"
 
@@ -174,14 +177,14 @@ curl -s -o /dev/null --max-time 3 "$URL/v1/throttle?$P" &
 c1=$!
 curl -s -o /dev/null --max-time 3 "$URL/v1/throttle?$P" &
 c2=$!
-waitfor 20 test "$(metric 'sluice_waiting')" = 2
+waitfor 20 waiting_is 2
 eq "max-waiting: 2 held" 2 "$(metric 'sluice_waiting')"
 get "$URL/v1/throttle?$P"
 want_code "max-waiting: the 3rd is refused" 503
 want_hdr "max-waiting: with Retry-After" Retry-After 1
 eq "max-waiting: counted as full" 1 "$(metric 'sluice_waits_total{result="full"}')"
 wait "$c1" "$c2" # (not a bare wait: nginx and the backend run on)
-waitfor 150 test "$(metric 'sluice_waiting')" = 0
+waitfor 150 waiting_is 0
 eq "max-waiting: the places come back when the answers are due" 0 \
   "$(metric 'sluice_waiting')"
 sv_stop m
