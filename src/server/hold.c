@@ -171,6 +171,22 @@ void hold_release_all(worker *w) {
   arm(q);
 }
 
+int64_t hold_delay(eng_result *r, int64_t cap) {
+  int64_t delay = 0;
+  for (size_t i = 0; r->allowed && i < r->n; i++)
+    if (!r->st[i].shadow && r->st[i].d.delay_ns > delay)
+      delay = r->st[i].d.delay_ns;
+  if (delay <= cap) return delay;
+  r->allowed = 0;
+  for (size_t i = 0; i < r->n; i++)
+    if (r->st[i].d.delay_ns > cap) {
+      r->st[i].d.allowed = 0;
+      r->st[i].d.retry_after_ns = r->st[i].d.delay_ns - cap;
+      r->worst = (int)i;
+    }
+  return 0;
+}
+
 void hold_worker_dispose(worker *w) {
   hold_queue *q = w->hold;
   if (!q) return;

@@ -37,6 +37,13 @@ void hold_cancel(worker *w, hold_entry *e);
 /* Fires every held answer now (a stop: the daemon answers what it holds
    rather than keep connections open through the grace). */
 void hold_release_all(worker *w);
+/* The delay to hold decision r for, in wait mode with the longest hold
+   cap: its allowed limits' longest delay, or 0 (answer at once). A delay
+   above cap, which only a backend that does not bound it itself gives
+   (exact fleet mode: the Redis script), turns r into a denial with
+   retry_after the excess (its slot stays charged; docs/server.md, "Wait
+   mode"). */
+int64_t hold_delay(eng_result *r, int64_t cap);
 /* Frees w's heap and timers (the worker's end). */
 void hold_worker_dispose(worker *w);
 

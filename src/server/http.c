@@ -145,27 +145,10 @@ static void on_held(hold_entry *e) {
 /*
  * The wait mode's step between a decision and its answer: an allowed
  * decision with a delay is held for it (1: held, the answer comes from
- * on_held). A delay above the cap, which only a backend that does not
- * bound the delay itself can give (exact fleet mode: the Redis script),
- * becomes a denial with retry_after the excess; that request's slot is
- * already charged (docs/server.md, "Wait mode").
+ * on_held). A delay above the cap becomes a denial (hold_delay).
  */
 static int maybe_hold(http_wait *wt) {
-  eng_result *res = &wt->u.r;
-  int64_t delay = 0;
-  for (size_t i = 0; res->allowed && i < res->n; i++)
-    if (!res->st[i].shadow && res->st[i].d.delay_ns > delay)
-      delay = res->st[i].d.delay_ns;
-  if (delay > wt->cap) {
-    res->allowed = 0;
-    for (size_t i = 0; i < res->n; i++)
-      if (res->st[i].d.delay_ns > wt->cap) {
-        res->st[i].d.allowed = 0;
-        res->st[i].d.retry_after_ns = res->st[i].d.delay_ns - wt->cap;
-        res->worst = (int)i;
-      }
-    delay = 0;
-  }
+  int64_t delay = hold_delay(&wt->u.r, wt->cap);
   if (delay > 0 && wt->req) {
     wt->hold.fire = on_held;
     if (!hold_start(wt->w, &wt->hold, delay)) {

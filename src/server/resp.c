@@ -3,8 +3,11 @@
  *
  * Commands:
  *   CL.THROTTLE key max_burst count period [quantity]   redis-cell's, exactly
- *   SL.THROTTLE key policy [cost]     [allowed, limit, remaining,
- *                                      retry_after_ms, reset_ms, delay_ms]
+ *   SL.THROTTLE key policy [cost] [WAIT [max_wait]]
+ *                                     [allowed, limit, remaining,
+ *                                      retry_after_ms, reset_ms, delay_ms];
+ *                                      WAIT: held for the delay (wait
+ *                                      mode, resp_wait.c)
  *   SL.CHECK domain K1 V1 [K2 V2 ...] [HITS n]   config-driven, one
  *                                      descriptor: [allowed, limit,
  *                                      remaining, retry_after_ms, reset_ms,
@@ -53,106 +56,7 @@ enum { K_CL, K_SL_THROTTLE, K_SL_CHECK, K_SL_RESET, K_FN };
 
 #define SL_CHECK_ARITY                                                  \
   "ERR wrong number of arguments for 'sl.check' command (SL.CHECK domain " \
-  "key value [key value ...] [HITS n] [PRIORITY class])"
-
-/* A command's reply, when a command before it (or itself) waits. */
-typedef struct resp_slot {
-  struct resp_slot *next;
-  resp_conn *c;        /* NULL: the connection closed while it waited */
-  int done;            /* reply in buf */
-  int kind;
-  resp_reply_fn reply; /* K_FN: writes the reply (resp_decide) */
-  char *buf;
-  size_t len;
-  /* then, for a waiting command, the eng_result (or, for SL.RESET, the
-     eng_reset) the engine fills */
-} resp_slot;
-
-
-/* ---- output ---- */
-
-void out_raw(resp_conn *c, const char *s, size_t n) {
-  strbuf_add(&c->out, s, n);
-  if (c->out.oom) c->closing = 1; /* out of memory: drop the connection */
-}
-
-/* An error reply; newlines in the message would break the protocol. */
-void out_err(resp_conn *c, const char *fmt, ...) {
-  char buf[400];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  size_t n = 0;
-  for (; buf[n]; n++)
-    if (buf[n] == '\r' || buf[n] == '\n') buf[n] = ' ';
-  out_raw(c, "-", 1);
-  out_raw(c, buf, n);
-  out_raw(c, "\r\n", 2);
-  engine_count(c->w->et, EC_RESP_ERRORS, 1);
-}
-
-/* A header ("*", "$") or integer (":") line: TYPE, v, CRLF. */
-void out_hdr(resp_conn *c, char type, int64_t v) {
-  char buf[24];
-  buf[0] = type;
-  size_t n = 1 + fmt_i64(buf + 1, v);
-  buf[n++] = '\r';
-  buf[n++] = '\n';
-  out_raw(c, buf, n);
-}
-
-void out_int(resp_conn *c, long long v) { out_hdr(c, ':', v); }
-
-/* An array of n integers, the throttle commands' reply. */
-static void out_ints(resp_conn *c, const int64_t *v, size_t n) {
-  char buf[8 * 24];
-  size_t len = 0;
-  buf[len++] = '*';
-  buf[len++] = (char)('0' + n); /* n < 10 */
-  buf[len++] = '\r';
-  buf[len++] = '\n';
-  for (size_t i = 0; i < n; i++) {
-    buf[len++] = ':';
-    len += fmt_i64(buf + len, v[i]);
-    buf[len++] = '\r';
-    buf[len++] = '\n';
-  }
-  out_raw(c, buf, len);
-}
-
-void out_bulk(resp_conn *c, const char *s, size_t n) {
-  out_hdr(c, '$', (int64_t)n);
-  out_raw(c, s, n);
-  out_raw(c, "\r\n", 2);
-}
-
-void out_cstr(resp_conn *c, const char *s) { out_bulk(c, s, strlen(s)); }
-
-void out_map(resp_conn *c, size_t n) {
-  if (c->proto == 3)
-    out_hdr(c, '%', (int64_t)n);
-  else
-    out_hdr(c, '*', 2 * (int64_t)n);
-}
-
-void out_null(resp_conn *c) {
-  if (c->proto == 3)
-    out_raw(c, "_\r\n", 3);
-  else
-    out_raw(c, "$-1\r\n", 5);
-}
-
-void out_verbatim(resp_conn *c, const char *s, size_t n) {
-  if (c->proto != 3) {
-    out_bulk(c, s, n);
-    return;
-  }
-  out_hdr(c, '=', (int64_t)n + 4);
-  out_raw(c, "txt:", 4);
-  out_raw(c, s, n);
-  out_raw(c, "\r\n", 2);
-}
+  "key value [key value ...] [HITS n] [PRIORITY class] [WAIT [max_wait]])"
 
 /* ---- connection lifetime ---- */
 
@@ -168,6 +72,8 @@ void resp_conn_close(resp_conn *c) {
     if (s->done) {
       free(s->buf);
       free(s);
+    } else if (s->held) {
+      resp_wait_cancel(s);
     } else {
       s->c = NULL;
     }
@@ -284,6 +190,11 @@ static void reply_sl_throttle(resp_conn *c, const sl_decision *d) {
   out_ints(c, v, 6);
 }
 
+/* SL.THROTTLE's reply from its result (a reply that waits). */
+static void reply_sl_throttle_r(resp_conn *c, const eng_result *r) {
+  reply_sl_throttle(c, &r->st[0].d);
+}
+
 static void reply_sl_check(resp_conn *c, const eng_result *r) {
   if (r->shed.state == ENG_SHED_YES) { /* the load shedder's (resp_shed.c) */
     reply_shed(c, r);
@@ -322,7 +233,7 @@ static void slot_fill(resp_conn *c, resp_slot *s, size_t mark) {
   s->done = 1;
 }
 
-static void slot_link(resp_conn *c, resp_slot *s) {
+void slot_link(resp_conn *c, resp_slot *s) {
   s->next = NULL;
   if (c->tail)
     c->tail->next = s;
@@ -347,9 +258,7 @@ static void slots_drain(resp_conn *c) {
 
 static void on_read(h2o_socket_t *sock, const char *err);
 
-/* A waiting command's reply is the output written since mark: into its
-   slot, and out with the others that are ready. */
-static void slot_answered(resp_conn *c, resp_slot *s, size_t mark) {
+void slot_answered(resp_conn *c, resp_slot *s, size_t mark) {
   slot_fill(c, s, mark);
   int paused = c->nslots >= SLOTS_PAUSE;
   slots_drain(c);
@@ -402,6 +311,7 @@ static void slot_done(void *ud, int rc, eng_result *r) {
     slot->reply = (reply_);                                  \
     slot->buf = NULL;                                        \
     slot->len = 0;                                           \
+    slot->held = 0;                                          \
     r = (eng_result *)(void *)(slot + 1);                    \
   }                                                          \
   int rc = (CALL);                                           \
@@ -441,14 +351,30 @@ static int cl_parse(const resp_cmd *cmd, resp_throttle *t, char *err,
   return 0;
 }
 
-/* SL.THROTTLE key policy [cost] as t's query. */
+/* SL.THROTTLE key policy [cost] [WAIT [max_wait]] as t's query. */
 static int sl_parse(const resp_cmd *cmd, resp_throttle *t, char *err,
                     size_t n) {
   long long cost = 1;
-  if (cmd->argc == 4 && arg_i64(cmd, 3, 0, INT64_MAX, &cost)) {
-    snprintf(err, n, "ERR cost must be an integer >= 0");
+  int i = 3;
+  if (i < cmd->argc && !resp_arg_is(cmd, i, "WAIT")) {
+    if (arg_i64(cmd, i++, 0, INT64_MAX, &cost)) {
+      snprintf(err, n, "ERR cost must be an integer >= 0");
+      return -1;
+    }
+  }
+  if (i < cmd->argc && !resp_arg_is(cmd, i, "WAIT")) {
+    snprintf(err, n, "ERR syntax error: expected WAIT [max_wait] after the "
+                     "cost");
     return -1;
   }
+  if (i + 2 < cmd->argc) {
+    snprintf(err, n, "ERR syntax error: nothing may follow WAIT's max_wait");
+    return -1;
+  }
+  if (i < cmd->argc &&
+      resp_wait_arg(i + 1 < cmd->argc ? cmd->argv[i + 1] : NULL,
+                    i + 1 < cmd->argc ? cmd->len[i + 1] : 0, &t->wait, err, n))
+    return -1;
   t->q = (eng_query){.kind = ENG_QUERY_POLICY,
                      .key = cmd->argv[1],
                      .key_len = cmd->len[1],
@@ -461,6 +387,7 @@ static int sl_parse(const resp_cmd *cmd, resp_throttle *t, char *err,
 int resp_throttle_parse(const resp_cmd *cmd, resp_throttle *t, char *err,
                         size_t n) {
   t->cell = (cmd->argv[0][0] | 0x20) == 'c'; /* CL.THROTTLE, or SL. */
+  t->wait = 0;
   return t->cell ? cl_parse(cmd, t, err, n) : sl_parse(cmd, t, err, n);
 }
 
@@ -484,6 +411,11 @@ static void cmd_throttle(resp_conn *c, const resp_cmd *cmd) {
   t.q.now = clock_wall_ns();
   t.q.client = resp_client;
   t.q.client_ud = c;
+  int64_t cap = resp_wait_cap(c, t.wait);
+  if (cap) {
+    resp_wait_decide(c, &t.q, reply_sl_throttle_r, cap);
+    return;
+  }
   RESP_DECIDE(t.cell ? K_CL : K_SL_THROTTLE, NULL,
               engine_decide(c->w->et, &t.q, r, slot ? slot_done : NULL, slot));
   if (rc) {
@@ -508,9 +440,22 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
   long long hits = 1;
   const char *prio = NULL;
   size_t prio_len = 0;
-  /* Trailing options, each at most once: HITS n, PRIORITY class. */
-  for (int round = 0; round < 2 && argc >= 4; round++) {
-    if (resp_arg_is(cmd, argc - 2, "HITS") && hits == 1) {
+  int64_t wait = -1;
+  char err[200];
+  /* Trailing options, each at most once: HITS n, PRIORITY class, WAIT
+     [max_wait] (alone only where the pairs leave an odd count). */
+  for (int round = 0; round < 3 && argc >= 4; round++) {
+    if (wait < 0 && argc % 2 && resp_arg_is(cmd, argc - 1, "WAIT")) {
+      wait = INT64_MAX;
+      argc--;
+    } else if (wait < 0 && argc >= 6 && resp_arg_is(cmd, argc - 2, "WAIT")) {
+      if (resp_wait_arg(cmd->argv[argc - 1], cmd->len[argc - 1], &wait, err,
+                        sizeof err)) {
+        out_err(c, "%s", err);
+        return;
+      }
+      argc -= 2;
+    } else if (resp_arg_is(cmd, argc - 2, "HITS") && hits == 1) {
       if (arg_i64(cmd, argc - 1, 0, INT64_MAX, &hits)) {
         out_err(c, "ERR HITS must be an integer >= 0");
         return;
@@ -545,6 +490,11 @@ static void cmd_sl_check(resp_conn *c, const resp_cmd *cmd) {
                  .priority_len = prio_len,
                  .client = resp_client,
                  .client_ud = c};
+  int64_t cap = hits ? resp_wait_cap(c, wait < 0 ? 0 : wait) : 0;
+  if (cap) {
+    resp_wait_decide(c, &q, reply_sl_check, cap);
+    return;
+  }
   RESP_DECIDE(K_SL_CHECK, NULL,
               engine_decide(c->w->et, &q, r, slot ? slot_done : NULL, slot));
   if (rc) {
@@ -650,9 +600,9 @@ void reply_unknown(resp_conn *c, const resp_cmd *cmd) {
 static const resp_command commands[] = {
     {NAME("CL.THROTTLE"), 5, 6, KW, cmd_throttle, ALGO_CELL_USAGE,
      "redis-cell's GCRA: [limited, limit, remaining, retry_after, reset]"},
-    {NAME("SL.THROTTLE"), 3, 4, KW, cmd_throttle,
+    {NAME("SL.THROTTLE"), 3, 6, KW, cmd_throttle,
      "ERR wrong number of arguments for 'sl.throttle' command (SL.THROTTLE "
-     "key policy [cost])",
+     "key policy [cost] [WAIT [max_wait]])",
      "Decides for key under an ad-hoc policy"},
     {NAME("SL.CHECK"), 4, -1, RESP_CMD_WRITE, cmd_sl_check, SL_CHECK_ARITY,
      "Decides one descriptor by the configured rules"},

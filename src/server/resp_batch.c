@@ -16,7 +16,8 @@
  *
  * Only where decisions answer at once: a connection of a daemon whose
  * decisions may wait for Redis (exact mode), inside MULTI, before AUTH, or
- * behind a waiting reply goes one command at a time; so does a command
+ * behind a waiting reply goes one command at a time, and so does one
+ * with WAIT (its reply may be held: resp_wait.c); so does a command
  * whose arguments are not in the input buffer (an inline command's are
  * unquoted into the parser's scratch, which the next parse reuses). The
  * batch's commands stay unconsumed in the input buffer until the flush:
@@ -77,8 +78,9 @@ int resp_batch_add(resp_conn *c, const resp_cmd *cmd, size_t bytes) {
       !args_in_input(c, cmd))
     return 0;
   char err[400];
-  if (resp_throttle_parse(cmd, &b->t[b->n], err, sizeof err))
-    return 0; /* its error, in its turn */
+  if (resp_throttle_parse(cmd, &b->t[b->n], err, sizeof err) ||
+      b->t[b->n].wait)
+    return 0; /* its error, or its wait (resp_wait.c), in its turn */
   b->t[b->n].q.client = resp_client;
   b->t[b->n].q.client_ud = c;
   engine_count(c->w->et, EC_RESP_COMMANDS, 1);

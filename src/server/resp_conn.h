@@ -10,13 +10,13 @@
 
 #include "../algo/cell.h"
 #include "../engine/engine.h"
+#include "hold.h"
 #include "resp_parse.h"
 #include "resp_txn.h"
 #include "server.h"
 
 #define RESP_NAME_MAX 128 /* CLIENT SETNAME's name, SETINFO's values */
 
-struct resp_slot; /* a reply held back behind a waiting command (resp.c) */
 
 typedef struct resp_conn {
   h2o_linklist_t link;
@@ -46,6 +46,29 @@ typedef struct resp_conn {
   char peer[48];
 } resp_conn;
 
+/* Writes the reply of a decided query (resp_decide). */
+typedef void (*resp_reply_fn)(resp_conn *c, const eng_result *r);
+
+/* A command's reply, when a command before it (or itself) waits: for
+   Redis (fleet mode) or for its delay (wait mode, resp_wait.c). */
+typedef struct resp_slot {
+  struct resp_slot *next;
+  resp_conn *c;        /* NULL: the connection closed while it waited */
+  int done;            /* reply in buf */
+  int kind;
+  resp_reply_fn reply; /* K_FN: writes the reply (resp_decide) */
+  char *buf;
+  size_t len;
+  /* Wait mode (resp_wait.c): the longest hold (0: none, or its place in
+     the hold given back), whether it is in the hold now, its entry. */
+  worker *w;
+  int64_t cap;
+  int held;
+  hold_entry hold;
+  /* then, for a waiting command, the eng_result (or, for SL.RESET, the
+     eng_reset) the engine fills */
+} resp_slot;
+
 /*
  * One row of resp.c's command table. Arity counts the command's name:
  * min_argc..max_argc arguments (max -1: any number). flags: RESP_CMD_*.
@@ -68,9 +91,6 @@ enum {
   RESP_CMD_WRITE = 16,      /* changes state (COMMAND INFO's flags) */
 };
 
-/* Writes the reply of a decided query (resp_decide). */
-typedef void (*resp_reply_fn)(resp_conn *c, const eng_result *r);
-
 /* Decides q and replies with reply(c, r), or the engine's error; in fleet
    mode, later, in command order (resp.c). */
 void resp_decide(resp_conn *c, const eng_query *q, resp_reply_fn reply);
@@ -92,12 +112,16 @@ void resp_run_ordered(resp_conn *c, const resp_cmd *cmd);
 /* Writes an array header "*n" behind any waiting reply (EXEC's). */
 void resp_header_ordered(resp_conn *c, size_t n);
 
+/* ---- replies as bytes (resp_out.c) ---- */
+
 /* Appends raw reply bytes (out of memory: the connection closes). */
 void out_raw(resp_conn *c, const char *s, size_t n);
 /* An error reply "-MESSAGE\r\n" (newlines in it become spaces). */
 void out_err(resp_conn *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void out_int(resp_conn *c, long long v);
+/* An array of n < 10 integers (the throttle commands' replies). */
+void out_ints(resp_conn *c, const int64_t *v, size_t n);
 void out_bulk(resp_conn *c, const char *s, size_t n);
 void out_cstr(resp_conn *c, const char *s); /* a bulk of a C string */
 /* A header line: "*n" (array), "$n", ... */
@@ -120,6 +144,8 @@ typedef struct resp_throttle {
                       the command's arguments */
   sl_policy p;     /* CL.THROTTLE's, as a policy (fleet mode) */
   algo_cell rate;  /* CL.THROTTLE's rate */
+  int64_t wait;    /* SL.THROTTLE ... WAIT [max_wait]: the client's cap
+                      (INT64_MAX: none given); 0: no WAIT */
 } resp_throttle;
 
 /* cmd (CL.THROTTLE or SL.THROTTLE, in arity) into *t: 0, or -1 with the
@@ -144,6 +170,30 @@ void resp_batch_flush(resp_conn *c);
 size_t resp_batch_bytes(const resp_conn *c);
 int resp_batch_init(worker *w);
 void resp_batch_dispose(worker *w);
+
+/* ---- replies that wait (resp.c) ---- */
+
+/* Joins s to the back of c's replies. */
+void slot_link(resp_conn *c, resp_slot *s);
+/* s's reply is the output written since mark: into s, and out with the
+   others that are ready. */
+void slot_answered(resp_conn *c, resp_slot *s, size_t mark);
+
+/* ---- the wait mode: WAIT [max_wait] (resp_wait.c) ---- */
+
+/* WAIT's max_wait v[0..len) (NULL: none given) into *wait: the client's
+   cap, INT64_MAX for none. 0, or -1 with the error reply's text in err. */
+int resp_wait_arg(const char *v, size_t len, int64_t *wait, char *err,
+                  size_t n);
+/* The longest hold for a client's cap `wait` (0: no WAIT) on c: lowered
+   to --max-wait; 0 when the command does not wait (the mode is off). */
+int64_t resp_wait_cap(const resp_conn *c, int64_t wait);
+/* Decides q in wait mode (cap > 0) and replies with reply(c, r): held for
+   its leaky_bucket delay, in command order, or at once. */
+void resp_wait_decide(resp_conn *c, eng_query *q, resp_reply_fn reply,
+                      int64_t cap);
+/* c is closing: drops held s from the hold and frees it. */
+void resp_wait_cancel(resp_slot *s);
 
 /* Whether argument i of cmd is word, in any case (as Redis reads its
    keywords). */
