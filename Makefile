@@ -346,8 +346,9 @@ bench: deps-bench
 # The daemon (HTTP and RESP) beside redis-server and nginx, as ratios.
 .PHONY: bench-server deps-bench-server
 bench-server: deps-bench-server
-	@$(MAKE) --no-print-directory all
-	@SLUICE=$(BUILD)/sluice bench/server/run.sh
+	@$(MAKE) --no-print-directory all $(BUILD)/tests/tools/resp_pairs
+	@SLUICE=$(BUILD)/sluice RESP_PAIRS=$(BUILD)/tests/tools/resp_pairs \
+	  bench/server/run.sh
 
 deps-bench-server:
 	@scripts/deps.sh build bench-server

@@ -9,6 +9,12 @@
 #         anchor  redis-server, EVALSHA of a token bucket in Lua
 #                 (tokenbucket.lua; a second redis-server, same keys)
 #         sluice  SL.THROTTLE key:__rand_int__ gcra:1000/h 1
+#         leases (issue 16): SL.ACQUIRE then SL.RELEASE of its lease, a
+#                 pair, against two SL.THROTTLE in a row on the same keys,
+#                 by the same pipelined client (tests/tools/resp_pairs.c,
+#                 $RESP_PAIRS: redis-benchmark cannot pass a lease on):
+#                 50 connections, 16 pairs in flight on each, a random
+#                 key among 100000 per pair. Target: >= 0.8x the pairs/s.
 #   HTTP  wrk -t1 -c50 --latency, a random key among 100000 per request
 #         (keys.lua, the same generator and seed for every server):
 #         anchor  nginx limit_req keyed on $arg_key, /limit?key=K
@@ -37,10 +43,12 @@
 # load generator shares the machine's cores with the server, so a server
 # that needs more CPU per request leaves less to the client: requests per
 # server core-second is printed too. Verdict lines: `name=value targetOP ok|MISS`; the exit
-# status is 0 either way (a benchmark reports, a test asserts). Everything
+# status is 0 either way (a benchmark reports, a test asserts).
+# BENCH_ONLY=ERE runs only the configurations whose line matches. Everything
 # started here is stopped on exit, and the temporary directory removed.
 set -eu
 SLUICE=${SLUICE:-build/sluice}
+RESP_PAIRS=${RESP_PAIRS:-build/tests/tools/resp_pairs}
 S=${BENCH_SECONDS:-3}
 R=${BENCH_REPEAT:-3}
 CORES=$(nproc)
@@ -254,6 +262,23 @@ grpc_run() {
   echo "$label run=$run $(cat "$tmp/h2.sum") $cores"
 }
 
+# pairs_run LABEL PORT PIDS MODE RUN: one resp_pairs run (MODE lease or
+# throttle); prints "LABEL run=RUN pairs=... requests_per_s=PAIRS/S ...".
+pairs_run() {
+  label=$1 port=$2 spids=$3 mode=$4 run=$5
+  rc=0
+  meter_start "$spids"
+  timeout $((S + 30)) "$RESP_PAIRS" "$port" "$mode" 50 16 "$S" $KEYS \
+    >"$tmp/pairs.out" 2>&1 || rc=$?
+  meter_end "$spids" >"$tmp/cores"
+  cores=$(cat "$tmp/cores")
+  if [ $rc -ne 0 ]; then
+    echo "$label run=$run FAILED rc=$rc $(tail -2 "$tmp/pairs.out" | tr '\n' ' ')"
+    return 0
+  fi
+  echo "$label run=$run $(tail -1 "$tmp/pairs.out") $cores"
+}
+
 # ---- the configurations ----
 # One per line: KIND LABEL PORT PIDS PIPELINE COMMAND (RESP) or
 # KIND LABEL PORT PIDS PREFIX SUFFIX (HTTP); label words joined by '+'.
@@ -266,6 +291,13 @@ grpc_run() {
       echo "resp server=sluice+threads=$t+cmd=SL.THROTTLE $p $pid $pl SL.THROTTLE key:__rand_int__ $POLICY 1"
     done
   done
+  if [ -x "$RESP_PAIRS" ]; then
+    for t in $THREADS; do
+      eval "p=\$sluice_t${t}_resp pid=\$sluice_t${t}_pid"
+      echo "pairs server=sluice+threads=$t+pairs=acquire_release $p $pid lease"
+      echo "pairs server=sluice+threads=$t+pairs=throttle_throttle $p $pid throttle"
+    done
+  fi
   for t in $THREADS; do
     eval "p=\$nginx_w${t}_port pid=\$nginx_w${t}_pids"
     pid=$(echo $pid | tr ' ' ,)
@@ -284,7 +316,10 @@ grpc_run() {
     echo "http server=sluice+threads=1+observe=$o+path=/v1/throttle $p $pid /v1/throttle?key= &policy=$OBS_POLICY"
     echo "resp server=sluice+threads=1+observe=$o+cmd=SL.THROTTLE $r $pid 16 SL.THROTTLE key:__rand_int__ $OBS_POLICY 1"
   done
-} >"$tmp/configs"
+} >"$tmp/configs.all"
+# BENCH_ONLY=ERE: only the configurations whose line matches (e.g.
+# 'pairs=' for the lease pairs alone); the other verdicts say n/a.
+grep -E -- "${BENCH_ONLY:-.}" "$tmp/configs.all" >"$tmp/configs" || true
 
 # run_config LINE: one run of a configuration in round ROUND (0: the
 # warm-up, which fills the key tables and, for RESP, sizes the runs to
@@ -296,7 +331,13 @@ run_config() {
   for p in $spids; do # redis-benchmark waits forever for a server that is gone
     kill -0 "$p" 2>/dev/null || { echo "$label run=$ROUND FAILED: the server is gone"; return 0; }
   done
-  if [ "$kind" = grpc ]; then
+  if [ "$kind" = pairs ]; then
+    if [ "$ROUND" -eq 0 ]; then
+      echo "# warm-up: $(pairs_run "$label" "$port" "$spids" "$1" warmup)"
+    else
+      pairs_run "$label" "$port" "$spids" "$1" "$ROUND"
+    fi
+  elif [ "$kind" = grpc ]; then
     if [ "$ROUND" -eq 0 ]; then
       echo "# warm-up: $(grpc_run "$label" "$port" "$spids" "$S" warmup)"
     else
@@ -435,6 +476,8 @@ awk '
     else if (/observe=on .*path=/) keep("obson_http")
     else if (/observe=off .*cmd=/) keep("obsoff_resp")
     else if (/observe=on .*cmd=/) keep("obson_resp")
+    else if (/pairs=acquire_release/) keep("lpair")
+    else if (/pairs=throttle_throttle/) keep("tpair")
     else if (/server=redis cmd=INCR /) keep("incr" pl)
     else if (/server=redis cmd=EVALSHA/) keep("lua" pl)
     else if (/server=sluice .*cmd=SL.THROTTLE/) keep("sl" pl)
@@ -466,6 +509,11 @@ awk '
       noisy["obson_http"] || noisy["obsoff_http"])
     verdict("ratio_observe_resp_p16", rps["obson_resp"], rps["obsoff_resp"], ">=", 0.9,
       noisy["obson_resp"] || noisy["obsoff_resp"])
+    # SL.ACQUIRE + SL.RELEASE pairs against two SL.THROTTLE (issue 16).
+    if ("tpair" in rps)
+      verdict("ratio_resp_lease_pairs", rps["lpair"], rps["tpair"], ">=", 0.8,
+        noisy["lpair"] || noisy["tpair"])
+    else print "ratio_resp_lease_pairs=n/a MISS (no resp_pairs: make bench-server builds it)"
     info("ratio_resp_p1_vs_evalsha", rps["sl1"], rps["lua1"])
     info("ratio_resp_p16_vs_evalsha", rps["sl16"], rps["lua16"])
     info("ratio_http_vs_nginx_return_200", rps["slh"], rps["plain"])

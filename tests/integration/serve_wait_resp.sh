@@ -56,7 +56,8 @@ print(int(in_order), "%.0f" % (t[-1] - t[0]), early, d[-1])
 EOF2
 read -r in_order span early last_delay <"$tmp/spacing"
 eq "pipelined WAIT: in command order (arrivals and delays)" 1 "$in_order"
-eq "pipelined WAIT: the last one's delay is 900 ms" 900 "$last_delay"
+# (each command reads the clock when it is decided: a slow run drifts)
+in_range "pipelined WAIT: the last one's delay is about 900 ms" 800 900 "$last_delay"
 in_range "pipelined WAIT: the span is about 0.9 s (>= 0.8 s)" 800 5000 "$span"
 eq "pipelined WAIT: none answered before its delay (-20 ms)" 0 "$early"
 
