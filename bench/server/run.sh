@@ -518,6 +518,7 @@ awk '
     info("ratio_resp_p16_vs_evalsha", rps["sl16"], rps["lua16"])
     info("ratio_http_vs_nginx_return_200", rps["slh"], rps["plain"])
     info("per_server_core_ratio_resp_p1", core["sl1"], core["incr1"])
+    info("per_server_core_ratio_resp_lease_pairs", core["lpair"], core["tpair"])
     info("per_server_core_ratio_resp_p16", core["sl16"], core["incr16"])
     info("per_server_core_ratio_http", core["slh"], core["ngx"])
   }' "$tmp/best.txt"
