@@ -209,8 +209,13 @@ void slog_uncommit(slog *log, int64_t cost);
 /* ---- concurrency's leases (concurrency.c) ---- */
 
 /*
- * The lease set a concurrency key points at (algo_state.a holds the
- * pointer, .b is unused), owned by the store like a sliding_log's log: an
+ * A concurrency key's state is one of three forms:
+ *   {0, 0}            no lease;
+ *   {exp, id}, id!=0  one lease, inline in the key's entry (lease ids are
+ *                     never 0): the usual key costs no block and no second
+ *                     cache miss;
+ *   {set, 0}          a pointer to a lease set: from two live leases on.
+ * The lease set is owned by the store like a sliding_log's log: an
  * unordered array of (id, expiry), never more than LIMIT live ones. A
  * lease is live at t while t < its expiry. min_exp and max_exp bound the
  * expiries held, so that the common decision (nothing has expired yet)
@@ -234,10 +239,27 @@ enum { LSET_RELEASE = 1, LSET_RENEW = 2 };
 size_t lset_bytes(uint32_t cap);
 /* Formats `mem` (lset_bytes(cap)) as an empty set. */
 lset *lset_init(void *mem, uint32_t cap);
-/* The set in a concurrency state, or NULL when there is none yet. */
+/* The set in a concurrency state, or NULL when it has none (no lease, or
+   one inline). */
 static inline lset *lset_of(const algo_state *st) {
-  return st ? (lset *)(uintptr_t)st->a : NULL;
+  return st && !st->b ? (lset *)(uintptr_t)st->a : NULL;
 }
+/* The state holding lease id alone, expiring at exp. */
+static inline algo_state lease_one(uint64_t id, int64_t exp) {
+  return (algo_state){exp, (int64_t)id};
+}
+/* The leases of state st (NULL: none) live at t. */
+uint32_t conc_live(const algo_state *st, int64_t t);
+/* Fills the empty set dst (room for 1) with st's inline lease. */
+void lset_from_one(lset *dst, const algo_state *st);
+/* When exactly one lease of set is live at t: 1, with *one its inline
+   state; else 0. */
+int lset_only(const lset *set, int64_t t, algo_state *one);
+/* lset_op on a state of either form (an inline release leaves {0, 0}). */
+int conc_op(const algo_policy *p, algo_state *st, int op, uint64_t id,
+            int64_t t);
+/* lset_remove on a state of either form. */
+void conc_remove(algo_state *st, uint64_t id);
 /* The leases live at t. */
 uint32_t lset_live(const lset *set, int64_t t);
 /* Entries the set needs to hold one more lease at t (after pruning). */

@@ -8,12 +8,14 @@
  * Allowed iff the leases live at t plus cost (1; 0 peeks) are at most
  * LIMIT.
  *
- * The store owns the lease set (it allocates, grows and frees it within
- * its memory cap) and makes the ids; this file only reads the set in
- * decide() and edits it in place in lset_commit(), lset_remove() and
- * lset_op(). Expired leases are dropped whenever the set is written. The
- * header's min_exp makes the usual decision O(1): while t < min_exp every
- * lease held is live.
+ * A key's one lease lives inline in its state (algo.h: {exp, id}); from
+ * two on, in a lease set. The store owns the set (it allocates, grows and
+ * frees it within its memory cap, and turns a state from one form to the
+ * other) and makes the ids; this file only reads the state in decide()
+ * and edits it in place in lset_commit(), lset_remove(), lset_op() and
+ * their conc_ forms. Expired leases are dropped whenever the set is
+ * written. The header's min_exp makes the usual decision O(1): while
+ * t < min_exp every lease held is live.
  */
 #include <string.h>
 
@@ -118,16 +120,60 @@ int lset_op(const algo_policy *p, lset *set, int op, uint64_t id, int64_t t) {
   return 1;
 }
 
+/* Whether st holds one lease inline. */
+static int is_one(const algo_state *st) { return st && st->b; }
+
+uint32_t conc_live(const algo_state *st, int64_t t) {
+  if (is_one(st)) return t < st->a;
+  return lset_live(lset_of(st), t);
+}
+
+void lset_from_one(lset *dst, const algo_state *st) {
+  ents(dst)[0] = (lset_entry){(uint64_t)st->b, st->a};
+  dst->count = 1;
+  bounds(dst);
+}
+
+int lset_only(const lset *set, int64_t t, algo_state *one) {
+  if (lset_live(set, t) != 1) return 0;
+  for (uint32_t i = 0; i < set->count; i++)
+    if (t < ents(set)[i].exp) {
+      *one = lease_one(ents(set)[i].id, ents(set)[i].exp);
+      return 1;
+    }
+  return 0;
+}
+
+int conc_op(const algo_policy *p, algo_state *st, int op, uint64_t id,
+            int64_t t) {
+  if (!is_one(st)) return lset_op(p, lset_of(st), op, id, t);
+  if ((uint64_t)st->b != id || st->a <= t) return 0;
+  if (op == LSET_RELEASE)
+    *st = (algo_state){0, 0};
+  else
+    st->a = max64(st->a, t + p->W);
+  return 1;
+}
+
+void conc_remove(algo_state *st, uint64_t id) {
+  if (!is_one(st)) {
+    lset *set = lset_of(st);
+    if (set) lset_remove(set, id);
+  } else if ((uint64_t)st->b == id)
+    *st = (algo_state){0, 0};
+}
+
 /* Allowed iff the live leases and cost fit LIMIT; a deny waits for the
    earliest live lease to expire. */
 static int conc_decide(const algo_policy *p, const algo_state *st, int64_t t,
                        int64_t cost, sl_decision *d, algo_state *next) {
   (void)next;
   const lset *set = lset_of(st);
-  int64_t live = lset_live(set, t);
+  int one = is_one(st);
+  int64_t live = conc_live(st, t);
   decision_init(d, p);
   d->limit = p->L;
-  if (live) d->reset_ns = set->max_exp - t;
+  if (live) d->reset_ns = (one ? st->a : set->max_exp) - t;
   if (live + cost <= p->L) {
     d->allowed = 1;
     d->remaining = p->L - live - cost;
@@ -135,12 +181,13 @@ static int conc_decide(const algo_policy *p, const algo_state *st, int64_t t,
     return cost > 0;
   }
   d->remaining = max64(p->L - live, 0);
-  d->retry_after_ns = first_exp(set, t) - t;
+  d->retry_after_ns = (one ? st->a : first_exp(set, t)) - t;
   return 0;
 }
 
 static int64_t conc_fresh_at(const algo_policy *p, const algo_state *st) {
   (void)p;
+  if (is_one(st)) return st->a;
   const lset *set = lset_of(st);
   return set ? set->max_exp : 0;
 }
@@ -148,7 +195,7 @@ static int64_t conc_fresh_at(const algo_policy *p, const algo_state *st) {
 static int64_t conc_used(const algo_policy *p, const algo_state *st,
                          int64_t now) {
   (void)p;
-  return lset_live(lset_of(st), now);
+  return conc_live(st, now);
 }
 
 /* A forced charge makes no lease (there would be no one to release it):
@@ -157,7 +204,7 @@ static int conc_force(const algo_policy *p, const algo_state *st, int64_t t,
                       int64_t *cost, int64_t *level, algo_state *next) {
   (void)next;
   *cost = 0;
-  *level = p->L - (int64_t)lset_live(lset_of(st), t);
+  *level = p->L - (int64_t)conc_live(st, t);
   return 0;
 }
 

@@ -269,7 +269,7 @@ static payload payload_of(sl_store *s, const shard *sh, size_t i) {
     slog *log = slog_of(&sl->st);
     pl.log = log;
     pl.log_size = slog_bytes(log->cap);
-  } else if (algo == SL_CONCURRENCY && sl->st.a) {
+  } else if (algo == SL_CONCURRENCY && lset_of(&sl->st)) {
     lset *set = lset_of(&sl->st);
     pl.log = set;
     pl.log_size = lset_bytes(set->cap);
@@ -621,7 +621,7 @@ void store_undo_locked(sl_store *s, const store_ref *r,
     slog_uncommit(slog_of(&sh->slots[i].st), undo->cost);
     break;
   case UNDO_LEASE:
-    lset_remove(lset_of(&sh->slots[i].st), undo->lease);
+    conc_remove(&sh->slots[i].st, undo->lease);
     break;
   case UNDO_NONE:
     break;

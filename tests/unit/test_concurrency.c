@@ -157,6 +157,45 @@ static void expiry_frees_and_renew_extends(void **state) {
   sl_store_free(s);
 }
 
+/* A key's one lease lives in its entry; a second takes a block, which
+   goes back once one lease is left (a release, or an expiry seen by an
+   acquire), and every form answers alike. */
+static void one_lease_is_held_inline(void **state) {
+  (void)state;
+  sl_store *s = store_with_cap(0);
+  sl_limiter *lim = limiter_of(s, "concurrency:3:lease=1s");
+  sl_store_stats st;
+  sl_decision a, b, d;
+  assert_int_equal(sl_acquire(lim, "k", 1, T0, &a), 0);
+  sl_store_stats_get(s, &st);
+  size_t one = st.bytes;
+  assert_int_equal(sl_acquire(lim, "k", 1, T0 + MS(10), &b), 0);
+  assert_int_equal(b.remaining, 1);
+  sl_store_stats_get(s, &st);
+  assert_true(st.bytes > one); /* two leases: a block */
+  assert_int_equal(sl_release(lim, "k", 1, a.lease, T0 + MS(20), &d), 1);
+  assert_int_equal(d.remaining, 2);
+  sl_store_stats_get(s, &st);
+  assert_int_equal(st.bytes, one); /* back inline */
+  /* inline: renew, a wrong id, expiry's retry_after and reset */
+  assert_int_equal(sl_renew(lim, "k", 1, b.lease, T0 + MS(500), &d), 1);
+  assert_int_equal(sl_release(lim, "k", 1, b.lease ^ 1, T0 + MS(500), NULL), 0);
+  d = take(lim, "k", 1, T0 + MS(600)); /* a block again (lease c) */
+  assert_true(d.allowed);
+  assert_int_equal(d.remaining, 1);
+  /* at 1.5 s b (renewed to 1.5 s) has expired: c is live alone; a
+     joins it, and a's release leaves c inline */
+  assert_int_equal(sl_release(lim, "k", 1, b.lease, T0 + MS(1500), NULL), 0);
+  assert_int_equal(sl_acquire(lim, "k", 1, T0 + MS(1500), &a), 0);
+  assert_int_equal(a.remaining, 1);
+  assert_int_equal(sl_release(lim, "k", 1, a.lease, T0 + MS(1501), &d), 1);
+  sl_store_stats_get(s, &st);
+  assert_int_equal(st.bytes, one);
+  assert_int_equal(st.keys, 1); /* the lease taken at 0.6 s is held */
+  sl_limiter_free(lim);
+  sl_store_free(s);
+}
+
 static void take_all_is_all_or_nothing_with_a_rate(void **state) {
   (void)state;
   sl_store *s = store_with_cap(0);
@@ -373,6 +412,7 @@ int main(void) {
       cmocka_unit_test(n_holders_then_the_next_is_denied),
       cmocka_unit_test(release_frees_a_slot_once),
       cmocka_unit_test(expiry_frees_and_renew_extends),
+      cmocka_unit_test(one_lease_is_held_inline),
       cmocka_unit_test(take_all_is_all_or_nothing_with_a_rate),
       cmocka_unit_test(live_leases_are_never_evicted),
       cmocka_unit_test(threads_never_hold_more_than_n),
