@@ -41,11 +41,30 @@ static uint32_t new_cap(const algo_policy *p, uint32_t cap, uint32_t need) {
   return (uint32_t)n;
 }
 
-/* Gives st's set (if any) back to the budget: st is about to hold its
-   leases inline, or none. */
-static void drop_set(sl_store *s, const algo_state *st) {
+/*
+ * A shard keeps one small set (at most SPARE_CAP entries) when it is
+ * given back: a key that goes between one lease and two (a request in
+ * flight beside a long one, the usual acquire+release on a key already
+ * held) then allocates nothing either way. It stays counted in the
+ * budget: at most one block a shard.
+ */
+#define SPARE_CAP 4
+
+/* Gives st's set (if any) back: st is about to hold its leases inline,
+   or none. */
+static void drop_set(sl_store *s, shard *sh, const algo_state *st) {
   lset *set = lset_of(st);
-  if (set) store_budget_free(s, set, lset_bytes(set->cap));
+  if (!set) return;
+  if (set->cap <= SPARE_CAP && !sh->lease_spare)
+    sh->lease_spare = set;
+  else
+    store_budget_free(s, set, lset_bytes(set->cap));
+}
+
+void store_lease_spare_free(sl_store *s, shard *sh) {
+  lset *spare = sh->lease_spare;
+  if (spare) store_budget_free(s, spare, lset_bytes(spare->cap));
+  sh->lease_spare = NULL;
 }
 
 int store_lease_charge(sl_store *s, shard *sh, const store_ref *r, long i,
@@ -56,7 +75,7 @@ int store_lease_charge(sl_store *s, shard *sh, const store_ref *r, long i,
   uint32_t live = i >= 0 ? conc_live(&sh->slots[i].st, now) : 0;
   if (live == 0) { /* the new lease alone: inline, no block */
     if (i >= 0) {
-      drop_set(s, &sh->slots[i].st);
+      drop_set(s, sh, &sh->slots[i].st);
       sh->slots[i].st = one;
       return 0;
     }
@@ -73,8 +92,17 @@ int store_lease_charge(sl_store *s, shard *sh, const store_ref *r, long i,
     size_t bytes = lset_bytes(ncap);
     int err = SL_ENOMEM;
     size_t count = sh->count;
-    void *mem = grow ? store_alloc_evicting(s, sh, r, now, bytes, &err)
-                     : store_budget_alloc(s, bytes, NULL);
+    void *mem = NULL;
+    lset *spare = sh->lease_spare;
+    if (grow && spare && ncap <= spare->cap) {
+      mem = spare; /* (a cap above the policy's limit holds no more) */
+      ncap = spare->cap;
+      bytes = lset_bytes(ncap);
+      sh->lease_spare = NULL;
+    } else {
+      mem = grow ? store_alloc_evicting(s, sh, r, now, bytes, &err)
+                 : store_budget_alloc(s, bytes, NULL);
+    }
     if (!mem && grow) return err;
     if (mem) {
       lset *nset = lset_init(mem, ncap);
@@ -86,7 +114,7 @@ int store_lease_charge(sl_store *s, shard *sh, const store_ref *r, long i,
           lset_move(nset, lset_of(old), now);
         else if (conc_live(old, now))
           lset_from_one(nset, old);
-        drop_set(s, old);
+        drop_set(s, sh, old);
         *old = st;
       } else {
         i = store_insert(s, sh, r, now, &st);
@@ -123,7 +151,7 @@ int store_lease_op(sl_store *s, const store_ref *r, int op, int64_t now,
     store_erase(s, sh, (size_t)i);
     sh->expirations++;
   } else if (done && lset_of(st) && lset_only(lset_of(st), now, &one)) {
-    drop_set(s, st);
+    drop_set(s, sh, st);
     *st = one;
   }
   store_unlock(s, r->shard);

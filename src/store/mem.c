@@ -837,6 +837,7 @@ void sl_store_free(sl_store *s) {
     shard *sh = &s->shards[n];
     for (size_t i = 0; i < sh->cap; i++)
       if (sh->ctrl[i]) free_payload(s, sh, i);
+    store_lease_spare_free(s, sh);
     budget_free(s, sh->slots, table_size(sh->cap));
   }
   for (size_t c = 0; c < 65536 / REG_CHUNK; c++) {

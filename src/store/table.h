@@ -53,6 +53,8 @@ typedef struct shard {
   uint32_t *ctrl;
   uint64_t expirations, evictions;
   uint64_t evicted_units; /* what its evictions gave back (algo used) */
+  void *lease_spare; /* a freed lease set of the least size, still
+                        counted, for the next one (lease.c); NULL */
   /* Copies of slots/ctrl/cap for lock-free prefetch hints. */
   _Atomic uintptr_t hint_slots, hint_ctrl;
   atomic_size_t hint_cap;
@@ -167,6 +169,8 @@ void store_budget_free(sl_store *s, void *p, size_t n);
  * shrinking one mostly empty. *inserted says whether the key was new.
  * Returns 0, or SL_ENOMEM / SL_EFULL with nothing recorded.
  */
+/* Gives sh's spare lease set back to the budget (the store's end). */
+void store_lease_spare_free(sl_store *s, shard *sh);
 int store_lease_charge(sl_store *s, shard *sh, const store_ref *r, long i,
                        int64_t now, int *inserted);
 
