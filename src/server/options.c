@@ -190,7 +190,8 @@ static const serve_option options[] = {
     {.name = "max-waiting", .arg = "N", .kind = OPT_INT,
      FIELD(o.max_waiting), .min = 1, .max = 1000000, .def = "10000",
      .help = "wait mode: answers held at once, all workers together (each "
-             "at most twice its share); past it, 503 with Retry-After"},
+             "at most twice its share); past it, HTTP's 503 with "
+             "Retry-After, RESP's error with its retry"},
     {.name = "ui", .arg = "on|off", .kind = OPT_ENUM, FIELD(o.ui),
      .words = on_off, .def = "on",
      .help = "the page at /ui/ (the simulator and a live view of this "
