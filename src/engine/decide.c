@@ -527,14 +527,13 @@ static int decide_overrides(engine_thread *t, const eng_query *q,
     }
     memcpy(keys[k] + len, lenbuf, dl);
     f->pins[f->npins++] = a;
-    checks[*nc] = (eng_check){{a->lim, keys[k], len + dl, cost, 0},
-                              {'a', a->canon, NULL, 0, 0},
-                              a->local,
-                              limit_mode(t->e, NULL),
-                              0,
-                              0,
-                              q->max_delay_ns,
-                              NULL};
+    checks[*nc] = (eng_check){
+        .c = {.limiter = a->lim, .key = keys[k], .key_len = len + dl,
+              .cost = cost},
+        .name = {.kind = 'a', .id_a = a->canon},
+        .local = a->local,
+        .on_error = limit_mode(t->e, NULL),
+        .max_delay_ns = q->max_delay_ns};
     f->check_of[(*nc)++] = out->n++;
   }
   return 0;
@@ -643,14 +642,11 @@ static int decide_matched(engine_thread *t, const eng_query *q,
         checks[nc] = split_check(t, l, req, d, keys[k], key_len[k], cost);
       else
         checks[nc] = (eng_check){
-            {g->lims[l->index], keys[k], key_len[k], cost, l->shadow},
-            {'r', l->rule, l->policy_str, 0, 0},
-            g->local[l->index],
-            limit_mode(e, l),
-            0,
-            0,
-            0,
-            NULL};
+            .c = {.limiter = g->lims[l->index], .key = keys[k],
+                  .key_len = key_len[k], .cost = cost, .shadow = l->shadow},
+            .name = {.kind = 'r', .id_a = l->rule, .id_b = l->policy_str},
+            .local = g->local[l->index],
+            .on_error = limit_mode(e, l)};
       checks[nc].max_delay_ns = wait_bound(q, l);
       /* A quota limit never denies alone: finish() judges them all. */
       if (l->quota_mode) checks[nc].c.shadow = 1;
@@ -673,14 +669,11 @@ static int decide_matched(engine_thread *t, const eng_query *q,
       }
       out->st[out->n].candidate = 1;
       checks[nc] = (eng_check){
-          {g->cand[l->index], keys[k], key_len[k], cost, 1},
-          {'r', l->candidate_rule, l->candidate_str, 0, 0},
-          NULL,
-          CFG_STORE_ERROR_ALLOW,
-          0,
-          0,
-          0,
-          NULL};
+          .c = {.limiter = g->cand[l->index], .key = keys[k],
+                .key_len = key_len[k], .cost = cost, .shadow = 1},
+          .name = {.kind = 'r', .id_a = l->candidate_rule,
+                   .id_b = l->candidate_str},
+          .on_error = CFG_STORE_ERROR_ALLOW};
       f.cand_checks |= (uint64_t)1 << nc;
       f.check_of[nc++] = out->n;
     }
@@ -725,14 +718,13 @@ static int decide_policy(engine_thread *t, const eng_query *q, int never,
     snprintf(out->msg, sizeof out->msg, "%s", out->err);
     return SL_EPOLICY;
   }
-  eng_check check = {{a->lim, q->key, q->key_len, q->cost, 0},
-                     {'a', a->canon, NULL, 0, 0},
-                     a->local,
-                     limit_mode(t->e, NULL),
-                     0,
-                     0,
-                     q->max_delay_ns,
-                     NULL};
+  eng_check check = {
+      .c = {.limiter = a->lim, .key = q->key, .key_len = q->key_len,
+            .cost = q->cost},
+      .name = {.kind = 'a', .id_a = a->canon},
+      .local = a->local,
+      .on_error = limit_mode(t->e, NULL),
+      .max_delay_ns = q->max_delay_ns};
   finish_ctx f; /* (an ad-hoc policy reads no check_of or sid) */
   f.adhoc = a;
   f.blocked = 0;
@@ -764,14 +756,13 @@ static int decide_cell_backend(engine_thread *t, const eng_query *q,
   memset(s, 0, sizeof *s);
   s->policy_str = "cell";
   s->policy = q->policy;
-  eng_check check = {{cell, q->key, q->key_len, q->cost, 0},
-                     {'c', "cell", NULL, 0, 0},
-                     cell,
-                     limit_mode(t->e, NULL),
-                     0,
-                     0,
-                     0,
-                     q->cell};
+  eng_check check = {
+      .c = {.limiter = cell, .key = q->key, .key_len = q->key_len,
+            .cost = q->cost},
+      .name = {.kind = 'c', .id_a = "cell"},
+      .local = cell,
+      .on_error = limit_mode(t->e, NULL),
+      .cell = q->cell};
   finish_ctx f;
   f.adhoc = NULL;
   f.blocked = 0;

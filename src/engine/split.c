@@ -121,14 +121,12 @@ eng_check split_check(engine_thread *t, const cfg_limit *l,
   const gen_split *s = g->split[l->index];
   uint32_t k = split_pick(t, l, req, d);
   return (eng_check){
-      {s->lims[k], key, key_len, cost, l->shadow},
-      {'r', l->rule, s->names[k], (uint16_t)k, (uint16_t)l->split},
-      g->local[l->index],
-      limit_mode(t->e, l),
-      0,
-      0,
-      0,
-      NULL};
+      .c = {.limiter = s->lims[k], .key = key, .key_len = key_len,
+            .cost = cost, .shadow = l->shadow},
+      .name = {.kind = 'r', .id_a = l->rule, .id_b = s->names[k],
+               .sub = (uint16_t)k, .nsub = (uint16_t)l->split},
+      .local = g->local[l->index],
+      .on_error = limit_mode(t->e, l)};
 }
 
 void split_forgets(const gen *g, const cfg_limit *l, eng_forget *out,
