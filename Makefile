@@ -30,7 +30,7 @@ OPT     ?= -O1
 SANFLAGS = -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
 # libh2o's own pools live until exit (see tests/lsan.supp).
 export LSAN_OPTIONS = suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0
-# libgrpc is not instrumented (see tests/tsan.supp).
+# What ThreadSanitizer must not report (see tests/tsan.supp).
 export TSAN_OPTIONS = suppressions=$(CURDIR)/tests/tsan.supp
 endif
 
@@ -67,7 +67,7 @@ PROTO    = $(shell find proto -name '*.proto')
 PB_C     = $(PROTO:proto/%.proto=build/gen/%.pb-c.c)
 PB_H     = $(PB_C:.c=.h)
 PB_OBJ   = $(PB_C:build/gen/%.c=$(BUILD)/obj/gen/%.o)
-GRPC_LIBS = -lgrpc -lgpr -lprotobuf-c
+GRPC_LIBS = -lnghttp2 -lprotobuf-c
 # GLib (calendar windows in a time zone: src/rules/calendar.c) is the one
 # library whose headers are not in the default include path.
 GLIB_CFLAGS := $(shell pkg-config --cflags glib-2.0 2>/dev/null)

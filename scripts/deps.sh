@@ -15,7 +15,7 @@
 # fails, so `make check` never half-works on a machine that lacks a package.
 set -eu
 
-build="gcc make binutils libc6-dev libsodium-dev libcmocka-dev libh2o-evloop-dev libssl-dev libyaml-dev libjansson-dev libhiredis-dev libglib2.0-dev libxml2-utils libgrpc-dev libprotobuf-c-dev protobuf-c-compiler"
+build="gcc make binutils libc6-dev libsodium-dev libcmocka-dev libh2o-evloop-dev libssl-dev libyaml-dev libjansson-dev libhiredis-dev libglib2.0-dev libxml2-utils libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler"
 bench="golang-go golang-golang-x-time-dev"
 bench_server="redis-server redis-tools nginx wrk nghttp2-client valgrind"
 fuzz="clang libclang-rt-dev"

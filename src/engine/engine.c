@@ -267,6 +267,14 @@ static const metric_def engine_metric_defs[M_COUNT] = {
     [M_FD_PAUSES_RESP] = {"sluice_accept_pauses_total", "protocol=\"resp\"",
                           METRIC_COUNTER, METRIC_THREADS, METRIC_GROUP_DAEMON,
                           NULL},
+    [M_CONN_GRPC] = {"sluice_connections", "protocol=\"grpc\"", METRIC_GAUGE,
+                     METRIC_THREADS, METRIC_GROUP_DAEMON, NULL},
+    [M_REJECTED_GRPC] = {"sluice_connections_rejected_total",
+                         "protocol=\"grpc\"", METRIC_COUNTER, METRIC_THREADS,
+                         METRIC_GROUP_DAEMON, NULL},
+    [M_FD_PAUSES_GRPC] = {"sluice_accept_pauses_total", "protocol=\"grpc\"",
+                          METRIC_COUNTER, METRIC_THREADS, METRIC_GROUP_DAEMON,
+                          NULL},
     [M_GRPC_REQUESTS] = {"sluice_grpc_calls_total", NULL, METRIC_COUNTER,
                          METRIC_THREADS, METRIC_GROUP_DAEMON,
                          "gRPC calls answered (--grpc), every method."},
@@ -632,6 +640,8 @@ void engine_count(engine_thread *t, eng_counter c, uint64_t n) {
       [EC_REJECTED_RESP] = M_REJECTED_RESP,
       [EC_FD_PAUSES_HTTP] = M_FD_PAUSES_HTTP,
       [EC_FD_PAUSES_RESP] = M_FD_PAUSES_RESP,
+      [EC_REJECTED_GRPC] = M_REJECTED_GRPC,
+      [EC_FD_PAUSES_GRPC] = M_FD_PAUSES_GRPC,
       [EC_GRPC_REQUESTS] = M_GRPC_REQUESTS,
       [EC_GRPC_ERRORS] = M_GRPC_ERRORS,
       [EC_GRPC_UNKNOWN_DOMAIN] = M_GRPC_UNKNOWN_DOMAIN,
@@ -641,8 +651,8 @@ void engine_count(engine_thread *t, eng_counter c, uint64_t n) {
 }
 
 void engine_connections(engine_thread *t, int protocol, int delta) {
-  metric_add(&t->m, t->e->mid[protocol ? M_CONN_RESP : M_CONN_HTTP],
-             (uint64_t)(int64_t)delta);
+  static const int which[] = {M_CONN_HTTP, M_CONN_RESP, M_CONN_GRPC};
+  metric_add(&t->m, t->e->mid[which[protocol]], (uint64_t)(int64_t)delta);
 }
 
 void engine_waiting(engine_thread *t, int delta) {

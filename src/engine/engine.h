@@ -418,6 +418,8 @@ typedef enum eng_counter {
   EC_REJECTED_RESP,
   EC_FD_PAUSES_HTTP, /* accepting paused: out of file descriptors */
   EC_FD_PAUSES_RESP,
+  EC_REJECTED_GRPC, /* (the gRPC listener's, likewise) */
+  EC_FD_PAUSES_GRPC,
   EC_GRPC_REQUESTS, /* gRPC calls answered, by the front end */
   EC_GRPC_ERRORS,   /* ... with a status other than OK */
   EC_GRPC_UNKNOWN_DOMAIN, /* ShouldRateLimit for a domain no rule names */
@@ -427,7 +429,8 @@ typedef enum eng_counter {
 } eng_counter;
 
 void engine_count(engine_thread *t, eng_counter c, uint64_t n);
-/* Gauge of open connections, by protocol (0 http, 1 resp). */
+/* Gauge of open connections, by protocol (0 http, 1 resp, 2 grpc: the
+   listener's index, server.h's LST_*). */
 void engine_connections(engine_thread *t, int protocol, int delta);
 /* Gauge of answers held by the wait mode. */
 void engine_waiting(engine_thread *t, int delta);

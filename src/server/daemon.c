@@ -36,7 +36,6 @@
 #include "../fleet/sync.h"
 #include "../engine/backend.h"
 #include "daemon.h"
-#include "grpc_server.h"
 #include "listen.h"
 #include "observe.h"
 #include "options.h"
@@ -56,8 +55,6 @@ typedef struct daemon_state {
   h2o_globalconf_t h2o;
   int h2o_up;         /* h2o is configured (h2o_config_dispose it) */
   worker_pool *workers;
-  worker *worker_list[ENG_MAX_THREADS]; /* the started ones, for gRPC */
-  grpc_front *grpc;   /* --grpc's front end */
   sigset_t sigs;      /* the signals the main thread waits for */
   eng_backend *backend; /* where per-key state lives (the engine's) */
   rs_sync *sync;      /* approximate mode's sync thread */
@@ -168,7 +165,8 @@ static int write_ready_file(daemon_state *d) {
   char http[80] = "null", resp[80] = "null", grpc[104] = "", tmp[4096];
   if (srv->o.http_addr) snprintf(http, sizeof http, "\"%s\"", srv->http_at);
   if (srv->o.resp_addr) snprintf(resp, sizeof resp, "\"%s\"", srv->resp_at);
-  if (d->grpc) snprintf(grpc, sizeof grpc, ", \"grpc\": \"%s\"", srv->grpc_at);
+  if (srv->o.grpc_addr)
+    snprintf(grpc, sizeof grpc, ", \"grpc\": \"%s\"", srv->grpc_at);
   if (snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid()) >=
       (int)sizeof tmp) {
     log_msg("error", "--ready-file %s: the path is too long", path);
@@ -228,20 +226,13 @@ static int daemon_start(daemon_state *d) {
   start_h2o(d);
 
   if (!ok || workers_start(d->workers)) return -1;
-  if (srv->o.grpc_addr) {
-    unsigned n = 0;
-    for (worker *w; (w = workers_get(d->workers, n)); n++)
-      d->worker_list[n] = w;
-    d->grpc = grpc_front_start(srv, d->worker_list, n);
-    if (!d->grpc) return -1;
-  }
   if (srv->o.http_addr)
     log_msg("info", "listening on http://%s (port %d)", srv->o.http_addr,
             srv->http_port);
   if (srv->o.resp_addr)
     log_msg("info", "listening on redis://%s (port %d)", srv->o.resp_addr,
             srv->resp_port);
-  if (d->grpc)
+  if (srv->o.grpc_addr)
     log_msg("info", "listening on grpc://%s (port %d)", srv->o.grpc_addr,
             srv->grpc_port);
   log_msg("info", "%u worker threads, store cap %zu bytes%s", srv->o.threads,
@@ -327,9 +318,6 @@ static int daemon_stop(daemon_state *d, int ok) {
     observe_stop(&d->obs);
     return 1;
   }
-  /* gRPC first, while the workers still run: an exact-mode decision in
-     flight is answered from a worker's loop. */
-  grpc_front_stop(d->grpc);
   atomic_store(&srv->stopping, 1);
   if (d->workers) workers_join(d->workers);
   observe_stop(&d->obs); /* the queued lines written */

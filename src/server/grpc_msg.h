@@ -3,7 +3,7 @@
  * envoy's RateLimitRequest (protobuf, decoded by protobuf-c from
  * proto/'s files) into the engine's request, the engine's result into a
  * RateLimitResponse as envoyproxy/ratelimit answers, and gRPC's health
- * check. The transport (grpc_server.c) moves bytes; this file gives them
+ * check. The transport (grpc_conn.c, grpc_server.c) moves bytes; this file gives them
  * meaning, and fuzz/rls_fuzz.c drives it alone.
  */
 #ifndef SLUICE_SERVER_GRPC_MSG_H
@@ -20,6 +20,7 @@ enum {
   RPC_OK = 0,
   RPC_CANCELLED = 1,
   RPC_INVALID_ARGUMENT = 3,
+  RPC_DEADLINE_EXCEEDED = 4,
   RPC_NOT_FOUND = 5,
   RPC_RESOURCE_EXHAUSTED = 8,
   RPC_UNIMPLEMENTED = 12,

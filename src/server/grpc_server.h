@@ -1,39 +1,34 @@
 /*
  * grpc_server.h — the gRPC front end (--grpc): envoy's rate limit service
  * (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) and the
- * standard health check (grpc.health.v1.Health/Check), on gRPC's C core.
- * grpc_server.c is the transport (the completion queue's threads, the
- * calls, their bounds and the stop); grpc_msg.c the messages.
+ * standard health check (grpc.health.v1.Health/Check), served by the
+ * workers like HTTP and RESP: each worker accepts gRPC connections on a
+ * listening socket of its own (worker.c), speaks HTTP/2 on its event loop
+ * through libnghttp2 (grpc_conn.c), and decides each call on its own
+ * engine thread (grpc_server.c), waiting for Redis with a callback in
+ * exact fleet mode as HTTP does. No thread of its own, no hand-over.
+ * grpc_msg.c holds the messages.
  */
 #ifndef SLUICE_SERVER_GRPC_SERVER_H
 #define SLUICE_SERVER_GRPC_SERVER_H
 
 #include "server.h"
 
-typedef struct grpc_front grpc_front;
+/* On w's thread, before its listeners open: w's gRPC state (its
+   connections, timers). Out of memory, w->grpc stays NULL and gRPC
+   connections to w are closed as they come. */
+void grpc_worker_start(worker *w);
 
-/*
- * Serves gRPC on srv->o.grpc_addr (port 0: the kernel's pick, recorded in
- * srv->grpc_port and srv->grpc_at). Decisions are made on the front's own
- * threads, except in exact fleet mode, where they may wait for Redis: they
- * are handed to `workers` (each worker's grpc_rx; n of them), decided on
- * their event loops as HTTP's are, and answered from there. Call after
- * the workers have started, with the signals blocked (the front's threads
- * inherit the mask). NULL after logging why not.
- */
-grpc_front *grpc_front_start(server *srv, worker **workers, unsigned n);
+/* An admitted connection on the gRPC listener (worker.c counted it in
+   srv->connections and srv->grpc_open): served until it closes. */
+void grpc_accept(worker *w, h2o_socket_t *sock);
 
-/*
- * Stops: no new calls; those in flight get --shutdown-grace to finish and
- * are then cancelled; once every call is done, the threads end and
- * everything is freed. The workers must still be running (an exact-mode
- * decision in flight is answered from one). NULL is a no-op.
- */
-void grpc_front_stop(grpc_front *g);
+/* Stopping: every connection gets a GOAWAY; the calls already begun are
+   answered, then each connection closes. */
+void grpc_shutdown(worker *w);
 
-/* A worker's receiver of exact-mode decisions (h2o's multithread queue):
-   decides each on the worker's engine thread, and answers when done. */
-void grpc_worker_receive(h2o_multithread_receiver_t *rx,
-                         h2o_linklist_t *messages);
+/* Closes what is still open (past the grace) and frees w's gRPC state; a
+   decision still waiting for Redis is dropped when it comes. */
+void grpc_worker_dispose(worker *w);
 
 #endif /* SLUICE_SERVER_GRPC_SERVER_H */

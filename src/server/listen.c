@@ -116,7 +116,7 @@ void listen_name(int fd, char *buf, size_t len) {
 }
 
 /* Descriptors the daemon holds besides its connections: per worker its
-   two listeners, its epoll and a Redis connection or few; and the log,
+   three listeners, its epoll and a Redis connection or few; and the log,
    the config, the main thread's. */
 #define FDS_PER_WORKER 8
 #define FDS_BESIDES 32
@@ -124,12 +124,16 @@ void listen_name(int fd, char *buf, size_t len) {
 void listen_budgets(server *srv) {
   const srv_opts *o = &srv->o;
   const long given[LST_COUNT] = {o->max_http_connections,
-                                 o->max_resp_connections};
-  const int other_on[LST_COUNT] = {o->resp_addr != NULL, o->http_addr != NULL};
+                                 o->max_resp_connections,
+                                 o->max_grpc_connections};
+  const int on[LST_COUNT] = {o->http_addr != NULL, o->resp_addr != NULL,
+                             o->grpc_addr != NULL};
   for (int l = 0; l < LST_COUNT; l++) {
+    int other_on = 0;
+    for (int k = 0; k < LST_COUNT; k++) other_on |= k != l && on[k];
     long b = given[l] ? given[l]
-             : other_on[l] ? o->max_connections * 4 / 5
-                           : o->max_connections;
+             : other_on ? o->max_connections * 4 / 5
+                        : o->max_connections;
     srv->budget[l] = b > 0 ? b : 1;
   }
   /* (so that the first refusal is logged at once) */
@@ -155,7 +159,7 @@ void listen_budgets(server *srv) {
 }
 
 void listen_log(server *srv, int64_t now) {
-  static const char *const names[LST_COUNT] = {"http", "resp"};
+  static const char *const names[LST_COUNT] = {"http", "resp", "grpc"};
   if (now - srv->listeners_logged_ns < (int64_t)LISTEN_LOG_EVERY_MS * 1000000)
     return;
   long refused[LST_COUNT], paused[LST_COUNT], any = 0;
@@ -167,14 +171,16 @@ void listen_log(server *srv, int64_t now) {
   srv->listeners_logged_ns = now;
   long total = atomic_load(&srv->connections);
   long http = atomic_load(&srv->http_open);
+  long grpc = atomic_load(&srv->grpc_open);
   for (int l = 0; l < LST_COUNT; l++) {
     if (refused[l])
       log_msg("warn",
               "%s: refused %ld connection%s since the last such line: over "
               "its budget of %ld or --max-connections %ld (open: http %ld, "
-              "resp %ld)",
+              "resp %ld, grpc %ld)",
               names[l], refused[l], refused[l] == 1 ? "" : "s",
-              srv->budget[l], srv->o.max_connections, http, total - http);
+              srv->budget[l], srv->o.max_connections, http,
+              total - http - grpc, grpc);
     if (paused[l])
       log_msg("warn",
               "%s: out of file descriptors: accepting paused %ld time%s "

@@ -29,7 +29,7 @@ void listen_name(int fd, char *buf, size_t len);
 
 /*
  * At start: srv->budget from the options (a listener's own cap; 0: 80% of
- * --max-connections, all of it when the other listener is off, at least
+ * --max-connections, all of it when the others are off, at least
  * 1), and the soft RLIMIT_NOFILE raised to the hard one; logs a warning
  * when the connections allowed cannot all have a descriptor.
  */

@@ -147,6 +147,11 @@ static const serve_option options[] = {
      FIELD(o.max_resp_connections), .min = 1, .max = 1000000,
      .help = "open RESP connections at most (default: 80% of "
              "--max-connections; all of it with --http off)"},
+    {.name = "max-grpc-connections", .arg = "N", .kind = OPT_INT,
+     FIELD(o.max_grpc_connections), .min = 1, .max = 1000000,
+     .help = "open gRPC connections at most (default: 80% of "
+             "--max-connections; all of it when the other listeners are "
+             "off)"},
     {.name = "http-timeout", .arg = "MS", .kind = OPT_MS,
      FIELD(o.http_timeout_ms), .min = 100, .max = 600000, .def = "10000",
      .help = "an HTTP request (line, headers and body) must arrive whole "

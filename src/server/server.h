@@ -22,7 +22,7 @@
 #include "limit_headers.h"
 
 /* The listeners, as an index: each has its own connection budget. */
-enum { LST_HTTP, LST_RESP, LST_COUNT };
+enum { LST_HTTP, LST_RESP, LST_GRPC, LST_COUNT };
 
 typedef struct srv_opts {
   const char *http_addr; /* "HOST:PORT"; NULL or "" = no HTTP */
@@ -43,6 +43,7 @@ typedef struct srv_opts {
   long max_http_connections; /* 0: 80% of max_connections (all of it when
                                 RESP is off) */
   long max_resp_connections; /* 0: likewise */
+  long max_grpc_connections; /* 0: likewise */
   int http_timeout_ms;       /* a request must arrive whole within it; an
                                 idle keep-alive connection closes after it */
   size_t max_body;
@@ -64,7 +65,8 @@ typedef struct server {
   engine *eng;
   atomic_int stopping;
   atomic_long connections; /* open, both protocols */
-  atomic_long http_open;    /* open HTTP connections (RESP's: the rest) */
+  atomic_long http_open;    /* open HTTP connections */
+  atomic_long grpc_open;    /* open gRPC connections (RESP's: the rest) */
   long budget[LST_COUNT];   /* each listener's connections at most */
   /* Since the last log line (worker.c's listeners_log): connections
      refused over a budget, and accepting paused out of descriptors. */
@@ -72,7 +74,7 @@ typedef struct server {
   int64_t listeners_logged_ns; /* the main thread's, for its log lines */
   int http_port, resp_port; /* as bound (for port 0) */
   char http_at[64], resp_at[64]; /* "ADDR:PORT" as bound; "" when off */
-  int grpc_port;            /* as bound (grpc_server.c) */
+  int grpc_port;            /* as bound (worker.c) */
   char grpc_at[80];
   int fleet;                /* --store named Redis: fleet mode, exact or
                                approximate; every policy must be one the
@@ -112,8 +114,8 @@ typedef struct worker {
   struct rc_client *rc;     /* fleet mode (either): this worker's
                                connections (exact mode's decisions, and
                                resets' DELs) */
-  h2o_multithread_queue_t *queue;   /* messages from other threads */
-  h2o_multithread_receiver_t grpc_rx; /* exact mode's gRPC decisions */
+  long grpc_conns;
+  struct grpc_worker *grpc; /* gRPC's connections and timers (grpc_conn.c) */
 } worker;
 
 static inline worker *worker_of(h2o_context_t *ctx) {

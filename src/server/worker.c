@@ -1,8 +1,8 @@
 /*
  * worker.c — the daemon's worker threads (worker.h).
  *
- * A worker is one thread with its own h2o event loop, serving HTTP and RESP
- * on listening sockets of its own (the same ports as every other worker's:
+ * A worker is one thread with its own h2o event loop, serving HTTP, RESP
+ * and gRPC on listening sockets of its own (the same ports as every other worker's:
  * SO_REUSEPORT lets the kernel spread the connections), and deciding
  * through its own engine thread. It admits connections under
  * --max-connections, tracks its HTTP connections so that a stop can tell
@@ -32,7 +32,7 @@
 /* A worker, the listening sockets it starts with, and its pool. */
 typedef struct worker_boot {
   worker w;
-  int http_fd, resp_fd;
+  int fd[LST_COUNT]; /* the listening sockets, -1: off */
   struct worker_pool *pool;
 } worker_boot;
 
@@ -153,25 +153,31 @@ static void close_idle_http(worker *w) {
 }
 
 /*
- * Connection budgets. --max-connections bounds both listeners together;
+ * Connection budgets. --max-connections bounds the listeners together;
  * each listener also has a budget of its own, by default 80% of the total
- * (all of it when the other listener is off), so that idle connections on
- * one protocol (10,000 RESP sockets that never send a byte) always leave
- * the other a fifth of the total. A connection over either is closed at
+ * (all of it when the others are off), so that idle connections on one
+ * protocol (10,000 RESP sockets that never send a byte) always leave the
+ * others a fifth of the total. A connection over either is closed at
  * once, counted per listener, and logged (listeners_log). RESP's count is
- * the total less HTTP's: resp.c keeps the total, this file HTTP's.
+ * the total less HTTP's and gRPC's: resp.c keeps the total, this file
+ * HTTP's, grpc_conn.c gRPC's.
  */
 static int admit(worker *w, int l) {
+  static const int rejected[LST_COUNT] = {EC_REJECTED_HTTP, EC_REJECTED_RESP,
+                                          EC_REJECTED_GRPC};
   server *srv = w->srv;
+  atomic_long *own = l == LST_HTTP   ? &srv->http_open
+                     : l == LST_GRPC ? &srv->grpc_open
+                                     : NULL;
   long open = atomic_fetch_add(&srv->connections, 1);
-  long http = l == LST_HTTP ? atomic_fetch_add(&srv->http_open, 1)
-                            : atomic_load(&srv->http_open);
-  long mine = l == LST_HTTP ? http : open - http;
+  long mine = own ? atomic_fetch_add(own, 1)
+                  : open - atomic_load(&srv->http_open) -
+                        atomic_load(&srv->grpc_open);
   if (open < srv->o.max_connections && mine < srv->budget[l]) return 1;
   atomic_fetch_sub(&srv->connections, 1);
-  if (l == LST_HTTP) atomic_fetch_sub(&srv->http_open, 1);
+  if (own) atomic_fetch_sub(own, 1);
   atomic_fetch_add(&srv->refused[l], 1);
-  engine_count(w->et, l == LST_HTTP ? EC_REJECTED_HTTP : EC_REJECTED_RESP, 1);
+  engine_count(w->et, rejected[l], 1);
   return 0;
 }
 
@@ -212,9 +218,10 @@ static void pause_accepting(worker *w, int l) {
   struct worker_listener *wl = &w->lst[l];
   h2o_socket_read_stop(wl->sock);
   wl->resume_ns = clock_mono_ns() + (int64_t)ACCEPT_PAUSE_MS * 1000000;
+  static const int paused[LST_COUNT] = {EC_FD_PAUSES_HTTP, EC_FD_PAUSES_RESP,
+                                        EC_FD_PAUSES_GRPC};
   atomic_fetch_add(&w->srv->fd_pauses[l], 1);
-  engine_count(w->et, l == LST_HTTP ? EC_FD_PAUSES_HTTP : EC_FD_PAUSES_RESP,
-               1);
+  engine_count(w->et, paused[l], 1);
 }
 
 static void on_accept(h2o_socket_t *listener, const char *err);
@@ -236,7 +243,8 @@ static void resume_accepting(worker *w) {
    listener cannot hold the loop), each under the budgets. */
 static void on_accept(h2o_socket_t *listener, const char *err) {
   worker *w = listener->data;
-  int l = listener == w->lst[LST_HTTP].sock ? LST_HTTP : LST_RESP;
+  int l = 0;
+  while (l < LST_COUNT - 1 && listener != w->lst[l].sock) l++;
   if (err) return;
   for (int i = 0; i < 16; i++) {
     /* accept4 ourselves (not h2o_evloop_socket_accept): we keep the fd,
@@ -258,6 +266,8 @@ static void on_accept(h2o_socket_t *listener, const char *err) {
         w->loop, fd, H2O_SOCKET_FLAG_IS_ACCEPTED_CONNECTION);
     if (l == LST_HTTP)
       http_accepted(w, sock, fd);
+    else if (l == LST_GRPC)
+      grpc_accept(w, sock);
     else
       resp_accept(w, sock);
   }
@@ -323,6 +333,7 @@ static void start_draining(worker *w) {
   hold_release_all(w); /* answer what waits rather than hold the stop */
   close_idle_http(w);
   resp_shutdown(w);
+  grpc_shutdown(w); /* GOAWAY: the calls in flight finish */
 }
 
 /* The thread: the loop, one pass at a time, until stopped and drained (or
@@ -332,22 +343,18 @@ static void *worker_main(void *arg) {
   worker_pool *p = b->pool;
   worker *w = &b->w;
   server *srv = w->srv;
-  /* The loop, and its queue of messages from other threads (the gRPC
-     front's decisions in exact mode), are made here: a socket's buffers
-     come from the recycler of the thread that made it (h2o's thread-local
-     h2o_socket_buffer_prototype), so the queue's socket must be this
-     thread's. workers_start waits for `up` before it goes on. */
+  /* The loop is made here: a socket's buffers come from the recycler of
+     the thread that made it (h2o's thread-local
+     h2o_socket_buffer_prototype). workers_start waits for `up` before it
+     goes on. */
   w->loop = h2o_evloop_create();
-  w->queue = h2o_multithread_create_queue(w->loop);
-  h2o_multithread_register_receiver(w->queue, &w->grpc_rx,
-                                    grpc_worker_receive);
   sem_post(&p->up);
   h2o_context_init(&w->ctx, w->loop, p->conf);
   w->accept_ctx.ctx = &w->ctx;
   w->accept_ctx.hosts = p->conf->hosts;
   h2o_linklist_init_anchor(&w->http_list);
-  listener_open(w, LST_HTTP, b->http_fd);
-  listener_open(w, LST_RESP, b->resp_fd);
+  grpc_worker_start(w);
+  for (int l = 0; l < LST_COUNT; l++) listener_open(w, l, b->fd[l]);
   fleet_attach(w, &p->fleet);
 
   int draining = 0;
@@ -365,18 +372,17 @@ static void *worker_main(void *arg) {
       draining = 1;
       deadline = clock_mono_ns() + (int64_t)srv->o.shutdown_grace_ms * 1000000;
     }
-    if (draining && ((w->http_conns == 0 && w->resp_conns == 0) ||
+    if (draining && ((w->http_conns == 0 && w->resp_conns == 0 &&
+                      w->grpc_conns == 0) ||
                      clock_mono_ns() > deadline))
       break;
     if (draining) close_idle_http(w); /* those that were busy a moment ago */
   }
+  /* gRPC connections still open past the grace close first; their
+     decisions still waiting for Redis end with the client (fleet_detach
+     answers them to nobody). */
+  grpc_worker_dispose(w);
   fleet_detach(w);
-  /* The gRPC front stopped before the workers were told to: no message
-     can come any more. */
-  h2o_multithread_unregister_receiver(w->queue, &w->grpc_rx);
-  h2o_multithread_destroy_queue(w->queue);
-  w->queue = NULL;
-  h2o_evloop_run(w->loop, 0); /* the queue's socket closes */
   hold_worker_dispose(w);
   resp_worker_dispose(w);
   /* HTTP connections still open past the grace close with the loop. */
@@ -402,7 +408,7 @@ worker_pool *workers_new(server *srv, h2o_globalconf_t *conf,
   sem_init(&p->up, 0, 0);
   for (unsigned i = 0; i < p->n; i++) {
     worker_boot *b = &p->boots[i];
-    b->http_fd = b->resp_fd = -1;
+    for (int l = 0; l < LST_COUNT; l++) b->fd[l] = -1;
     b->pool = p;
     b->w.srv = srv;
     b->w.index = i;
@@ -412,21 +418,20 @@ worker_pool *workers_new(server *srv, h2o_globalconf_t *conf,
 
 int workers_listen(worker_pool *p) {
   server *srv = p->srv;
-  for (unsigned i = 0; i < p->n; i++) {
-    worker_boot *b = &p->boots[i];
-    if (srv->o.http_addr &&
-        (b->http_fd = listen_on(srv->o.http_addr, srv->http_port,
-                                &srv->http_port, i == 0)) < 0)
-      return -1;
-    if (srv->o.resp_addr &&
-        (b->resp_fd = listen_on(srv->o.resp_addr, srv->resp_port,
-                                &srv->resp_port, i == 0)) < 0)
-      return -1;
+  const char *addr[LST_COUNT] = {srv->o.http_addr, srv->o.resp_addr,
+                                 srv->o.grpc_addr};
+  int *port[LST_COUNT] = {&srv->http_port, &srv->resp_port, &srv->grpc_port};
+  char *at[LST_COUNT] = {srv->http_at, srv->resp_at, srv->grpc_at};
+  const size_t at_len[LST_COUNT] = {sizeof srv->http_at, sizeof srv->resp_at,
+                                    sizeof srv->grpc_at};
+  for (int l = 0; l < LST_COUNT; l++) {
+    if (!addr[l]) continue;
+    for (unsigned i = 0; i < p->n; i++)
+      if ((p->boots[i].fd[l] =
+               listen_on(addr[l], *port[l], port[l], i == 0)) < 0)
+        return -1;
+    listen_name(p->boots[0].fd[l], at[l], at_len[l]);
   }
-  if (srv->o.http_addr)
-    listen_name(p->boots[0].http_fd, srv->http_at, sizeof srv->http_at);
-  if (srv->o.resp_addr)
-    listen_name(p->boots[0].resp_fd, srv->resp_at, sizeof srv->resp_at);
   return 0;
 }
 
@@ -443,10 +448,6 @@ int workers_start(worker_pool *p) {
   return 0;
 }
 
-worker *workers_get(worker_pool *p, unsigned i) {
-  return i < p->started ? &p->boots[i].w : NULL;
-}
-
 void workers_join(worker_pool *p) {
   for (unsigned i = 0; i < p->started; i++)
     pthread_join(p->boots[i].w.tid, NULL);
@@ -461,8 +462,8 @@ void workers_free(worker_pool *p) {
       h2o_context_dispose(&b->w.ctx);
       h2o_evloop_destroy(b->w.loop);
     } else {
-      if (b->http_fd >= 0) close(b->http_fd);
-      if (b->resp_fd >= 0) close(b->resp_fd);
+      for (int l = 0; l < LST_COUNT; l++)
+        if (b->fd[l] >= 0) close(b->fd[l]);
     }
     resp_worker_dispose(&b->w);
     engine_thread_free(b->w.et);

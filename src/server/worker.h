@@ -1,7 +1,7 @@
 /*
  * worker.h — the daemon's worker threads, as the daemon's lifecycle
- * (daemon.c) drives them: each worker is one h2o event loop serving HTTP
- * and RESP on listening sockets of its own (same ports: SO_REUSEPORT),
+ * (daemon.c) drives them: each worker is one h2o event loop serving HTTP,
+ * RESP and gRPC on listening sockets of its own (same ports: SO_REUSEPORT),
  * deciding through its engine thread and, in fleet mode, its own Redis
  * client. The worker struct itself, which the front ends read, is in
  * server.h.
@@ -42,10 +42,6 @@ int workers_listen(worker_pool *p);
  * 0, or -1 when one could not start (those started run: workers_join).
  */
 int workers_start(worker_pool *p);
-
-/* Started worker i (NULL past the last started): the gRPC front hands
-   exact-mode decisions to their loops. */
-worker *workers_get(worker_pool *p, unsigned i);
 
 /* Waits for the started workers to finish: each stops accepting once
    srv->stopping is set, and returns when its connections are done or the
