@@ -451,7 +451,36 @@ def deadline_suite():
        fut.cancelled())
 
 
-SUITES = {"deadline": deadline_suite, "default": default_suite, "examples": examples_suite,
+def conns_suite():
+    """--max-grpc-connections 2: two connections are served, a third is
+    closed at once (UNAVAILABLE at the client) and counted."""
+    def chan():
+        c = grpc.insecure_channel(ADDR, options=[("grpc.use_local_subchannel_pool", 1)])
+        return c, c.unary_unary(
+            RLS, request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
+            response_deserializer=R.FromString)
+    held = [chan() for _ in range(2)]
+    for i, (_, stub) in enumerate(held):
+        r = stub(req("default", [("key", "c%d" % i + UNIQ)]), timeout=5)
+        eq("connection %d of 2: served" % (i + 1), "OK",
+           R.Code.Name(r.overall_code))
+    c3, stub3 = chan()
+    code, _ = code_of(lambda: stub3(req("default", [("key", "c3" + UNIQ)]),
+                                    timeout=3))
+    eq("a third connection over --max-grpc-connections 2: UNAVAILABLE",
+       grpc.StatusCode.UNAVAILABLE, code)
+    check("... counted in sluice_connections_rejected_total{protocol=grpc}",
+          (metric('sluice_connections_rejected_total{protocol="grpc"}') or 0)
+          >= 1)
+    eq("sluice_connections{protocol=grpc}: the two served", 2,
+       metric('sluice_connections{protocol="grpc"}'))
+    c3.close()
+    for c, _ in held:
+        c.close()
+
+
+SUITES = {"conns": conns_suite, "deadline": deadline_suite,
+          "default": default_suite, "examples": examples_suite,
           "noheaders": noheaders_suite, "slow": slow_calls_suite}
 
 if __name__ == "__main__":

@@ -79,7 +79,45 @@ eq "--grpc off: no \"grpc\" in the ready file" 0 \
   "$(grep -c '"grpc"' "$tmp/sv.o/addrs")"
 sv_stop o
 
-# 5. SIGTERM with calls in flight: every call answered or refused with a
+# 5. HTTP/2 requests no gRPC client sends (curl, prior knowledge), answered
+#    as gRPC's servers answer them (trailers only, grpc-message
+#    percent-encoded); the bounds: --max-grpc-connections,
+#    --max-header-bytes.
+sv_start w -t 1 --max-grpc-connections 2 --max-header-bytes 1024 ||
+  lib_finish
+M="http://127.0.0.1:$GRPC/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+# h2 NAME ARGS...: one request, its head and trailers into $tmp/h.NAME
+h2() {
+  _n=$1; shift
+  curl -sS -m 5 --http2-prior-knowledge -i -X POST "$@" 2>&1 |
+    tr -d '\r' >"$tmp/h.$_n"
+}
+has() { # NAME LINE: the answer to request NAME has the line LINE
+  if grep -qxF "$2" "$tmp/h.$1"; then pass; else
+    fail "$1: no '$2' in: $(tr '\n' '|' <"$tmp/h.$1")"; fi
+}
+ct='content-type: application/grpc'
+h2 ctype -H 'content-type: text/plain' "$M"
+has ctype "HTTP/2 415 "
+has ctype "grpc-status: 3"
+h2 gzip -H "$ct" -H 'grpc-encoding: gzip' "$M"
+has gzip "grpc-status: 12"
+has gzip "grpc-accept-encoding: identity"
+printf '\001\000\000\000\002ab' >"$tmp/comp"
+h2 flag -H "$ct" --data-binary @"$tmp/comp" "$M"
+has flag "grpc-status: 12"
+h2 nomsg -H "$ct" "$M"
+has nomsg "grpc-status: 3"
+has nomsg "grpc-message: no request message"
+h2 bighead -H "$ct" -H "x-big: $(printf '%02000d' 0)" "$M"
+has bighead "grpc-status: 8"
+h2 pct -H "$ct" "http://127.0.0.1:$GRPC/no%such/Method"
+has pct "grpc-status: 12"
+has pct "grpc-message: unknown method /no%25such/Method"
+run_suite conns
+sv_stop w
+
+# 6. SIGTERM with calls in flight: every call answered or refused with a
 #    clear status, and the daemon stops cleanly (sv_stop checks its exit
 #    status and log).
 sv_start s -t 2 || lib_finish
@@ -90,7 +128,7 @@ sv_stop s
 if wait $slow; then pass; else fail "stop: the client failed: $(tail -n 3 "$tmp/slow.out")"; fi
 grep -q '^FAIL' "$tmp/slow.out" && fail "stop: $(grep '^FAIL' "$tmp/slow.out")"
 
-# 6. Exact fleet mode: decisions wait for Redis on the workers' loops.
+# 7. Exact fleet mode: decisions wait for Redis on the workers' loops.
 rport=$(free_port)
 rs_start r "$rport" || lib_finish
 sv_start x -t 2 --store "redis://127.0.0.1:$rport" --redis-timeout 2000 ||
@@ -100,6 +138,17 @@ run_suite default
 # deadlines pass or the client cancels; then Redis is back.
 rs_kill r STOP
 run_suite deadline
+# The daemon's side of a deadline: a decision still waiting for Redis at
+# the call's grpc-timeout is answered DEADLINE_EXCEEDED then.
+printf '\000\000\000\000\026\012\007default\022\013\012\011\012\003key\022\002dl' \
+  >"$tmp/dl"
+t0=$(date +%s%N)
+h2 dl -H "$ct" -H 'grpc-timeout: 300m' --data-binary @"$tmp/dl" \
+  "http://127.0.0.1:$GRPC/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+ms=$((($(date +%s%N) - t0) / 1000000))
+has dl "grpc-status: 4"
+if [ "$ms" -lt 1500 ]; then pass; else
+  fail "grpc-timeout 300m answered after $ms ms (Redis's timeout is 2000)"; fi
 rs_kill r CONT
 sleep 2.2 # the decisions that waited end (per on_store_error)
 curl -s -o /dev/null -w '%{http_code}' "$URL/v1/check?domain=default&key=z" >"$tmp/c"
