@@ -14,7 +14,9 @@
  * --max-header-bytes (a stream over it is answered RESOURCE_EXHAUSTED),
  * the HPACK tables stay at 4 KiB, a request message is at most --max-body
  * bytes (its length prefix is read first), the request bytes held by one
- * connection at most GRPC_CONN_BUFFERED, and nghttp2's own limits (queued
+ * connection at most GRPC_CONN_BUFFERED and by all of them together at
+ * most --max-input-buffer (a budget of gRPC's own, RESP's size), and
+ * nghttp2's own limits (queued
  * PING/SETTINGS acknowledgements, SETTINGS entries, CONTINUATION frames,
  * resets per second) stay on. The connections count against
  * --max-grpc-connections and --max-connections (worker.c admits them); a
@@ -62,6 +64,7 @@ static void stream_free(grpc_stream *s) {
   grpc_conn *c = s->c;
   grpc_call_end(s);
   c->buffered -= s->body.len;
+  atomic_fetch_sub(&c->gw->w->srv->grpc_buffered, (long)s->body.len);
   strbuf_free(&s->body);
   free(s->out);
   h2o_linklist_unlink(&s->link);
@@ -84,19 +87,29 @@ static void refuse(grpc_stream *s, int status, const char *msg) {
  */
 static void take_data(grpc_stream *s, const uint8_t *data, size_t len) {
   grpc_conn *c = s->c;
-  const srv_opts *o = &s->w->srv->o;
+  server *srv = s->w->srv;
+  const srv_opts *o = &srv->o;
   if (s->answered) return; /* refused already: dropped */
   if (c->buffered + len > GRPC_CONN_BUFFERED) {
     refuse(s, RPC_RESOURCE_EXHAUSTED,
            "the connection holds too many request bytes");
     return;
   }
+  if (atomic_fetch_add(&srv->grpc_buffered, (long)len) + (long)len >
+      (long)o->max_input_buffer) {
+    atomic_fetch_sub(&srv->grpc_buffered, (long)len);
+    refuse(s, RPC_RESOURCE_EXHAUSTED,
+           "the daemon holds too many gRPC request bytes "
+           "(--max-input-buffer)");
+    return;
+  }
   strbuf_add(&s->body, data, len);
-  c->buffered += len;
-  if (s->body.oom) {
+  if (s->body.oom) { /* (the bytes were dropped: not held) */
+    atomic_fetch_sub(&srv->grpc_buffered, (long)len);
     refuse(s, RPC_RESOURCE_EXHAUSTED, "out of memory");
     return;
   }
+  c->buffered += len;
   if (s->body.len < 5) return;
   const uint8_t *p = (const uint8_t *)s->body.p;
   uint32_t mlen = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 |

@@ -137,7 +137,7 @@ static const serve_option options[] = {
              "may use them"},
     {.name = "max-connections", .arg = "N", .kind = OPT_INT,
      FIELD(o.max_connections), .min = 1, .max = 1000000, .def = "10000",
-     .help = "open connections at most, both listeners together"},
+     .help = "open connections at most, every listener together"},
     {.name = "max-http-connections", .arg = "N", .kind = OPT_INT,
      FIELD(o.max_http_connections), .min = 1, .max = 1000000,
      .help = "open HTTP connections at most (default: 80% of "

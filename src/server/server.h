@@ -39,7 +39,7 @@ typedef struct srv_opts {
   int header_style; /* HDR_IETF | HDR_X, 0 = none */
   const char *password;    /* RESP AUTH; NULL = none */
   const char *admin_token; /* HTTP admin endpoints; NULL = loopback only */
-  long max_connections;      /* both listeners together */
+  long max_connections;      /* every listener together */
   long max_http_connections; /* 0: 80% of max_connections (all of it when
                                 RESP is off) */
   long max_resp_connections; /* 0: likewise */
@@ -67,6 +67,8 @@ typedef struct server {
   atomic_long connections; /* open, both protocols */
   atomic_long http_open;    /* open HTTP connections */
   atomic_long grpc_open;    /* open gRPC connections (RESP's: the rest) */
+  atomic_long grpc_buffered; /* gRPC request bytes held, all connections
+                                (at most --max-input-buffer) */
   long budget[LST_COUNT];   /* each listener's connections at most */
   /* Since the last log line (worker.c's listeners_log): connections
      refused over a budget, and accepting paused out of descriptors. */

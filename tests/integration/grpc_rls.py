@@ -475,6 +475,13 @@ def conns_suite():
     eq("sluice_connections{protocol=grpc}: the two served", 2,
        metric('sluice_connections{protocol="grpc"}'))
     c3.close()
+    # --max-body 1M --max-input-buffer 1M: a 1 MiB message (and its
+    # 5-byte prefix) is more than gRPC may hold, all connections together.
+    c, msg = code_of(lambda: held[0][0].unary_unary(RLS)(b"\0" * (1 << 20),
+                                                         timeout=10))
+    check("a message past --max-input-buffer: RESOURCE_EXHAUSTED, saying so",
+          c == grpc.StatusCode.RESOURCE_EXHAUSTED and
+          "--max-input-buffer" in msg, "%s %r" % (c, msg))
     for c, _ in held:
         c.close()
 

@@ -82,9 +82,9 @@ sv_stop o
 # 5. HTTP/2 requests no gRPC client sends (curl, prior knowledge), answered
 #    as gRPC's servers answer them (trailers only, grpc-message
 #    percent-encoded); the bounds: --max-grpc-connections,
-#    --max-header-bytes.
-sv_start w -t 1 --max-grpc-connections 2 --max-header-bytes 1024 ||
-  lib_finish
+#    --max-header-bytes, --max-input-buffer.
+sv_start w -t 1 --max-grpc-connections 2 --max-header-bytes 1024 \
+  --max-body 1M --max-input-buffer 1M || lib_finish
 M="http://127.0.0.1:$GRPC/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 # h2 NAME ARGS...: one request, its head and trailers into $tmp/h.NAME
 h2() {
