@@ -141,12 +141,12 @@ static const serve_option options[] = {
     {.name = "max-http-connections", .arg = "N", .kind = OPT_INT,
      FIELD(o.max_http_connections), .min = 1, .max = 1000000,
      .help = "open HTTP connections at most (default: 80% of "
-             "--max-connections, so that RESP always has a fifth; all of it "
-             "with --resp off)"},
+             "--max-connections, so that the others always have a fifth; "
+             "all of it with --resp and --grpc off)"},
     {.name = "max-resp-connections", .arg = "N", .kind = OPT_INT,
      FIELD(o.max_resp_connections), .min = 1, .max = 1000000,
      .help = "open RESP connections at most (default: 80% of "
-             "--max-connections; all of it with --http off)"},
+             "--max-connections; all of it with --http and --grpc off)"},
     {.name = "max-grpc-connections", .arg = "N", .kind = OPT_INT,
      FIELD(o.max_grpc_connections), .min = 1, .max = 1000000,
      .help = "open gRPC connections at most (default: 80% of "
