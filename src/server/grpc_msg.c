@@ -108,7 +108,11 @@ static int take_descriptor(const rls_descriptor *pd, size_t i, eng_descriptor *d
 
 int rls_decode(rls_req *r, const uint8_t *buf, size_t len, size_t max_key,
                char *err, size_t err_len) {
-  memset(r, 0, sizeof *r);
+  /* Only what is read before it is written: the descriptors' arrays
+     (8 KiB and more) are filled as the message is taken, and clearing
+     them cost a fifth of a call's instructions. */
+  r->er = (eng_request){0};
+  r->asked = 0;
   rls_request *m = envoy__service__ratelimit__v3__rate_limit_request__unpack(
       NULL, len, buf);
   r->msg = m;
