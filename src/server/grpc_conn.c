@@ -20,7 +20,8 @@
  * PING/SETTINGS acknowledgements, SETTINGS entries, CONTINUATION frames,
  * resets per second) stay on. The connections count against
  * --max-grpc-connections and --max-connections (worker.c admits them); a
- * connection with no call for GRPC_IDLE_MS is closed with a GOAWAY.
+ * connection from which nothing is read for GRPC_IDLE_MS (no call, or a
+ * request that never ends) is closed with a GOAWAY.
  *
  * A stream is freed only by nghttp2's stream-close callback or by its
  * connection's close; grpc_call_end is told first, so a decision still
@@ -69,8 +70,6 @@ static void stream_free(grpc_stream *s) {
   free(s->out);
   h2o_linklist_unlink(&s->link);
   c->nstreams--;
-  if (!c->nstreams && !c->goaway)
-    h2o_timeout_link(c->gw->w->loop, &c->gw->idle_timeout, &c->idle);
   free(s);
 }
 
@@ -140,10 +139,9 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f,
   s->id = f->hd.stream_id;
   s->early_status = -1;
   s->http_status = 200;
-  s->body = (strbuf)STRBUF_INIT;
+  strbuf_init_with(&s->body, s->small, sizeof s->small);
   h2o_linklist_insert(&c->streams, &s->link);
-  if (!c->nstreams++ && h2o_timeout_is_linked(&c->idle))
-    h2o_timeout_unlink(&c->idle);
+  c->nstreams++;
   nghttp2_session_set_stream_user_data(ng, s->id, s);
   return 0;
 }
@@ -378,6 +376,9 @@ static void on_read(h2o_socket_t *sock, const char *err) {
     conn_close(c);
     return;
   }
+  /* (idle: nothing read for GRPC_IDLE_MS) */
+  if (h2o_timeout_is_linked(&c->idle)) h2o_timeout_unlink(&c->idle);
+  h2o_timeout_link(c->gw->w->loop, &c->gw->idle_timeout, &c->idle);
   c->in_recv = 1;
   ssize_t n = nghttp2_session_mem_recv(c->ng, (const uint8_t *)sock->input->bytes,
                                        sock->input->size);
@@ -426,6 +427,9 @@ static int session_new(grpc_conn *c, const srv_opts *o) {
   /* Our HPACK encoder's table stays at the default size whatever the
      client allows. */
   nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
+  /* Closed streams are not kept for the priority tree: gRPC's clients
+     send no priorities (and SETTINGS_NO_RFC7540_PRIORITIES says so). */
+  nghttp2_option_set_no_closed_streams(opt, 1);
   int rc = nghttp2_session_server_new2(&c->ng, cb, c, opt);
   nghttp2_session_callbacks_del(cb);
   nghttp2_option_del(opt);
@@ -433,7 +437,8 @@ static int session_new(grpc_conn *c, const srv_opts *o) {
   nghttp2_settings_entry iv[] = {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, (uint32_t)o->grpc_max_streams},
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)o->max_header_bytes},
-      {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 4096}};
+      {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 4096},
+      {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1}};
   return nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv,
                                  sizeof iv / sizeof iv[0])
              ? -1
@@ -485,6 +490,10 @@ void grpc_shutdown(worker *w) {
 
 void grpc_worker_start(worker *w) {
   grpc_worker *gw = calloc(1, sizeof *gw);
+  if (gw && !(gw->arena = rls_arena_new())) {
+    free(gw);
+    gw = NULL;
+  }
   if (!gw) {
     log_msg("error", "worker %u: no gRPC (out of memory)", w->index);
     return;
@@ -505,6 +514,7 @@ void grpc_worker_dispose(worker *w) {
   if (h2o_timeout_is_linked(&gw->tick)) h2o_timeout_unlink(&gw->tick);
   h2o_timeout_dispose(w->loop, &gw->idle_timeout);
   h2o_timeout_dispose(w->loop, &gw->tick_timeout);
+  rls_arena_free(gw->arena);
   free(gw);
   w->grpc = NULL;
 }

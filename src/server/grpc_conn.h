@@ -10,7 +10,7 @@
 #include "server.h"
 
 /* The bounds of docs/hardening.md that have no option. */
-#define GRPC_IDLE_MS 300000         /* a connection with no call closes */
+#define GRPC_IDLE_MS 300000 /* a connection nothing is read from closes */
 #define GRPC_CONN_BUFFERED (4u << 20) /* request bytes held, a connection */
 #define GRPC_PATH_SHOWN 200         /* of an unknown method's path, bytes */
 
@@ -21,6 +21,7 @@ typedef struct grpc_worker {
   h2o_linklist_t waiting; /* streams whose decision waits, with a deadline */
   h2o_timeout_t idle_timeout, tick_timeout;
   h2o_timeout_entry_t tick; /* the deadlines' check, while any wait */
+  struct rls_arena *arena;  /* decisions that never wait decode in it */
 } grpc_worker;
 
 typedef struct grpc_conn grpc_conn;
@@ -43,7 +44,9 @@ typedef struct grpc_stream {
   int encoded;          /* grpc-encoding names a compression */
   size_t header_bytes;  /* as HPACK counts them (name, value, 32 each) */
   int64_t deadline_ns;  /* grpc-timeout, on clock_mono_ns(); 0: none */
-  strbuf body;          /* the request's DATA so far */
+  strbuf body;          /* the request's DATA so far (in `small` while
+                           it fits: a typical request does) */
+  char small[256];
   int remote_closed;    /* the client's END_STREAM came */
   int answered;         /* a response was submitted */
   struct grpc_call *call;   /* a decision waiting for Redis, or NULL */

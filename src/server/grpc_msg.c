@@ -106,15 +106,55 @@ static int take_descriptor(const rls_descriptor *pd, size_t i, eng_descriptor *d
   return take_override(pd, i, ov, err, err_len);
 }
 
+/* ---- the arena ---- */
+
+#define ARENA_BYTES 8192
+
+struct rls_arena {
+  ProtobufCAllocator pa; /* its functions, protobuf-c's way */
+  size_t used;
+  _Alignas(16) unsigned char buf[ARENA_BYTES];
+};
+
+static void *arena_alloc(void *ud, size_t n) {
+  rls_arena *a = ud;
+  size_t at = (a->used + 15) & ~(size_t)15;
+  if (n > ARENA_BYTES - at) return malloc(n);
+  a->used = at + n;
+  return a->buf + at;
+}
+
+static void arena_free(void *ud, void *p) {
+  rls_arena *a = ud;
+  if ((unsigned char *)p < a->buf || (unsigned char *)p >= a->buf + ARENA_BYTES)
+    free(p); /* (the arena's own go back at once, in rls_free) */
+}
+
+rls_arena *rls_arena_new(void) {
+  rls_arena *a = malloc(sizeof *a);
+  if (!a) return NULL;
+  a->pa = (ProtobufCAllocator){arena_alloc, arena_free, a};
+  a->used = 0;
+  return a;
+}
+
+void rls_arena_free(rls_arena *a) { free(a); }
+
 int rls_decode(rls_req *r, const uint8_t *buf, size_t len, size_t max_key,
                char *err, size_t err_len) {
+  return rls_decode_in(r, NULL, buf, len, max_key, err, err_len);
+}
+
+int rls_decode_in(rls_req *r, rls_arena *a, const uint8_t *buf, size_t len,
+                  size_t max_key, char *err, size_t err_len) {
   /* Only what is read before it is written: the descriptors' arrays
      (8 KiB and more) are filled as the message is taken, and clearing
      them cost a fifth of a call's instructions. */
   r->er = (eng_request){0};
   r->asked = 0;
+  r->arena = a;
   rls_request *m = envoy__service__ratelimit__v3__rate_limit_request__unpack(
-      NULL, len, buf);
+      a ? &a->pa : NULL, len, buf);
   r->msg = m;
   if (!m) {
     snprintf(err, err_len, "the message is not a RateLimitRequest");
@@ -157,9 +197,10 @@ int rls_decode(rls_req *r, const uint8_t *buf, size_t len, size_t max_key,
 
 void rls_free(rls_req *r) {
   if (r->msg)
-    envoy__service__ratelimit__v3__rate_limit_request__free_unpacked(r->msg,
-                                                                     NULL);
+    envoy__service__ratelimit__v3__rate_limit_request__free_unpacked(
+        r->msg, r->arena ? &r->arena->pa : NULL);
   r->msg = NULL;
+  if (r->arena) r->arena->used = 0;
 }
 
 int rls_status_of(int rc) {

@@ -29,8 +29,11 @@ enum {
 };
 
 /* What a response needs to say about its request, besides the result. */
+typedef struct rls_arena rls_arena;
+
 typedef struct rls_req {
   void *msg;   /* the decoded RateLimitRequest (protobuf-c's), owned */
+  rls_arena *arena; /* where msg was allocated (NULL: malloc) */
   eng_request er;
   eng_descriptor ds[ENG_MAX_DESCRIPTORS];
   eng_override ov[ENG_MAX_DESCRIPTORS]; /* one per descriptor of er */
@@ -53,7 +56,16 @@ typedef struct rls_req {
  */
 int rls_decode(rls_req *r, const uint8_t *buf, size_t len, size_t max_key,
                char *err, size_t err_len);
+/* rls_decode, the message allocated in `a` (NULL: malloc): a bump
+   allocator that one request at a time may use, emptied by its rls_free
+   (what does not fit in it is malloc'd). It spares the decoder's
+   allocations, a sixth of a call's instructions. */
+int rls_decode_in(rls_req *r, rls_arena *a, const uint8_t *buf, size_t len,
+                  size_t max_key, char *err, size_t err_len);
 void rls_free(rls_req *r);
+/* An arena for rls_decode_in (NULL out of memory), and its end. */
+rls_arena *rls_arena_new(void);
+void rls_arena_free(rls_arena *a);
 
 /* The gRPC status a failed decision (engine code rc) is answered with. */
 int rls_status_of(int rc);

@@ -233,7 +233,10 @@ static void on_rls(grpc_stream *s) {
   }
   c->s = s;
   char err[256];
-  int st = rls_decode(&c->rq, m, len, w->srv->o.max_key, err, sizeof err);
+  /* A decision that cannot wait is over before the next call is decoded:
+     the worker's arena serves them all. */
+  int st = rls_decode_in(&c->rq, w->may_wait ? NULL : w->grpc->arena, m, len,
+                         w->srv->o.max_key, err, sizeof err);
   if (st != RPC_OK) {
     grpc_respond(s, st, err, NULL, 0);
   } else if (decide(c, w->may_wait)) {
