@@ -3,8 +3,8 @@
  * envoy's RateLimitRequest (protobuf, decoded by protobuf-c from
  * proto/'s files) into the engine's request, the engine's result into a
  * RateLimitResponse as envoyproxy/ratelimit answers, and gRPC's health
- * check. The transport (grpc_conn.c, grpc_server.c) moves bytes; this file gives them
- * meaning, and fuzz/rls_fuzz.c drives it alone.
+ * check. The transport (grpc_conn.c, grpc_server.c) moves bytes; this
+ * file gives them meaning, and fuzz/rls_fuzz.c drives it alone.
  */
 #ifndef SLUICE_SERVER_GRPC_MSG_H
 #define SLUICE_SERVER_GRPC_MSG_H
