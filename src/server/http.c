@@ -59,6 +59,7 @@ typedef struct http_wait {
   int waiting; /* wait mode: a place in the hold is reserved */
   int held;    /* in the hold now */
   hold_entry hold;
+  http_kept kept; /* held: the answer, rendered when the hold started */
   int64_t cap; /* wait mode: the longest hold */
   size_t n, asked;
   int skipped[ENG_MAX_DESCRIPTORS];
@@ -138,7 +139,7 @@ static void on_held(hold_entry *e) {
   http_wait *wt = H2O_STRUCT_FROM_MEMBER(http_wait, hold, e);
   wt->held = 0;
   *wt->hook = NULL;
-  render(wt, 0);
+  http_send_kept(wt->req, &wt->kept);
   free(wt);
 }
 
@@ -155,6 +156,11 @@ static int maybe_hold(http_wait *wt) {
       wt->waiting = 0; /* (its place is the hold's now) */
       wt->held = 1;
       wait_pending(wt);
+      /* Rendered now: the rules it names may be freed by a reload
+         before the hold ends. */
+      http_keep_begin(&wt->kept);
+      render(wt, 0);
+      http_keep_end();
       return 1;
     }
     wt->waiting = 0; /* out of memory: answered at once, place given back */

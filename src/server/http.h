@@ -115,6 +115,22 @@ void http_add_header(h2o_req_t *req, const char *name, const char *value,
    Returns 0 (an h2o handler's "handled"). */
 int http_send_body(h2o_req_t *req, int status, const char *ctype, strbuf *b);
 
+/*
+ * Wait mode's answers, rendered when the hold starts and sent when it
+ * ends: the rules an answer names belong to the configuration of its
+ * decision, which a reload may free while the answer is held. Between
+ * http_keep_begin and http_keep_end, the next http_send_body sets the
+ * status and headers as usual and keeps the body in the request's pool
+ * in *k instead of sending; http_send_kept sends it.
+ */
+typedef struct http_kept {
+  const char *body;
+  size_t len;
+} http_kept;
+void http_keep_begin(http_kept *k);
+void http_keep_end(void);
+int http_send_kept(h2o_req_t *req, const http_kept *k);
+
 /* Sends {"error": "message"} with status, and counts it. Returns 0. */
 int http_send_error(h2o_req_t *req, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -125,6 +125,24 @@ void http_add_header(h2o_req_t *req, const char *name, const char *value,
 }
 
 /* Sends body (freed here) with status and content type. */
+/* Where http_send_body keeps an answer instead of sending it (wait mode,
+   http_keep_begin); NULL: it sends. A worker renders one answer at a
+   time on its own thread, so one per thread is enough. */
+static _Thread_local http_kept *keep_to;
+
+void http_keep_begin(http_kept *k) {
+  k->body = NULL;
+  k->len = 0;
+  keep_to = k;
+}
+
+void http_keep_end(void) { keep_to = NULL; }
+
+int http_send_kept(h2o_req_t *req, const http_kept *k) {
+  h2o_send_inline(req, k->body ? k->body : "", k->len);
+  return 0;
+}
+
 int http_send_body(h2o_req_t *req, int status, const char *ctype,
                      strbuf *b) {
   if (b->oom) {
@@ -142,7 +160,15 @@ int http_send_body(h2o_req_t *req, int status, const char *ctype,
                  ctype, strlen(ctype));
   h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
                  H2O_STRLIT("no-store"));
-  h2o_send_inline(req, b->p ? b->p : "", b->len);
+  if (keep_to) { /* the status and headers are set; the body waits */
+    char *body = b->len ? h2o_mem_alloc_pool(&req->pool, b->len) : NULL;
+    if (body) memcpy(body, b->p, b->len);
+    keep_to->body = body;
+    keep_to->len = b->len;
+    keep_to = NULL;
+  } else {
+    h2o_send_inline(req, b->p ? b->p : "", b->len);
+  }
   strbuf_free(b);
   return 0;
 }

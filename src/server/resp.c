@@ -222,7 +222,7 @@ static void reply_sl_check(resp_conn *c, const eng_result *r) {
 /* ---- commands that may wait for Redis ---- */
 
 /* Moves the reply bytes written since `mark` into slot s (done). */
-static void slot_fill(resp_conn *c, resp_slot *s, size_t mark) {
+void slot_keep(resp_conn *c, resp_slot *s, size_t mark) {
   s->len = c->out.len - mark;
   s->buf = s->len ? malloc(s->len) : NULL;
   if (s->len && !s->buf)
@@ -230,7 +230,6 @@ static void slot_fill(resp_conn *c, resp_slot *s, size_t mark) {
   else if (s->len)
     memcpy(s->buf, c->out.p + mark, s->len);
   c->out.len = mark;
-  s->done = 1;
 }
 
 void slot_link(resp_conn *c, resp_slot *s) {
@@ -259,7 +258,12 @@ static void slots_drain(resp_conn *c) {
 static void on_read(h2o_socket_t *sock, const char *err);
 
 void slot_answered(resp_conn *c, resp_slot *s, size_t mark) {
-  slot_fill(c, s, mark);
+  slot_keep(c, s, mark);
+  slot_ready(c, s);
+}
+
+void slot_ready(resp_conn *c, resp_slot *s) {
+  s->done = 1;
   int paused = c->nslots >= SLOTS_PAUSE;
   slots_drain(c);
   if (paused && c->nslots < SLOTS_PAUSE && !c->closing)
@@ -729,7 +733,8 @@ static void keep_order(resp_conn *c, resp_slot *behind, size_t mark) {
     return;
   }
   s->c = c;
-  slot_fill(c, s, mark);
+  slot_keep(c, s, mark);
+  s->done = 1;
   slot_link(c, s);
 }
 

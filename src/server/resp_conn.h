@@ -178,6 +178,12 @@ void slot_link(resp_conn *c, resp_slot *s);
 /* s's reply is the output written since mark: into s, and out with the
    others that are ready. */
 void slot_answered(resp_conn *c, resp_slot *s, size_t mark);
+/* The output written since mark moves into s, not yet to be sent (a held
+   reply: rendered when the hold starts, since a reload may free the
+   rules it names before the hold ends). */
+void slot_keep(resp_conn *c, resp_slot *s, size_t mark);
+/* s's kept reply is ready: out with the others that are. */
+void slot_ready(resp_conn *c, resp_slot *s);
 
 /* ---- the wait mode: WAIT [max_wait] (resp_wait.c) ---- */
 

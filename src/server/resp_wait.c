@@ -42,9 +42,7 @@ static void on_held(hold_entry *e) {
   resp_conn *c = s->c; /* (a closing connection cancels its holds) */
   s->held = 0;
   s->cap = 0;
-  size_t mark = c->out.len;
-  s->reply(c, (const eng_result *)(const void *)(s + 1));
-  slot_answered(c, s, mark);
+  slot_ready(c, s); /* (its reply was kept when the hold started) */
 }
 
 /* Decided s (rc 0): held for its delay (1), or 0 with its place in the
@@ -56,6 +54,11 @@ static int hold_or_not(resp_slot *s, eng_result *r) {
     s->hold.fire = on_held;
     if (hold_start(s->w, &s->hold, delay) == 0) {
       s->held = 1;
+      /* The reply now: the rules it names may be freed by a reload
+         before the hold ends. */
+      size_t mark = s->c->out.len;
+      s->reply(s->c, r);
+      slot_keep(s->c, s, mark);
       return 1;
     }
     return 0; /* out of memory: at once (hold_start gave the place back) */

@@ -31,6 +31,8 @@ descriptors:
   - key: route
     value: short
     rate_limit: {policy: "leaky_bucket:1/m:burst=100", max_wait: 10s}
+  - key: slow
+    rate_limit: {policy: "leaky_bucket:1/s:burst=5", max_wait: 15s}
 EOF2
 sv_start s -t 2 --config "$tmp/edge.yaml" --max-wait 20000 \
   --http-timeout 30000 --deny-status 403 || lib_finish
@@ -163,6 +165,29 @@ get "$URL/v1/throttle?key=c&policy=leaky_bucket:1/m:burst=5&max_wait=soon"
 want_code "max_wait=soon is a 400" 400
 http GET "$URL/v1/throttle?key=d&policy=leaky_bucket:1/s:burst=5" -H 'Sluice-Wait: 1'
 want_code "Sluice-Wait: 1 works as wait=1" 200
+
+# A reload while an answer is held: it names the rule of its decision,
+# whose configuration the reload frees (the answer is rendered when the
+# hold starts; under ASan one rendered at its end read freed memory).
+get "$URL/v1/check?domain=edge&slow=s"
+curl -s -o "$tmp/held.json" --max-time 20 \
+  "$URL/v1/check?domain=edge&slow=s&wait=1" &
+held_pid=$!
+sleep 0.3
+cat >"$tmp/edge.yaml" <<'EOF2'
+domain: other
+descriptors:
+  - key: user
+    rate_limit: {policy: "gcra:1/s"}
+EOF2
+sv_signal s HUP
+reloaded() { [ "$(metric 'sluice_config_reloads_total{result="success"}')" = 1 ]; }
+waitfor 100 reloaded
+eq "reload while held: the reload succeeded" 0 $?
+wait $held_pid
+cp "$tmp/held.json" "$tmp/b"
+want_jv "reload while held: the held answer names its rule" \
+  '[d["allowed"], d["statuses"][0]["rule"]]' '[true,"edge.slow"]'
 sv_stop s
 
 # --max-waiting: 2 held at most; the 3rd is refused with 503 at once. The

@@ -23,6 +23,8 @@ domain: edge
 descriptors:
   - key: user
     rate_limit: {policy: "leaky_bucket:10/s:burst=20", max_wait: 15s}
+  - key: slow
+    rate_limit: {policy: "leaky_bucket:2/s:burst=5", max_wait: 15s}
 EOF2
 sv_start r -t 2 --config "$tmp/edge.yaml" --max-wait 20000 || lib_finish
 
@@ -71,6 +73,30 @@ sed 's/^/    /' "$tmp/out"
 eq "SL.CHECK WAIT: 3 allowed" 3 "$(grep -c '^[0-9]* \*6 \[:1, :20, :.*\$edge.user\]' "$tmp/out")"
 in_range "SL.CHECK WAIT: the 3rd comes >= 180 ms after the send" 180 5000 \
   "$(tail -n 1 "$tmp/out" | cut -d' ' -f1)"
+
+# A reload while replies are held: they name the rule of their decision,
+# whose configuration the reload frees (the replies are written when the
+# hold starts; under ASan a reply written at its end read freed memory).
+printf 'SL.CHECK edge slow s WAIT\nSL.CHECK edge slow s WAIT\nSL.CHECK edge slow s WAIT\n' |
+  $WR "$RESP" 20 >"$tmp/out.reload" &
+wr_pid=$!
+sleep 0.3
+cat >"$tmp/edge.yaml" <<'EOF2'
+domain: other
+descriptors:
+  - key: user
+    rate_limit: {policy: "gcra:1/s"}
+EOF2
+sv_signal r HUP
+reloaded() { [ "$(metric 'sluice_config_reloads_total{result="success"}')" = 1 ]; }
+waitfor 100 reloaded
+eq "reload while held: the reload succeeded" 0 $?
+wait $wr_pid
+sed 's/^/    /' "$tmp/out.reload"
+eq "reload while held: 3 allowed, each naming its rule" 3 \
+  "$(grep -c '^[0-9]* \*6 \[:1, :5, :.*\$edge.slow\]' "$tmp/out.reload")"
+in_range "reload while held: the 3rd came after its delay (~1 s)" 800 10000 \
+  "$(tail -n 1 "$tmp/out.reload" | cut -d' ' -f1)"
 
 # Over max_wait: denied at once with the excess as retry_after, charging
 # nothing; a bad max_wait is an error.
