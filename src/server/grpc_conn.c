@@ -49,8 +49,16 @@ struct grpc_conn {
   int writing;       /* a socket write is in flight */
   int in_recv;       /* inside nghttp2_session_mem_recv: no send now */
   int goaway;        /* stopping: GOAWAY sent, closing once idle */
+  int paused;        /* reading stopped: too many frames wait to go out */
+  int dead;          /* a protocol error: closing once the GOAWAY is out */
+  int idle_fired;    /* the idle timer's GOAWAY went: next time, close */
   h2o_timeout_entry_t idle;
 };
+
+/* Frames nghttp2 may queue for a connection before it stops reading from
+   it: a client that sends without reading (our RST_STREAMs, WINDOW_UPDATEs
+   and answers pile up otherwise) is read again once they are written. */
+#define OUTQ_MAX 256
 
 static void conn_send(grpc_conn *c);
 
@@ -233,7 +241,7 @@ static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf,
   while (n < len && s->out_off < 5) buf[n++] = prefix[s->out_off++];
   size_t more = 5 + s->out_len - s->out_off;
   if (more > len - n) more = len - n;
-  memcpy(buf + n, s->out + (s->out_off - 5), more);
+  if (more) memcpy(buf + n, s->out + (s->out_off - 5), more);
   s->out_off += more;
   n += more;
   if (s->out_off == 5 + s->out_len) {
@@ -341,6 +349,13 @@ static int conn_maybe_close(grpc_conn *c) {
   return done;
 }
 
+/* (Re)starts c's idle timer: nothing read and nothing written for
+   GRPC_IDLE_MS closes it. */
+static void idle_rearm(grpc_conn *c) {
+  if (h2o_timeout_is_linked(&c->idle)) h2o_timeout_unlink(&c->idle);
+  h2o_timeout_link(c->gw->w->loop, &c->gw->idle_timeout, &c->idle);
+}
+
 static void on_written(h2o_socket_t *sock, const char *err) {
   grpc_conn *c = sock->data;
   c->writing = 0;
@@ -349,7 +364,17 @@ static void on_written(h2o_socket_t *sock, const char *err) {
     return;
   }
   if (c->out.cap > OUT_CHUNK * 2) strbuf_free(&c->out);
+  idle_rearm(c);
   conn_send(c);
+  if (c->dead && !c->writing) {
+    conn_close(c);
+    return;
+  }
+  if (c->paused && !c->dead &&
+      nghttp2_session_get_outbound_queue_size(c->ng) <= OUTQ_MAX / 2) {
+    c->paused = 0;
+    h2o_socket_read_start(c->sock, on_read);
+  }
   conn_maybe_close(c);
 }
 
@@ -376,9 +401,9 @@ static void on_read(h2o_socket_t *sock, const char *err) {
     conn_close(c);
     return;
   }
-  /* (idle: nothing read for GRPC_IDLE_MS) */
-  if (h2o_timeout_is_linked(&c->idle)) h2o_timeout_unlink(&c->idle);
-  h2o_timeout_link(c->gw->w->loop, &c->gw->idle_timeout, &c->idle);
+  /* (idle: nothing read or written for GRPC_IDLE_MS; a write that never
+     ends is no progress, however much the client sends meanwhile) */
+  if (!c->writing) idle_rearm(c);
   c->in_recv = 1;
   ssize_t n = nghttp2_session_mem_recv(c->ng, (const uint8_t *)sock->input->bytes,
                                        sock->input->size);
@@ -386,20 +411,33 @@ static void on_read(h2o_socket_t *sock, const char *err) {
   if (n < 0) { /* nghttp2 queued a GOAWAY where it could: say it, close */
     h2o_buffer_consume(&sock->input, sock->input->size);
     h2o_socket_read_stop(sock);
+    c->dead = 1;
     conn_send(c);
     if (!c->writing) conn_close(c);
     return;
   }
   h2o_buffer_consume(&sock->input, (size_t)n);
   conn_send(c);
-  conn_maybe_close(c);
+  if (conn_maybe_close(c)) return;
+  if (c->writing &&
+      nghttp2_session_get_outbound_queue_size(c->ng) > OUTQ_MAX) {
+    c->paused = 1;
+    h2o_socket_read_stop(sock);
+  }
 }
 
 static void on_idle(h2o_timeout_entry_t *e) {
   grpc_conn *c = H2O_STRUCT_FROM_MEMBER(grpc_conn, idle, e);
+  /* A write stuck all this time (the client reads nothing), or a GOAWAY
+     the last time: closed at once. Else a GOAWAY, and one more period. */
+  if (c->writing || c->idle_fired) {
+    conn_close(c);
+    return;
+  }
+  c->idle_fired = 1;
   nghttp2_session_terminate_session(c->ng, NGHTTP2_NO_ERROR);
   conn_send(c);
-  conn_maybe_close(c);
+  if (!conn_maybe_close(c)) idle_rearm(c);
 }
 
 static ssize_t no_send(nghttp2_session *ng, const uint8_t *d, size_t l,

@@ -78,9 +78,12 @@ void grpc_call_header(grpc_stream *s, const uint8_t *name, size_t nlen,
   } else if (is(name, nlen, ":method")) {
     s->is_post = vlen == 4 && !memcmp(value, "POST", 4);
   } else if (is(name, nlen, "content-type")) {
-    /* "application/grpc", alone or followed by "+proto", ";..." */
+    /* "application/grpc", alone or followed by "+proto" or ";...": the
+       messages are protobuf ("+json" and the like are not served) */
     s->is_grpc = vlen >= 16 && !memcmp(value, "application/grpc", 16) &&
-                 (vlen == 16 || value[16] == '+' || value[16] == ';');
+                 (vlen == 16 || value[16] == ';' ||
+                  (vlen >= 22 && !memcmp(value + 16, "+proto", 6) &&
+                   (vlen == 22 || value[22] == ';')));
   } else if (is(name, nlen, "grpc-timeout")) {
     int64_t t = parse_timeout(value, vlen);
     if (t >= 0)
@@ -267,9 +270,26 @@ static void on_other(grpc_stream *s) {
   grpc_respond(s, RPC_UNIMPLEMENTED, msg, NULL, 0);
 }
 
+/* Whether the request's bytes are one whole message, prefix and all (or
+   none): a stream the client ended inside a message must not be decided
+   on what came (a protobuf cut at a field boundary parses). */
+static int whole(const grpc_stream *s) {
+  if (s->body.len == 0) return 1;
+  if (s->body.len < 5) return 0;
+  const uint8_t *p = (const uint8_t *)s->body.p;
+  uint32_t n = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 |
+               (uint32_t)p[3] << 8 | p[4];
+  return s->body.len - 5 == n;
+}
+
 void grpc_call_begin(grpc_stream *s) {
   static void (*const on[])(grpc_stream *) = {
       [GM_NONE] = on_other, [GM_RLS] = on_rls, [GM_HEALTH] = on_health,
       [GM_OTHER] = on_other};
+  if ((s->method == GM_RLS || s->method == GM_HEALTH) && !whole(s)) {
+    /* (grpc-go's answer to a message cut short) */
+    grpc_respond(s, RPC_INTERNAL, "incomplete message", NULL, 0);
+    return;
+  }
   on[s->method](s);
 }
