@@ -211,6 +211,9 @@ static int state_ok(const algo_policy *p, const algo_state *st) {
   case SL_GCRA:
   case SL_LEAKY_BUCKET:
     return st->b >= 0 && st->b < p->Lg;
+  case SL_CONCURRENCY: /* leases live in memory only: never saved, and a
+                          record's numbers would be read as a lease */
+    return 0;
   default: /* sliding_window: any two 32-bit counts */
     return 1;
   }

@@ -254,8 +254,41 @@ static void a_wrong_magic_says_what_the_file_is_not(void **state) {
                            "magic)");
 }
 
+/* resolve: every name is the concurrency limiter ud (a file whose names
+   a later configuration gives to a concurrency policy). */
+static int resolve_concurrency(void *ud, const char *name, size_t len,
+                               const algo_policy **p, uint16_t *id) {
+  (void)name, (void)len;
+  limiter_ident(ud, p, id);
+  return 0;
+}
+
+/* A concurrency policy's keys are leases, never saved: a state record
+   under its name (a forged file, or one whose names now mean another
+   policy) is refused, not read as a lease. */
+static void a_state_record_for_a_concurrency_policy_is_refused(void **state) {
+  (void)state;
+  world w = world_new(0);
+  charge(&w);
+  strbuf b = snapshot_of(&w);
+  sl_store *s = store_with_cap(8 << 20);
+  sl_limiter *conc = limiter_of(s, "concurrency:5");
+  store_snap_stats st;
+  char err[256] = "";
+  assert_int_equal(store_snapshot_load(s, (uint8_t *)b.p, b.len,
+                                       resolve_concurrency, conc, T0 + SEC(1),
+                                       &st, err, sizeof err),
+                   -1);
+  assert_non_null(strstr(err, "for concurrency"));
+  sl_limiter_free(conc);
+  sl_store_free(s);
+  strbuf_free(&b);
+  world_free(&w);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(a_state_record_for_a_concurrency_policy_is_refused),
       cmocka_unit_test(round_trip_restores_every_algorithm_under_its_name),
       cmocka_unit_test(load_skips_fresh_and_unnamed_keys),
       cmocka_unit_test(truncation_at_every_offset_is_an_error_naming_it),
