@@ -15,10 +15,13 @@
  * the HPACK tables stay at 4 KiB, a request message is at most --max-body
  * bytes (its length prefix is read first), the request bytes held by one
  * connection at most GRPC_CONN_BUFFERED and by all of them together at
- * most --max-input-buffer (a budget of gRPC's own, RESP's size), and
- * nghttp2's own limits (queued
- * PING/SETTINGS acknowledgements, SETTINGS entries, CONTINUATION frames,
- * resets per second) stay on. The connections count against
+ * most --max-input-buffer (a budget of gRPC's own, RESP's size), the
+ * frames queued to go out at most OUTQ_MAX before reading stops, and
+ * nghttp2's own limits stay on: queued PING/SETTINGS acknowledgements
+ * and SETTINGS entries, and, in Debian 12's libnghttp2 1.52.0-1+deb12u1
+ * and deb12u2 (backported fixes of CVE-2023-44487 and CVE-2024-28182;
+ * upstream 1.57 and 1.61), resets per second and CONTINUATION frames.
+ * The connections count against
  * --max-grpc-connections and --max-connections (worker.c admits them); a
  * connection from which nothing is read for GRPC_IDLE_MS (no call, or a
  * request that never ends) is closed with a GOAWAY.

@@ -62,7 +62,7 @@ int hold_reserve(worker *w) {
 
 void hold_unreserve(worker *w) {
   hold_queue *q = w->hold;
-  q->reserved--;
+  if (q) q->reserved--; /* (NULL: disposed, the worker is stopping) */
   atomic_fetch_sub(&w->srv->waiting, 1);
   engine_waiting(w->et, -1);
 }
@@ -179,10 +179,12 @@ int64_t hold_delay(eng_result *r, int64_t cap) {
   if (delay <= cap) return delay;
   r->allowed = 0;
   for (size_t i = 0; i < r->n; i++)
-    if (r->st[i].d.delay_ns > cap) {
+    if (!r->st[i].shadow && r->st[i].d.delay_ns > cap) {
       r->st[i].d.allowed = 0;
       r->st[i].d.retry_after_ns = r->st[i].d.delay_ns - cap;
       r->worst = (int)i;
+      /* (SL.CHECK's reply shows each descriptor's deciding status) */
+      r->by_descriptor[r->st[i].descriptor] = (int)i;
     }
   return 0;
 }
