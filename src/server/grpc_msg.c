@@ -347,6 +347,19 @@ uint8_t *rls_encode(const rls_req *r, int rc, const eng_result *res,
   return out;
 }
 
+int rls_decide(const rls_req *r, engine *e, engine_thread *et, int64_t now,
+               eng_result *res, eng_done_fn done, void *ud) {
+  if (!r->er.n) {
+    engine_result_init(res, 1);
+    return config_domain(engine_config(e), r->er.domain, r->er.domain_len)
+               ? 0
+               : ENG_EDOMAIN;
+  }
+  eng_query q = {.kind = ENG_QUERY_RULES, .req = &r->er,
+                 .overrides = r->ov, .now = now};
+  return engine_decide(et, &q, res, done, ud);
+}
+
 /* ---- grpc.health.v1 ---- */
 
 int health_answer(const uint8_t *buf, size_t len, int stopping, uint8_t **out,

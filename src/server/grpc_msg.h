@@ -67,6 +67,17 @@ void rls_free(rls_req *r);
 rls_arena *rls_arena_new(void);
 void rls_arena_free(rls_arena *a);
 
+/*
+ * Decides r at now as envoy's service does, for gRPC and /json alike: the
+ * configured rules, each descriptor with its own limit override, through
+ * engine_decide on et (done and ud as there: ENG_PENDING when the answer
+ * comes later). A request whose descriptors are all empty decides nothing:
+ * res OK with nothing applied, and 0, or ENG_EDOMAIN in a domain e's
+ * configuration does not have.
+ */
+int rls_decide(const rls_req *r, engine *e, engine_thread *et, int64_t now,
+               eng_result *res, eng_done_fn done, void *ud);
+
 /* The gRPC status a failed decision (engine code rc) is answered with. */
 int rls_status_of(int rc);
 

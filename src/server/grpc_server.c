@@ -191,24 +191,15 @@ static int decide(grpc_call *c, int may_wait) {
   grpc_stream *s = c->s;
   worker *w = s->w;
   c->now = clock_wall_ns();
-  int rc = 0;
-  if (c->rq.er.n) {
-    eng_query q = {.kind = ENG_QUERY_RULES, .req = &c->rq.er,
-                   .overrides = c->rq.ov, .now = c->now};
-    rc = engine_decide(w->et, &q, &c->res, may_wait ? engine_done : NULL, c);
-    if (rc == ENG_PENDING) {
-      s->call = c;
-      if (s->deadline_ns) {
-        h2o_linklist_insert(&w->grpc->waiting, &s->wait_link);
-        tick_arm(w->grpc);
-      }
-      return 1;
+  int rc = rls_decide(&c->rq, w->srv->eng, w->et, c->now, &c->res,
+                      may_wait ? engine_done : NULL, c);
+  if (rc == ENG_PENDING) {
+    s->call = c;
+    if (s->deadline_ns) {
+      h2o_linklist_insert(&w->grpc->waiting, &s->wait_link);
+      tick_arm(w->grpc);
     }
-  } else { /* every descriptor was empty: nothing applies */
-    const sl_config *cfg = engine_config(w->srv->eng);
-    if (!config_domain(cfg, c->rq.er.domain, c->rq.er.domain_len))
-      rc = ENG_EDOMAIN;
-    engine_result_init(&c->res, 1);
+    return 1;
   }
   decided(c, rc);
   return 0;

@@ -114,25 +114,13 @@ static void decided(void *ud, int rc, eng_result *res) {
   job_free(j);
 }
 
-/* Decides j's request as the gRPC service does: the configured rules with
-   each descriptor's own limit override; a request whose descriptors are
-   all empty decides nothing (OK, or an unknown domain). */
+/* Decides j's request as the gRPC service does (rls_decide): answered
+   now, or from decided once Redis answers. */
 static int decide(rls_job *j) {
   worker *w = worker_of(j->req->conn->ctx);
   j->now = clock_wall_ns();
-  if (!j->rq.er.n) {
-    engine_result_init(&j->res, 1);
-    const sl_config *cfg = engine_config(j->srv->eng);
-    int rc = config_domain(cfg, j->rq.er.domain, j->rq.er.domain_len)
-                 ? 0
-                 : ENG_EDOMAIN;
-    answer(j, rc);
-    job_free(j);
-    return 0;
-  }
-  eng_query q = {.kind = ENG_QUERY_RULES, .req = &j->rq.er,
-                 .overrides = j->rq.ov, .now = j->now};
-  int rc = engine_decide(w->et, &q, &j->res, w->may_wait ? decided : NULL, j);
+  int rc = rls_decide(&j->rq, j->srv->eng, w->et, j->now, &j->res,
+                      w->may_wait ? decided : NULL, j);
   if (rc == ENG_PENDING) {
     j->hook = h2o_mem_alloc_shared(&j->req->pool, sizeof *j->hook,
                                    hook_dispose);
