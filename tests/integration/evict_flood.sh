@@ -46,10 +46,7 @@ cat >>"$tmp/rules.yaml" <<'EOF'
     rate_limit: {policy: "gcra:1000/s", evict_below: 1}
 EOF
 sv_signal flood HUP
-reloaded() {
-  [ "$(metric 'sluice_config_reloads_total{result="success"}')" = 1 ]
-}
-waitfor 100 reloaded
+waitfor 100 reloads_are 1
 eq "the rule with evict_below is loaded" 0 $?
 eq "the flood's ad-hoc policy" '1 1 0 ' \
   "$(rc SL.THROTTLE warmup fixed_window:1/d | cut -c1-6)"

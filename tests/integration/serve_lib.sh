@@ -306,6 +306,12 @@ metric() {
     awk -v s="$1" 'substr($0, 1, length(s) + 1) == s " " { print $2; exit }'
 }
 
+# reloads_are N — whether N config reloads have succeeded (for waitfor,
+# which must scrape again on each try).
+reloads_are() {
+  [ "$(metric 'sluice_config_reloads_total{result="success"}')" = "$1" ]
+}
+
 # snap FILE — saves a scrape of $URL/metrics in FILE.
 snap() { curl -s --max-time 10 "$URL/metrics" >"$1"; }
 

@@ -181,8 +181,7 @@ descriptors:
     rate_limit: {policy: "gcra:1/s"}
 EOF2
 sv_signal s HUP
-reloaded() { [ "$(metric 'sluice_config_reloads_total{result="success"}')" = 1 ]; }
-waitfor 100 reloaded
+waitfor 100 reloads_are 1
 eq "reload while held: the reload succeeded" 0 $?
 wait $held_pid
 cp "$tmp/held.json" "$tmp/b"

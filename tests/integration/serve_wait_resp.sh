@@ -88,8 +88,7 @@ descriptors:
     rate_limit: {policy: "gcra:1/s"}
 EOF2
 sv_signal r HUP
-reloaded() { [ "$(metric 'sluice_config_reloads_total{result="success"}')" = 1 ]; }
-waitfor 100 reloaded
+waitfor 100 reloads_are 1
 eq "reload while held: the reload succeeded" 0 $?
 wait $wr_pid
 sed 's/^/    /' "$tmp/out.reload"
