@@ -121,7 +121,8 @@ typedef struct eng_backend_ops {
   /* lim is about to be freed (a reload): the backend drops what it keeps
      of it. Under the limiter lock. NULL: nothing kept. */
   void (*forget)(eng_backend *b, const sl_limiter *lim);
-  /* After each event-loop pass (engine_thread_flush). NULL: nothing. */
+  /* At the end of an event-loop pass (engine_thread_flush). NULL:
+     nothing. */
   void (*flush)(eng_backend *b, void *bt);
   void (*free)(eng_backend *b);
 } eng_backend_ops;

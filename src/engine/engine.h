@@ -145,8 +145,9 @@ void engine_thread_free(engine_thread *t);
 void engine_thread_quiesce(engine_thread *t);
 /* The thread holds no config until its next quiesce (e.g. while blocked). */
 void engine_thread_offline(engine_thread *t);
-/* After each event-loop pass: the backend sends what the thread's
-   requests of the pass queued (fleet mode's batched script calls). */
+/* At the end of an event-loop pass, inside it (the daemon's worker runs it
+   when the backend's transport wakes it): the backend sends what the
+   thread's requests of the pass queued (fleet mode's batched calls). */
 void engine_thread_flush(engine_thread *t);
 
 /* ---- requests ---- */

@@ -211,6 +211,7 @@ static int enqueue(node *n, pending *p) {
     n->qhead = p;
   n->qtail = p;
   if (!n->queued_at) n->queued_at = now;
+  if (n->c->loop.wake) n->c->loop.wake(n->c->loop.wake_ud);
   p->reply_by = now + (int64_t)n->c->cfg.timeout_ms * 1000000;
   int64_t at = give_up_at(n->c, p);
   timer_arm(n->c, at < p->reply_by ? at : p->reply_by);
@@ -435,7 +436,8 @@ static void node_write(node *n);
 static void conn_lost(node *n, const char *why);
 
 /* n's write is done: its buffer goes back, and what was queued meanwhile
-   is written at once (no batch window) or at the window's end. */
+   is written at once (no batch window) or at the window's end (the flush
+   arms the timer for it). */
 static void on_write(void *ud, const char *err) {
   node *n = ud;
   release(n->c, n->inflight, n->inflight_cap);
@@ -444,7 +446,10 @@ static void on_write(void *ud, const char *err) {
     conn_lost(n, "write failed");
     return;
   }
-  if (n->w.len && !n->c->cfg.batch_us) node_write(n);
+  if (n->w.len && !n->c->cfg.batch_us)
+    node_write(n);
+  else if (n->w.len && n->c->loop.wake)
+    n->c->loop.wake(n->c->loop.wake_ud);
 }
 
 /* Moves the queued commands into the sent FIFO and writes their bytes. */

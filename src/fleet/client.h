@@ -90,7 +90,9 @@ int rc_send(rc_client *c, int slot, char *cmd, size_t len, rc_reply_fn cb,
 int rc_send_since(rc_client *c, int slot, char *cmd, size_t len,
                   int64_t since_ns, rc_reply_fn cb, void *ud);
 
-/* Writes what is queued (called after each loop iteration). */
+/* Writes what is queued: called at the end of a loop pass, inside it,
+   when the loop's wake asks (loop.h), or after every pass where the loop
+   has no wake. */
 void rc_flush(rc_client *c);
 
 /* Makes c publish the maps it reads to m, and take those the other

@@ -210,6 +210,7 @@ static int job_queue(job *j) {
                        &grp->words_len);
   if (err) return err;
   xt->batch[xt->nbatch++] = grp;
+  if (xt->nbatch == 1 && xt->io.wake) xt->io.wake(xt->io.io);
   j->phase = PH_ATOMIC;
   j->all = 1;
   j->waiting = 1;
@@ -610,9 +611,10 @@ eng_backend *fleet_exact_new(const fleet_opts *o) {
 }
 
 void fleet_thread_set_transport(engine_thread *t, fleet_send_fn send,
-                                void *io) {
+                                fleet_wake_fn wake, void *io) {
   fleet_io *fio = engine_thread_backend(t);
   if (!fio) return;
   fio->send = send;
+  fio->wake = wake;
   fio->io = io;
 }

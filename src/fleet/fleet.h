@@ -34,6 +34,10 @@
 typedef void (*fleet_reply_fn)(void *ud, const redisReply *r, const char *err);
 typedef int (*fleet_send_fn)(void *io, int slot, char *cmd, size_t len,
                              int64_t since_ns, fleet_reply_fn cb, void *ud);
+/* Asks the worker to call engine_thread_flush before its loop waits again:
+   a request was queued for a batched call. The flush must run inside the
+   loop's pass, where the worker's sockets may be written and closed. */
+typedef void (*fleet_wake_fn)(void *io);
 
 typedef struct fleet_opts {
   int cluster;    /* Redis Cluster: a request's keys are grouped by slot */
@@ -50,7 +54,9 @@ eng_backend *fleet_exact_new(const fleet_opts *o);
 eng_backend *fleet_approx_new(const fleet_opts *o);
 
 /* The Redis transport of worker thread t (an engine_thread of an engine
-   on either backend): its decisions' (exact mode) and resets' calls. */
-void fleet_thread_set_transport(engine_thread *t, fleet_send_fn send, void *io);
+   on either backend): its decisions' (exact mode) and resets' calls;
+   wake (NULL: none) asks for the flush of a batch (fleet_wake_fn). */
+void fleet_thread_set_transport(engine_thread *t, fleet_send_fn send,
+                                fleet_wake_fn wake, void *io);
 
 #endif /* SLUICE_FLEET_H */

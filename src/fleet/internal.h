@@ -12,6 +12,7 @@
    so that fleet_thread_set_transport reaches it whichever the backend. */
 typedef struct fleet_io {
   fleet_send_fn send; /* NULL: none set (no Redis client) */
+  fleet_wake_fn wake; /* NULL: the owner flushes after every pass */
   void *io;
 } fleet_io;
 

@@ -46,6 +46,14 @@ typedef struct rc_loop {
      arming. */
   void (*timer_arm)(rc_timer *t, int64_t in_ns);
   void (*timer_free)(rc_timer *t);
+  /* Asks the loop's owner to call rc_flush within this pass of the loop,
+     before it waits again: a command was queued. NULL: the owner calls
+     rc_flush after every pass anyway (a test's loop). A flush must not
+     run between two passes of an h2o loop: a socket written there (its
+     write, done at once, is queued as pending) and then closed would be
+     freed by the next pass before its pending callback ran. */
+  void (*wake)(void *wake_ud);
+  void *wake_ud;
 } rc_loop;
 
 #endif /* SLUICE_FLEET_LOOP_H */

@@ -140,6 +140,12 @@ static void timer_free(rc_timer *t) {
 }
 
 rc_loop redis_h2o_loop(h2o_loop_t *loop) {
-  return (rc_loop){loop,       sock_connect, sock_write, sock_read_start,
-                   sock_close, timer_new,    timer_arm,  timer_free};
+  return (rc_loop){.loop = loop,
+                   .connect = sock_connect,
+                   .write = sock_write,
+                   .read_start = sock_read_start,
+                   .close = sock_close,
+                   .timer_new = timer_new,
+                   .timer_arm = timer_arm,
+                   .timer_free = timer_free};
 }

@@ -118,6 +118,9 @@ typedef struct worker {
                                resets' DELs) */
   long grpc_conns;
   struct grpc_worker *grpc; /* gRPC's connections and timers (grpc_conn.c) */
+  /* What runs at the end of a pass, inside the loop (zero timeouts): the
+     fleet's batched calls, and a stop's first steps (worker.c). */
+  h2o_timeout_entry_t flush_entry, drain_entry;
 } worker;
 
 static inline worker *worker_of(h2o_context_t *ctx) {

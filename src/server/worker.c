@@ -45,10 +45,16 @@ struct worker_pool {
   sem_t up; /* a started worker posts it once its loop can take messages */
 };
 
-/* The engine's remote, on this worker's Redis client. */
+/* The engine's remote, on this worker's (io's) Redis client; refused
+   once the client is gone (a stop's last steps). */
 static int remote_send(void *io, int slot, char *cmd, size_t len,
                        int64_t since_ns, fleet_reply_fn cb, void *ud) {
-  return rc_send_since(io, slot, cmd, len, since_ns, cb, ud);
+  worker *w = io;
+  if (!w->rc) {
+    free(cmd);
+    return -1;
+  }
+  return rc_send_since(w->rc, slot, cmd, len, since_ns, cb, ud);
 }
 
 /* An open HTTP connection: its socket and fd, so that a stop can close
@@ -298,6 +304,29 @@ static void listener_open(worker *w, int l, int fd) {
   h2o_socket_read_start(w->lst[l].sock, on_accept);
 }
 
+/*
+ * The end of a pass: this pass's decisions go to Redis as batched calls in
+ * one pipeline (engine_thread_flush, rc_flush). It runs as an entry of the
+ * context's zero timeout, linked when something is queued, so inside the
+ * loop's pass, never between two: h2o's evloop frees a closed socket at
+ * the start of its next pass, even one whose write, done at once, still
+ * waits in its pending list there. A socket written and closed between
+ * two passes (a Redis connection that timed out in rc_flush; a client's,
+ * answered by a fallback) was freed while listed, and a socket made later
+ * in the same memory turned the list into a loop that never ended.
+ */
+static void on_flush(h2o_timeout_entry_t *e) {
+  worker *w = H2O_STRUCT_FROM_MEMBER(worker, flush_entry, e);
+  engine_thread_flush(w->et);
+  if (w->rc) rc_flush(w->rc);
+}
+
+static void flush_soon(void *ud) {
+  worker *w = ud;
+  if (!h2o_timeout_is_linked(&w->flush_entry))
+    h2o_timeout_link(w->loop, &w->ctx.zero_timeout, &w->flush_entry);
+}
+
 /* Fleet mode: this worker's Redis client, on its loop (rc_client_new;
    fleet_detach frees it). Exact mode decides through it; approximate mode
    only resets (its DELs): decisions there never wait, and the client
@@ -305,10 +334,12 @@ static void listener_open(worker *w, int l, int fd) {
 static void fleet_attach(worker *w, const worker_fleet *f) {
   if (!f->redis) return;
   rc_loop io = redis_h2o_loop(w->loop);
+  io.wake = flush_soon;
+  io.wake_ud = w;
   w->rc = rc_client_new(&io, f->redis, f->topo, NULL);
   if (w->rc && f->map) rc_client_share(w->rc, f->map);
   if (w->rc) {
-    fleet_thread_set_transport(w->et, remote_send, w->rc);
+    fleet_thread_set_transport(w->et, remote_send, flush_soon, w);
     w->may_wait = w->srv->exact;
   } else {
     log_msg("error", "worker %u: no Redis client (out of memory): %s",
@@ -323,8 +354,11 @@ static void fleet_detach(worker *w) {
   w->rc = NULL;
 }
 
-/* Stopping: no more accepting; in-flight work goes on. */
-static void start_draining(worker *w) {
+/* Stopping: no more accepting; in-flight work goes on. It runs inside
+   the loop (the drain entry), as on_flush does, for the same reason: it
+   answers held requests and writes GOAWAYs, then closes connections. */
+static void start_draining(h2o_timeout_entry_t *e) {
+  worker *w = H2O_STRUCT_FROM_MEMBER(worker, drain_entry, e);
   for (int l = 0; l < LST_COUNT; l++) {
     if (w->lst[l].sock) h2o_socket_close(w->lst[l].sock);
     w->lst[l].sock = NULL;
@@ -355,6 +389,8 @@ static void *worker_main(void *arg) {
   h2o_linklist_init_anchor(&w->http_list);
   grpc_worker_start(w);
   for (int l = 0; l < LST_COUNT; l++) listener_open(w, l, b->fd[l]);
+  w->flush_entry = (h2o_timeout_entry_t){.cb = on_flush};
+  w->drain_entry = (h2o_timeout_entry_t){.cb = start_draining};
   fleet_attach(w, &p->fleet);
 
   int draining = 0;
@@ -363,18 +399,15 @@ static void *worker_main(void *arg) {
     engine_thread_quiesce(w->et);
     h2o_evloop_run(w->loop, 100);
     resume_accepting(w);
-    if (w->rc) { /* this pass's decisions: batched calls, one pipeline */
-      engine_thread_flush(w->et);
-      rc_flush(w->rc);
-    }
     if (atomic_load(&srv->stopping) && !draining) {
-      start_draining(w);
+      /* (in the next pass, which does not wait for it) */
+      h2o_timeout_link(w->loop, &w->ctx.zero_timeout, &w->drain_entry);
       draining = 1;
       deadline = clock_mono_ns() + (int64_t)srv->o.shutdown_grace_ms * 1000000;
     }
-    if (draining && ((w->http_conns == 0 && w->resp_conns == 0 &&
-                      w->grpc_conns == 0) ||
-                     clock_mono_ns() > deadline))
+    if (draining && !h2o_timeout_is_linked(&w->drain_entry) &&
+        ((w->http_conns == 0 && w->resp_conns == 0 && w->grpc_conns == 0) ||
+         clock_mono_ns() > deadline))
       break;
     if (draining) close_idle_http(w); /* those that were busy a moment ago */
   }

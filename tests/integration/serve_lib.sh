@@ -208,6 +208,24 @@ sv_wait_exit() {
 # sv_stop NAME [WANT] — SIGTERM, then the exit status must be WANT (0) and
 # the log must say "stopped"; a daemon that does not stop within the bound
 # is killed and fails the check.
+# sv_threads PID — what a daemon that does not stop is doing, for the
+# failure's report: each thread's state (R: running, a spin; S: asleep, a
+# wait or a deadlock), its kernel wait channel and CPU ticks, then, where
+# gdb is installed, every thread's stack.
+sv_threads() {
+  for _t in /proc/"$1"/task/*; do
+    [ -r "$_t/stat" ] || continue
+    awk -v w="$(cat "$_t/wchan" 2>/dev/null)" '{
+      sub(/^[0-9]+ \(/, ""); split($0, f, /\) /); split(f[2], g, " ")
+      printf "    thread %s: state %s, wchan %s, utime %s, stime %s\n", f[1], g[1], w, g[12], g[13]
+    }' "$_t/stat"
+  done
+  if command -v gdb >/dev/null 2>&1; then
+    timeout 30 gdb -p "$1" -batch -ex 'thread apply all bt' 2>&1 |
+      grep -E '^(Thread|#)' | sed 's/^/    /'
+  fi
+}
+
 sv_stop() {
   _d=$tmp/sv.$1
   if ! sv_running "$1"; then
@@ -218,8 +236,10 @@ sv_stop() {
   kill -TERM "$(cat "$_d/pid")"
   sv_wait_exit "$1"
   if [ "$sv_rc" = none ]; then
+    fail "sv_stop $1: still running $((SV_STOP_TENTHS / 10)) s after SIGTERM (killed); its threads and log:"
+    sv_threads "$(cat "$_d/pid")" >&2
+    tail -n 20 "$_d/log" | sed 's/^/    /' >&2
     kill -KILL "$(cat "$_d/pid")" 2>/dev/null
-    fail "sv_stop $1: still running $((SV_STOP_TENTHS / 10)) s after SIGTERM (killed)"
     return 1
   fi
   if [ "$sv_rc" != "${2:-0}" ]; then

@@ -134,9 +134,12 @@ static void fake_timer_free(rc_timer *t) {
   free(t);
 }
 
-static const rc_loop fake_loop = {NULL,       fake_connect,   fake_write,
-                                  fake_read_start, fake_close, fake_timer_new,
-                                  fake_timer_arm,  fake_timer_free};
+static const rc_loop fake_loop = {
+    NULL,           fake_connect,   fake_write,      fake_read_start, fake_close,
+    fake_timer_new, fake_timer_arm, fake_timer_free, NULL,            NULL};
+
+/* The loop client_with gives a client (a test may ask for its wake). */
+static rc_loop loop_for_next = {0};
 
 /* ---- local helpers ---- */
 
@@ -183,8 +186,11 @@ static rc_client *client_with(int nodes, int timeout_ms, int breaker_ms) {
   cfg.cluster = nodes > 1;
   cfg.timeout_ms = timeout_ms;
   cfg.breaker_ms = breaker_ms;
-  rc_client *c = rc_client_new(&fake_loop, &cfg, &t, &test_alloc);
+  rc_client *c = rc_client_new(loop_for_next.connect ? &loop_for_next
+                                                     : &fake_loop,
+                                &cfg, &t, &test_alloc);
   assert_non_null(c);
+  loop_for_next = (rc_loop){0};
   return c;
 }
 
@@ -965,6 +971,42 @@ static void the_module_is_found_at_each_connect(void **state) {
   rc_client_free(c);
 }
 
+static int wakes;
+static void count_wake(void *ud) {
+  assert_ptr_equal(ud, &wakes);
+  wakes++;
+}
+
+/* A queued command asks the loop's owner for a flush (rc_loop.wake), and
+   only the flush writes it: the daemon's worker runs that flush inside
+   its loop's pass, where sockets may be written and closed. */
+static void a_queued_command_asks_for_a_flush(void **state) {
+  (void)state;
+  loop_for_next = fake_loop;
+  loop_for_next.wake = count_wake;
+  loop_for_next.wake_ud = &wakes;
+  rc_client *c = client_of(1, 100);
+  wakes = 0;
+  outcome o = {0};
+  send_get(c, 0, "wakeme", &o);
+  assert_true(wakes >= 1);
+  assert_null(rc_client_node_sock(c, 0)); /* no connect before the flush */
+  rc_flush(c);
+  connect_node(c, 0);
+  assert_int_equal(sent(c, 0, "wakeme"), 1);
+  feed(c, 0, REPLY);
+  assert_int_equal(o.calls, 1);
+  wakes = 0; /* and on an open connection */
+  send_get(c, 0, "zq9x", &o);
+  assert_true(wakes >= 1);
+  assert_int_equal(sent(c, 0, "zq9x"), 0);
+  rc_flush(c);
+  assert_int_equal(sent(c, 0, "zq9x"), 1);
+  feed(c, 0, REPLY);
+  assert_int_equal(o.calls, 2);
+  rc_client_free(c);
+}
+
 /* A module built from another decide.lua (an upgrade half done) gets the
    script's EVALSHA, never an SL.DECIDE whose arguments it may read
    otherwise, and the log says why. */
@@ -1010,6 +1052,7 @@ int main(void) {
       cmocka_unit_test(
           a_shared_map_never_routes_to_a_node_this_client_has_down),
       cmocka_unit_test(the_module_is_found_at_each_connect),
+      cmocka_unit_test(a_queued_command_asks_for_a_flush),
       cmocka_unit_test(a_module_of_another_build_gets_the_script),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);

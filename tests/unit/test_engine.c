@@ -1656,7 +1656,7 @@ static void a_down_store_answers_each_rule_per_on_store_error(void **state) {
   (void)state;
   fixture f = fleet_fixture(CFG_STORE_ERROR_DENY);
   int sends = 0;
-  fleet_thread_set_transport(f.t, send_down, &sends);
+  fleet_thread_set_transport(f.t, send_down, NULL, &sends);
   eng_result out;
   done_box box = {0};
   int allowed[4] = {0};
@@ -1689,7 +1689,7 @@ static void a_failed_call_answers_later_per_on_store_error(void **state) {
   (void)state;
   fixture f = fleet_fixture(0); /* default: allow */
   pending_call p = {0};
-  fleet_thread_set_transport(f.t, send_later, &p);
+  fleet_thread_set_transport(f.t, send_later, NULL, &p);
   eng_result out;
   done_box box = {0};
   assert_int_equal(fleet_check(&f, "b", &out, &box), ENG_PENDING);
@@ -1715,7 +1715,7 @@ static void a_reload_waits_for_requests_pending_in_redis(void **state) {
   (void)state;
   fixture f = fleet_fixture(0);
   pending_call p = {0};
-  fleet_thread_set_transport(f.t, send_later, &p);
+  fleet_thread_set_transport(f.t, send_later, NULL, &p);
   eng_result out;
   done_box box = {0};
   assert_int_equal(fleet_check(&f, "a", &out, &box), ENG_PENDING);
@@ -1769,7 +1769,7 @@ static void fleet_reset_deletes_the_named_policys_redis_key(void **state) {
   (void)state;
   fixture f = fleet_fixture(0);
   fake_redis r = {0};
-  fleet_thread_set_transport(f.t, send_fake, &r);
+  fleet_thread_set_transport(f.t, send_fake, NULL, &r);
   eng_reset out;
   reset_box box = {0};
   /* A policy this daemon never used: named, its key goes all the same. */
@@ -1805,7 +1805,7 @@ fleet_reset_without_a_policy_covers_the_ones_used_here(void **state) {
   (void)state;
   fixture f = fleet_fixture(0);
   fake_redis r = {0};
-  fleet_thread_set_transport(f.t, send_fake, &r);
+  fleet_thread_set_transport(f.t, send_fake, NULL, &r);
   /* Two ad-hoc policies in use (their decisions fail over to allow). */
   const char *specs[2] = {"fixed_window:3/s", "sliding_log:5/m"};
   for (int i = 0; i < 2; i++) {
@@ -1876,7 +1876,7 @@ static void fleet_reset_of_a_descriptor_deletes_each_limits_key(void **state) {
   assert_non_null(f.e);
   f.t = engine_thread_new(f.e);
   fake_redis r = {0};
-  fleet_thread_set_transport(f.t, send_fake, &r);
+  fleet_thread_set_transport(f.t, send_fake, NULL, &r);
   /* (user=alice) and (tenant=acme): three limits, their keys under the
      request's hash tag, as a decision of the same request names them. */
   eng_descriptor d[3] = {desc_of("user", "alice", NULL),
@@ -1948,7 +1948,7 @@ static void fleet_reset_fails_when_redis_does_not_confirm(void **state) {
   (void)state;
   fixture f = fleet_fixture(0);
   fake_redis r = {0};
-  fleet_thread_set_transport(f.t, send_fake, &r);
+  fleet_thread_set_transport(f.t, send_fake, NULL, &r);
   eng_descriptor d[2] = {desc_of("a", "v", NULL), desc_of("b", "v", NULL)};
   eng_request req = {"f", 1, d, 2, 1};
   eng_reset out;
@@ -1995,7 +1995,7 @@ static void fleet_reset_drops_the_local_fallback_state(void **state) {
   (void)state;
   fixture f = fleet_fixture(0);
   int sends = 0;
-  fleet_thread_set_transport(f.t, send_down, &sends);
+  fleet_thread_set_transport(f.t, send_down, NULL, &sends);
   eng_result res;
   done_box dbox = {0};
   int allowed = 0;
@@ -2005,7 +2005,7 @@ static void fleet_reset_drops_the_local_fallback_state(void **state) {
   }
   assert_int_equal(allowed, 5); /* local at 0.5 of 10 */
   fake_redis r = {0};
-  fleet_thread_set_transport(f.t, send_fake, &r);
+  fleet_thread_set_transport(f.t, send_fake, NULL, &r);
   eng_descriptor d = desc_of("c", "v", NULL);
   eng_request req = {"f", 1, &d, 1, 1};
   eng_reset out;
@@ -2017,7 +2017,7 @@ static void fleet_reset_drops_the_local_fallback_state(void **state) {
   assert_int_equal(box.rc, 0);
   assert_int_equal(out.dropped, 1); /* the local limiter's */
   fake_free(&r);
-  fleet_thread_set_transport(f.t, send_down, &sends);
+  fleet_thread_set_transport(f.t, send_down, NULL, &sends);
   allowed = 0;
   for (int i = 0; i < 8; i++) {
     assert_int_equal(fleet_check(&f, "c", &res, &dbox), 0);
@@ -2075,7 +2075,7 @@ approximate_reset_drops_local_state_and_unpushed_charges(void **state) {
   assert_non_null(e);
   engine_thread *t1 = engine_thread_new(e), *t2 = engine_thread_new(e);
   fake_redis r = {0};
-  fleet_thread_set_transport(t1, send_fake, &r);
+  fleet_thread_set_transport(t1, send_fake, NULL, &r);
   eng_descriptor da = desc_of("k", "a", NULL), db = desc_of("k", "b", NULL);
   eng_request ra = {"d", 1, &da, 1, 1}, rb = {"d", 1, &db, 1, 1};
   eng_result res;

@@ -365,7 +365,7 @@ static unsigned first_key_slot(const char *cmd) {
 static fixture exact_fixture(const char *yaml, fake_redis *r) {
   engine_opts o = exact_opts((fleet_opts){.cluster = 1, .batch_max = 1}, 0);
   fixture f = fixture_with(&o, yaml);
-  fleet_thread_set_transport(f.t, send_fake, r);
+  fleet_thread_set_transport(f.t, send_fake, NULL, r);
   return f;
 }
 

@@ -431,7 +431,7 @@ static void redis_names_are_exact_modes(void **state) {
   engine_thread *xt = engine_thread_new(ex);
   assert_non_null(xt);
   capture c = {0};
-  fleet_thread_set_transport(xt, send_capture, &c);
+  fleet_thread_set_transport(xt, send_capture, NULL, &c);
   int done = 0;
   eng_result out;
   struct {
@@ -520,7 +520,7 @@ static void sender_new(sender *x, const char *yaml) {
   if (!x->e) fail_msg("engine_new: %s", err);
   x->t = engine_thread_new(x->e);
   assert_non_null(x->t);
-  fleet_thread_set_transport(x->t, send_fake, &x->s);
+  fleet_thread_set_transport(x->t, send_fake, NULL, &x->s);
 }
 
 static void sender_free(sender *x) {
