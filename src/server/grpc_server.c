@@ -11,7 +11,8 @@
  * answers it. A call whose stream goes away first (the client reset it,
  * its connection closed) is cut loose (call->s NULL) and freed when the
  * decision comes; one whose grpc-timeout passes first is answered
- * DEADLINE_EXCEEDED then and cut loose too. Elsewhere decisions never
+ * DEADLINE_EXCEEDED then and cut loose too. A call whose grpc-timeout has
+ * passed when its message is complete gets DEADLINE_EXCEEDED undecided. Elsewhere decisions never
  * wait and the working set lives on the stack.
  */
 #include <stdio.h>
@@ -214,6 +215,13 @@ static const uint8_t *message(const grpc_stream *s, size_t *len) {
 
 static void on_rls(grpc_stream *s) {
   worker *w = s->w;
+  /* A call whose grpc-timeout passed before its message was in: its
+     client has given up on it, so it is neither decided nor charged (as
+     when the deadline passes while the decision waits). */
+  if (s->deadline_ns && clock_mono_ns() >= s->deadline_ns) {
+    grpc_respond(s, RPC_DEADLINE_EXCEEDED, "deadline exceeded", NULL, 0);
+    return;
+  }
   size_t len;
   const uint8_t *m = message(s, &len);
   if (!m) {

@@ -161,8 +161,71 @@ def default_counts():
        r.statuses[0].limit_remaining)
 
 
+def expired_call(key, timeout="1n"):
+    """ShouldRateLimit for key on a socket of its own (HTTP/2 frames by
+    hand: grpcio will not send a call whose deadline has passed), with
+    grpc-timeout `timeout`, its message 50 ms after its headers. Returns
+    the bytes the server sent back."""
+    import socket
+    import struct
+
+    def frame(ftype, flags, sid, payload=b""):
+        return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + \
+            struct.pack(">I", sid) + payload
+
+    def literal(name, value):  # HPACK: without indexing, no Huffman
+        return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + \
+            value
+    host, port = ADDR.rsplit(":", 1)
+    block = b"".join(literal(n, v) for n, v in (
+        (b":method", b"POST"), (b":scheme", b"http"),
+        (b":path", RLS.encode()), (b":authority", ADDR.encode()),
+        (b"content-type", b"application/grpc"), (b"te", b"trailers"),
+        (b"grpc-timeout", timeout.encode())))
+    msg = req("default", [("key", key)]).SerializeToString()
+    s = socket.create_connection((host, int(port)), timeout=5)
+    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0) +
+              frame(1, 4, 1, block))
+    time.sleep(0.05)
+    s.sendall(frame(0, 1, 1, b"\x00" + struct.pack(">I", len(msg)) + msg))
+    got, end = b"", time.monotonic() + 5
+    while time.monotonic() < end:
+        try:
+            b = s.recv(65536)
+        except socket.timeout:
+            break
+        if not b:
+            break
+        got += b
+        # HEADERS with END_STREAM on stream 1: the trailers, the end.
+        i = 0
+        while i + 9 <= len(got):
+            n = int.from_bytes(got[i:i + 3], "big")
+            if got[i + 3] == 1 and got[i + 4] & 1 and \
+                    int.from_bytes(got[i + 5:i + 9], "big") == 1:
+                end = 0
+            i += 9 + n
+    s.close()
+    return got
+
+
+def expired_deadline():
+    """A call whose grpc-timeout passed before its message came is answered
+    DEADLINE_EXCEEDED (a gRPC error, counted) and charges nothing."""
+    k = "late" + UNIQ
+    before = metric("sluice_grpc_errors_total") or 0
+    got = expired_call(k)
+    check("an expired call: the server answers it", len(got) > 0, repr(got))
+    eq("an expired call: a gRPC error", before + 1,
+       metric("sluice_grpc_errors_total"))
+    r = call(req("default", [("key", k)]))
+    eq("an expired call charged nothing: the next has 99 left", 99,
+       r.statuses[0].limit_remaining)
+
+
 def default_suite():
     in_window(60, default_counts)
+    in_window(60, expired_deadline)
     c, msg = code_of(lambda: call(req("default", [("key", "carol")],
                                       hits=101)))
     eq("hits above the limit can never pass: INVALID_ARGUMENT (HTTP's 400)",
