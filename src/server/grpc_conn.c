@@ -16,7 +16,11 @@
  * bytes (its length prefix is read first), the request bytes held by one
  * connection at most GRPC_CONN_BUFFERED and by all of them together at
  * most --max-input-buffer (a budget of gRPC's own, RESP's size), the
- * frames queued to go out at most OUTQ_MAX before reading stops, and
+ * frames queued to go out at most OUTQ_MAX before reading stops (what was
+ * read is fed to nghttp2 IN_SLICE bytes at a time, the queue looked at
+ * between two: h2o reads all the kernel holds at once, megabytes from a
+ * client that sends fast, and each frame of it may queue one to go
+ * out), and
  * nghttp2's own limits stay on: queued PING/SETTINGS acknowledgements
  * and SETTINGS entries, and, in Debian 12's libnghttp2 1.52.0-1+deb12u1
  * and deb12u2 (backported fixes of CVE-2023-44487 and CVE-2024-28182;
@@ -39,6 +43,7 @@
 #include "grpc_server.h"
 
 #define OUT_CHUNK 65536 /* bytes taken from nghttp2 per socket write */
+#define IN_SLICE 16384  /* bytes fed to nghttp2 between looks at its queue */
 
 struct grpc_conn {
   h2o_linklist_t link; /* the worker's connections */
@@ -322,6 +327,7 @@ void grpc_respond(grpc_stream *s, int status, const char *msg, uint8_t *body,
 /* ---- the connection ---- */
 
 static void on_read(h2o_socket_t *sock, const char *err);
+static int conn_feed(grpc_conn *c);
 
 static void conn_close(grpc_conn *c) {
   worker *w = c->gw->w;
@@ -376,7 +382,9 @@ static void on_written(h2o_socket_t *sock, const char *err) {
   if (c->paused && !c->dead &&
       nghttp2_session_get_outbound_queue_size(c->ng) <= OUTQ_MAX / 2) {
     c->paused = 0;
-    h2o_socket_read_start(c->sock, on_read);
+    if (conn_feed(c)) return; /* what was read before the pause first */
+    if (c->dead) return;
+    if (!c->paused) h2o_socket_read_start(c->sock, on_read);
   }
   conn_maybe_close(c);
 }
@@ -398,6 +406,40 @@ static void conn_send(grpc_conn *c) {
   h2o_socket_write(c->sock, &v, 1, on_written);
 }
 
+/* Feeds what c's socket read to nghttp2, IN_SLICE bytes at a time,
+   writing between slices, until all is taken or too many frames wait to
+   go out behind a write in flight: then reading stops (c->paused) and the
+   rest stays in the socket's buffer, fed when the queue has drained
+   (on_written). 1: c was closed (a protocol error, nothing to write). */
+static int conn_feed(grpc_conn *c) {
+  h2o_socket_t *sock = c->sock;
+  while (sock->input->size > 0) {
+    size_t n = sock->input->size < IN_SLICE ? sock->input->size : IN_SLICE;
+    c->in_recv = 1;
+    ssize_t r =
+        nghttp2_session_mem_recv(c->ng, (const uint8_t *)sock->input->bytes, n);
+    c->in_recv = 0;
+    if (r < 0) { /* nghttp2 queued a GOAWAY where it could: say it, close */
+      h2o_buffer_consume(&sock->input, sock->input->size);
+      h2o_socket_read_stop(sock);
+      c->dead = 1;
+      conn_send(c);
+      if (c->writing) return 0;
+      conn_close(c);
+      return 1;
+    }
+    h2o_buffer_consume(&sock->input, (size_t)r);
+    conn_send(c);
+    if (c->writing &&
+        nghttp2_session_get_outbound_queue_size(c->ng) > OUTQ_MAX) {
+      c->paused = 1;
+      h2o_socket_read_stop(sock);
+      return 0;
+    }
+  }
+  return 0;
+}
+
 static void on_read(h2o_socket_t *sock, const char *err) {
   grpc_conn *c = sock->data;
   if (err) {
@@ -407,26 +449,8 @@ static void on_read(h2o_socket_t *sock, const char *err) {
   /* (idle: nothing read or written for GRPC_IDLE_MS; a write that never
      ends is no progress, however much the client sends meanwhile) */
   if (!c->writing) idle_rearm(c);
-  c->in_recv = 1;
-  ssize_t n = nghttp2_session_mem_recv(c->ng, (const uint8_t *)sock->input->bytes,
-                                       sock->input->size);
-  c->in_recv = 0;
-  if (n < 0) { /* nghttp2 queued a GOAWAY where it could: say it, close */
-    h2o_buffer_consume(&sock->input, sock->input->size);
-    h2o_socket_read_stop(sock);
-    c->dead = 1;
-    conn_send(c);
-    if (!c->writing) conn_close(c);
-    return;
-  }
-  h2o_buffer_consume(&sock->input, (size_t)n);
-  conn_send(c);
-  if (conn_maybe_close(c)) return;
-  if (c->writing &&
-      nghttp2_session_get_outbound_queue_size(c->ng) > OUTQ_MAX) {
-    c->paused = 1;
-    h2o_socket_read_stop(sock);
-  }
+  if (conn_feed(c) || c->dead) return;
+  conn_maybe_close(c);
 }
 
 static void on_idle(h2o_timeout_entry_t *e) {
