@@ -4,7 +4,8 @@
  * no order, a min-heap of them by count (the one a new key replaces is
  * its root), and an open-addressing table from a key's id to its counter.
  * A counter only ever grows until the summary is cleared, so an increment
- * only sifts down.
+ * only sifts down. The filter in front of a full summary (topk.h) is
+ * FILTER_PER_K cells per counter in each of its two rows.
  */
 #include "topk.h"
 
@@ -13,13 +14,17 @@
 
 #include "hash.h"
 
+#define FILTER_PER_K 16
+
 int topk_init(topk *s, size_t k) {
   memset(s, 0, sizeof *s);
   if (k < 1 || k > TOPK_MAX) return -1;
-  size_t icap = 4;
+  size_t icap = 4, cells = 64;
   while (icap < 2 * k) icap *= 2;
+  while (cells < FILTER_PER_K * k) cells *= 2;
   s->k = k;
   s->icap = icap;
+  s->fmask = cells - 1;
   s->items = malloc(k * sizeof *s->items);
   s->heap = malloc(k * sizeof *s->heap);
   s->pos = malloc(k * sizeof *s->pos);
@@ -32,6 +37,7 @@ int topk_init(topk *s, size_t k) {
 }
 
 void topk_free(topk *s) {
+  free(s->filter);
   free(s->items);
   free(s->heap);
   free(s->pos);
@@ -41,6 +47,7 @@ void topk_free(topk *s) {
 
 void topk_clear(topk *s) {
   if (s->n) memset(s->index, 0, s->icap * sizeof *s->index);
+  if (s->filter) memset(s->filter, 0, 2 * (s->fmask + 1) * sizeof *s->filter);
   s->n = 0;
   s->total = 0;
 }
@@ -110,6 +117,45 @@ static void sift_up(topk *s, size_t h) {
   heap_put(s, h, i);
 }
 
+/* Key id's cell in row `row` of the filter: the two halves of its id
+   mixed (not the index's mix of the whole id, so that keys that share a
+   slot's neighbourhood do not share cells too). */
+static uint32_t *cell(const topk *s, uint64_t id, int row) {
+  uint64_t h = hash_mix(id ^ UINT64_C(0x9e3779b97f4a7c15));
+  return &s->filter[(size_t)row * (s->fmask + 1) +
+                    ((size_t)(row ? h >> 32 : h) & s->fmask)];
+}
+
+/* A new key of a full summary (id, weight w) at the filter: 1 when it
+   takes the smallest counter (floor), 0 when it stays out. Its cells
+   count it (saturating: a saturated cell lets every key through); with
+   no filter (out of memory) every key goes through, as in plain
+   Space-Saving. */
+static int filter_passes(topk *s, uint64_t id, uint64_t w, uint64_t floor) {
+  if (!s->filter &&
+      !(s->filter = calloc(2 * (s->fmask + 1), sizeof *s->filter)))
+    return 1;
+  uint64_t least = UINT64_MAX;
+  for (int r = 0; r < 2; r++) {
+    uint32_t *c = cell(s, id, r);
+    uint64_t v = *c + w;
+    *c = v >= UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+    if (*c < least) least = *c;
+  }
+  return least == UINT32_MAX || least > floor;
+}
+
+/* The key leaving counter it (its count an upper bound of its own):
+   its cells rise to that count, so that they bound it while it is out. */
+static void filter_hold(topk *s, const topk_item *it) {
+  if (!s->filter) return;
+  uint32_t c = it->count >= UINT32_MAX ? UINT32_MAX : (uint32_t)it->count;
+  for (int r = 0; r < 2; r++) {
+    uint32_t *p = cell(s, it->id, r);
+    if (*p < c) *p = c;
+  }
+}
+
 void topk_add(topk *s, uint64_t id, uint64_t w, topk_text_fn text, void *ctx) {
   s->total += w;
   size_t slot = slot_of(s, id);
@@ -126,9 +172,11 @@ void topk_add(topk *s, uint64_t id, uint64_t w, topk_text_fn text, void *ctx) {
     s->heap[s->n] = i;
     s->pos[i] = (uint32_t)s->n;
     s->n++;
-  } else { /* the smallest counter changes hands */
+  } else { /* the smallest counter changes hands, if the filter says */
     i = s->heap[0];
     floor = s->items[i].count;
+    if (!filter_passes(s, id, w, floor)) return;
+    filter_hold(s, &s->items[i]);
     index_remove(s, s->items[i].id);
     slot = slot_of(s, id);
   }

@@ -17,6 +17,18 @@
  * absent from one summary is charged that summary's smallest count (an
  * upper bound of what it had there; 0 when the summary was not full).
  *
+ * A full summary has a filter in front of it (after Homem and Carvalho's
+ * Filtered Space-Saving, 2010): two rows of counters, one cell per row
+ * for each key, at two halves of its id. A new key adds its weight to
+ * its two cells, and takes the smallest counter only when both its cells
+ * exceed that counter's count; else it stays out. A counter that changes
+ * hands first raises its two cells to its count. The smaller cell is then
+ * an upper bound of an absent key's count, so a key kept out had no more
+ * than the smallest counter, as Space-Saving promises, and both promises
+ * above hold unchanged; what the filter saves is the replacement (the
+ * index, the heap, the text) for the light keys of a spread load, which
+ * plain Space-Saving does at nearly every decision.
+ *
  * Keys are known by a 64-bit id (a keyed hash of the key, the caller's);
  * the text shown for a key is copied, truncated to TOPK_TEXT - 1 bytes,
  * when it takes a counter. No locks: one thread writes a summary; the
@@ -47,6 +59,10 @@ typedef struct topk {
   uint32_t *pos;    /* each item's place in the heap */
   uint32_t *index;  /* open addressing by id: item index + 1, 0 empty */
   size_t icap;      /* a power of two, at least 2k */
+  uint32_t *filter; /* 2 rows of fmask + 1 cells, made when first full;
+                       NULL: none (not yet, or out of memory: plain
+                       Space-Saving) */
+  size_t fmask;
 } topk;
 
 /* Makes an empty summary of k counters (1..TOPK_MAX): 0, or -1 out of
