@@ -10,7 +10,8 @@
 # denials); instructions for N = 1000 and 6000, and their difference
 # over the 10000 requests between (start-up and shutdown cancel out).
 # Only the threads that serve requests are counted (callgrind
-# --separate-threads: the worker and the denial log's writer): the main
+# --separate-threads: the worker and the denial log's writer; worker_only
+# is the worker's share, what a request waits for): the main
 # thread's expiry steps and gRPC's pollers run on the wall clock, so
 # under callgrind's slowness they add thousands of instructions a request
 # that vary from run to run and are not the request's.
@@ -70,20 +71,23 @@ run() { # MODE N -> instructions of the request-serving threads
     tail -n 5 vg.$mode.$n.log >&2
     exit 1
   fi
-  total=0
+  total=0 worker=0
   for f in cg.out.$mode.$n-*; do
     grep -q 'worker_main\|writer_main' "$f" || continue
-    total=$((total + $(grep -h "^summary:\|^totals:" "$f" | head -1 | awk '{print $2}')))
+    ir=$(grep -h "^summary:\|^totals:" "$f" | head -1 | awk '{print $2}')
+    total=$((total + ir))
+    grep -q 'worker_main' "$f" && worker=$((worker + ir))
   done
-  echo $total
+  echo "$total $worker"
 }
 off=""
 for mode in ${MODES:-off top log flood on}; do
-  a=$(run $mode 1000); b=$(run $mode 6000)
-  per=$(( (b - a) / 10000 ))
+  set -- $(run $mode 1000) $(run $mode 6000)
+  a=$1 b=$3
+  per=$(( (b - a) / 10000 )) wper=$(( ($4 - $2) / 10000 ))
   [ $mode = off ] && off=$per
   vs=""
   [ -n "$off" ] && [ $mode != off ] &&
     vs=" vs_off=$(awk -v a=$per -v o=$off 'BEGIN { printf "%+.1f%%", 100 * (a - o) / o }')"
-  echo "mode=$mode Ir(1000x2 req)=$a Ir(6000x2 req)=$b per_request=$per$vs"
+  echo "mode=$mode Ir(1000x2 req)=$a Ir(6000x2 req)=$b per_request=$per$vs worker_only=$wper"
 done

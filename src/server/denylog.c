@@ -12,11 +12,14 @@
  * refused, are counted in sluice_denial_log_dropped_total by reason.
  *
  * The queue is a byte ring of --denial-log-buffer bytes, allocated at
- * start: a worker copies its line in under the lock (no malloc per line)
- * and wakes the writer only when the writer sleeps for want of lines;
- * the writer takes all that is queued, writes it with one writev, and
- * pauses WRITE_PAUSE_NS before looking again, so that a flood's lines are
- * written in batches rather than with a wake-up each.
+ * start. A worker copies a denial's figures and strings into it as a
+ * record, as they are (no malloc, no formatting), under the lock, and
+ * wakes the writer only when the writer sleeps for want of lines; the
+ * writer takes all that is queued, makes each record its JSON line (the
+ * escaping, the values' hashing, the time's text: the line's cost, off
+ * the worker), writes them in large writes, and pauses WRITE_PAUSE_NS
+ * before looking again, so that a flood's lines are written in batches
+ * rather than with a wake-up each.
  *
  * The file is opened with O_APPEND and opened again on SIGUSR1
  * (logrotate's convention: it renames the file, then signals): the
@@ -42,6 +45,34 @@
 
 #define LINE_MAX_BYTES 16384 /* a line is cut (and marked) past this */
 #define WRITE_PAUSE_NS 2000000 /* the writer's pause after a batch */
+#define OUT_FLUSH 65536        /* the writer writes its lines this many
+                                  bytes at a time */
+
+/*
+ * A record: a denial as the worker saw it. The header, then its strings,
+ * each a uint32_t length and its bytes: the domain, the rule, the policy,
+ * the client's address, then each descriptor entry's key and value (or,
+ * for an ad-hoc policy, its one key). A record whose strings do not fit
+ * in LINE_MAX_BYTES is queued without them (REC_LONG): its line says so.
+ */
+enum { REC_ENFORCED = 1, REC_NO_RETRY = 2, REC_ADHOC = 4, REC_LONG = 8 };
+enum { S_DOMAIN, S_RULE, S_POLICY, S_CLIENT, S_FIXED };
+
+typedef struct rec_head {
+  uint32_t len;   /* the whole record's bytes */
+  uint16_t flags; /* REC_* */
+  uint16_t nent;  /* descriptor entries (REC_ADHOC: 0, one key) */
+  int64_t now, limit, remaining, retry_ms;
+} rec_head;
+
+/* A record's strings where they are (the worker's) or were copied to
+   (the writer's), by S_* then the entries' keys and values. */
+typedef struct rec_str {
+  const char *p;
+  uint32_t len;
+} rec_str;
+
+#define REC_STRS_MAX (S_FIXED + 2 * ENG_MAX_ENTRIES)
 
 enum { D_WRITTEN, D_RATE, D_QUEUE, D_ERROR, D_COUNT };
 
@@ -58,7 +89,9 @@ struct denylog {
 
   pthread_mutex_t lock;
   pthread_cond_t cond;
-  char *ring;     /* cap bytes: the queued lines, from head to tail */
+  char *ring;     /* cap bytes: the queued records, from head to tail */
+  char *rec;      /* the writer's: the record it makes a line of */
+  strbuf out;     /* the writer's: lines not yet written (kept) */
   size_t cap;
   size_t head, tail; /* byte counts read and written (ring index: % cap) */
   uint64_t lines; /* lines between head and tail not yet taken */
@@ -131,13 +164,67 @@ static int write_lines(int fd, struct iovec *iov, int n) {
   return 0;
 }
 
-/* Writes ring bytes [from, to) (one or two spans, as they wrap) to the
-   file: 0, or -1 (errno). */
-static int write_span(denylog *d, size_t from, size_t to) {
-  size_t at = from % d->cap, n = to - from;
-  size_t first = n < d->cap - at ? n : d->cap - at;
-  struct iovec iov[2] = {{d->ring + at, first}, {d->ring, n - first}};
-  return write_lines(d->fd, iov, n > first ? 2 : 1);
+/* Copies n ring bytes from byte count `from` on (as they wrap) to out. */
+static void ring_get(const denylog *d, size_t from, void *out, size_t n) {
+  size_t at = from % d->cap, first = n < d->cap - at ? n : d->cap - at;
+  memcpy(out, d->ring + at, first);
+  memcpy((char *)out + first, d->ring, n - first);
+}
+
+/* Copies n bytes of p into the ring at byte count `to` (as they wrap). */
+static void ring_put(denylog *d, size_t to, const void *p, size_t n) {
+  size_t at = to % d->cap, first = n < d->cap - at ? n : d->cap - at;
+  memcpy(d->ring + at, p, first);
+  memcpy(d->ring, (const char *)p + first, n - first);
+}
+
+static void format_line(const observe *obs, strbuf *b, const rec_head *h,
+                        const rec_str *s);
+
+/* Writes b's bytes to the file (unless a write failed before: *rc -1),
+   and empties b. */
+static void flush_out(denylog *d, strbuf *b, int *rc) {
+  if (b->len && !*rc) {
+    struct iovec iov = {b->p, b->len};
+    *rc = write_lines(d->fd, &iov, 1);
+  }
+  b->len = 0;
+}
+
+/* Makes the records in ring bytes [from, to) lines and writes them,
+   about OUT_FLUSH bytes a write: 0, or -1 (errno) when a write failed
+   (the lines after it are not written). */
+static int write_records(denylog *d, size_t from, size_t to) {
+  strbuf *out = &d->out;
+  int rc = 0;
+  for (size_t at = from; at < to;) {
+    rec_head h;
+    ring_get(d, at, &h, sizeof h);
+    size_t body = h.len - sizeof h;
+    ring_get(d, at + sizeof h, d->rec, body);
+    at += h.len;
+    rec_str s[REC_STRS_MAX] = {{NULL, 0}};
+    size_t ns = h.flags & REC_LONG    ? 0
+                : h.flags & REC_ADHOC ? S_FIXED + 1
+                                      : S_FIXED + 2 * (size_t)h.nent;
+    const char *p = d->rec;
+    for (size_t i = 0; i < ns; i++) {
+      memcpy(&s[i].len, p, 4);
+      s[i].p = p + 4;
+      p += 4 + s[i].len;
+    }
+    format_line(d->obs, out, &h, s);
+    if (out->oom) { /* (the lines so far are lost with the buffer) */
+      strbuf_free(out);
+      rc = -1;
+    }
+    if (out->len >= OUT_FLUSH) flush_out(d, out, &rc);
+  }
+  flush_out(d, out, &rc);
+  /* (kept for the next batch, unless a line of many escaped bytes grew
+     it past twice a write's worth) */
+  if (out->cap > 2 * OUT_FLUSH) strbuf_free(out);
+  return rc;
 }
 
 /* Opens the file again (SIGUSR1) once what was queued before is written;
@@ -175,7 +262,7 @@ static void *writer_main(void *arg) {
     d->reopen = 0;
     pthread_mutex_unlock(&d->lock);
     if (to > from) {
-      int rc = write_span(d, from, to);
+      int rc = write_records(d, from, to);
       if (d->m) metrics_global_add(d->m, d->mid[rc ? D_ERROR : D_WRITTEN],
                                    lines);
     }
@@ -207,7 +294,8 @@ denylog *denylog_new(const observe *obs, char *err, size_t len) {
   pthread_mutex_init(&d->lock, NULL);
   pthread_cond_init(&d->cond, NULL);
   d->cap = o->log_buffer;
-  if (!(d->ring = malloc(d->cap))) { /* (pages are touched as used) */
+  if (!(d->rec = malloc(LINE_MAX_BYTES)) ||
+      !(d->ring = malloc(d->cap))) { /* (pages are touched as used) */
     snprintf(err, len, "--denial-log-buffer: cannot allocate %zu bytes",
              d->cap);
     goto fail;
@@ -289,55 +377,59 @@ static void add_time(strbuf *b, int64_t now) {
   strbuf_add(b, frac, 4);
 }
 
-/* The line of status s of out (q the query), newline included. */
-static void format_line(const observe *obs, strbuf *b, const eng_query *q,
-                        const eng_result *out, const eng_status *s) {
+/* Record h's line (s its strings), newline included, after b's bytes; a
+   line over LINE_MAX_BYTES (a descriptor of many long values, escaped)
+   says so in its stead. */
+static void format_line(const observe *obs, strbuf *b, const rec_head *h,
+                        const rec_str *s) {
+  size_t start = b->len;
+  if (h->flags & REC_LONG) goto too_long;
   STRBUF_LIT(b, "{\"time\":\"");
-  add_time(b, q->now);
+  add_time(b, h->now);
   STRBUF_LIT(b, "\",\"domain\":");
-  if (q->kind == ENG_QUERY_RULES) {
-    http_json_str(b, q->req->domain, q->req->domain_len);
+  if (!(h->flags & REC_ADHOC)) {
+    http_json_str(b, s[S_DOMAIN].p, s[S_DOMAIN].len);
     STRBUF_LIT(b, ",\"rule\":");
-    http_json_str(b, s->limit->rule, strlen(s->limit->rule));
+    http_json_str(b, s[S_RULE].p, s[S_RULE].len);
     STRBUF_LIT(b, ",\"descriptor\":{");
-    const eng_descriptor *d = &q->req->descriptors[s->descriptor];
-    for (size_t i = 0; i < d->n; i++) {
+    for (size_t i = 0; i < h->nent; i++) {
+      const rec_str *k = &s[S_FIXED + 2 * i];
       if (i) STRBUF_LIT(b, ",");
-      http_json_str(b, d->entries[i].key, d->entries[i].key_len);
+      http_json_str(b, k[0].p, k[0].len);
       STRBUF_LIT(b, ":");
-      json_value(obs, b, d->entries[i].value, d->entries[i].value_len);
+      json_value(obs, b, k[1].p, k[1].len);
     }
     STRBUF_LIT(b, "}");
   } else {
     STRBUF_LIT(b, "null,\"rule\":null,\"key\":");
-    json_value(obs, b, q->key, q->key_len);
+    json_value(obs, b, s[S_FIXED].p, s[S_FIXED].len);
   }
   STRBUF_LIT(b, ",\"client\":");
-  char addr[ENG_CLIENT_MAX] = "";
-  if (q->client) q->client(q->client_ud, addr, sizeof addr);
-  if (*addr)
-    json_value(obs, b, addr, strlen(addr));
+  if (s[S_CLIENT].len)
+    json_value(obs, b, s[S_CLIENT].p, s[S_CLIENT].len);
   else
     STRBUF_LIT(b, "null");
   STRBUF_LIT(b, ",\"policy\":");
-  http_json_str(b, s->policy_str, strlen(s->policy_str));
+  http_json_str(b, s[S_POLICY].p, s[S_POLICY].len);
   STRBUF_LIT(b, ",\"limit\":");
-  strbuf_add_i64(b, (int64_t)s->d.limit);
+  strbuf_add_i64(b, h->limit);
   STRBUF_LIT(b, ",\"remaining\":");
-  strbuf_add_i64(b, (int64_t)s->d.remaining);
+  strbuf_add_i64(b, h->remaining);
   STRBUF_LIT(b, ",\"retry_after_ms\":");
-  if (s->d.retry_after_ns < 0)
+  if (h->flags & REC_NO_RETRY)
     STRBUF_LIT(b, "null");
   else
-    strbuf_add_i64(b, ns_to_ms_up(s->d.retry_after_ns));
-  /* Enforced: this limit denied the request. Shadow: it would have (a
-     shadow_mode rule, or a quota limit another quota limit overruled). */
-  int enforced = !out->allowed && !s->shadow;
+    strbuf_add_i64(b, h->retry_ms);
   STRBUF_LIT(b, ",\"mode\":\"");
-  if (enforced)
+  if (h->flags & REC_ENFORCED)
     STRBUF_LIT(b, "enforced\"}\n");
   else
     STRBUF_LIT(b, "shadow\"}\n");
+  if (b->len - start <= LINE_MAX_BYTES || b->oom) return;
+too_long:
+  b->len = start;
+  strbuf_addf(b, "{\"time\":null,\"error\":\"line over %d bytes\"}\n",
+              LINE_MAX_BYTES);
 }
 
 /* Whether the sample keeps this denial: a per-thread xorshift draw. */
@@ -378,20 +470,37 @@ static int take_room(denylog *d, int64_t now) {
   return 0;
 }
 
-/* Queues one line (b's bytes, copied into the ring) at now when the log's
-   limiter has room and the ring has room for it; else drops it and
-   counts the drop by reason. One lock for both. */
-static void enqueue(denylog *d, const strbuf *b, int64_t now) {
-  size_t n = b->len;
+/* Queues record h (its strings s[0..ns)) at now when the log's limiter
+   has room and the ring has room for it; else drops it and counts the
+   drop by reason. One lock for both. */
+static void enqueue(denylog *d, rec_head *h, const rec_str *s, size_t ns,
+                    int64_t now) {
+  size_t n = sizeof *h;
+  for (size_t i = 0; i < ns; i++) n += 4 + s[i].len;
+  if (n - sizeof *h > LINE_MAX_BYTES) { /* its line says so instead */
+    h->flags |= REC_LONG;
+    ns = 0;
+    n = sizeof *h;
+  }
+  h->len = (uint32_t)n;
+  char mem[sizeof *h + LINE_MAX_BYTES];
   pthread_mutex_lock(&d->lock);
   int drop = !take_room(d, now)              ? D_RATE
              : d->tail - d->head + n > d->cap ? D_QUEUE
                                               : -1; /* queued */
   if (drop < 0) {
+    /* Straight into the ring where the record fits before its end (nearly
+       always); else made whole on the stack, then copied in two parts. */
     size_t at = d->tail % d->cap;
-    size_t first = n < d->cap - at ? n : d->cap - at;
-    memcpy(d->ring + at, b->p, first);
-    memcpy(d->ring, b->p + first, n - first);
+    char *to = at + n <= d->cap ? d->ring + at : mem;
+    memcpy(to, h, sizeof *h);
+    to += sizeof *h;
+    for (size_t i = 0; i < ns; i++) {
+      memcpy(to, &s[i].len, 4);
+      memcpy(to + 4, s[i].p, s[i].len);
+      to += 4 + s[i].len;
+    }
+    if (at + n > d->cap) ring_put(d, d->tail, mem, n);
     d->tail += n;
     d->lines++;
     /* Only a writer waiting for lines needs a wake-up (a futex call per
@@ -406,10 +515,18 @@ static void enqueue(denylog *d, const strbuf *b, int64_t now) {
   if (drop >= 0 && d->m) metrics_global_add(d->m, d->mid[drop], 1);
 }
 
+/* A string as a record's (lengths past 4 GiB cannot occur: a request's
+   bytes are bounded far below). */
+static rec_str str_of(const char *p, size_t n) {
+  return (rec_str){p ? p : "", (uint32_t)n};
+}
+
 void denylog_decision(denylog *d, const eng_query *q, const eng_result *out) {
+  char addr[ENG_CLIENT_MAX];
+  int have_addr = 0;
   for (size_t i = 0; i < out->n; i++) {
-    const eng_status *s = &out->st[i];
-    if (s->d.allowed || !sampled(d->rate)) continue;
+    const eng_status *st = &out->st[i];
+    if (st->d.allowed || !sampled(d->rate)) continue;
     /* (a line refused at a later `now` by another worker closes the log
        a little early for this one: it would have been refused too) */
     if (q->now < atomic_load_explicit(&d->closed_until,
@@ -417,20 +534,40 @@ void denylog_decision(denylog *d, const eng_query *q, const eng_result *out) {
       if (d->m) metrics_global_add(d->m, d->mid[D_RATE], 1);
       continue;
     }
-    char mem[1024];
-    strbuf b;
-    strbuf_init_with(&b, mem, sizeof mem);
-    format_line(d->obs, &b, q, out, s);
-    if (b.oom || b.len > LINE_MAX_BYTES) {
-      /* (a line that long is a descriptor of many long values: the
-         line says so rather than being lost) */
-      b.len = 0;
-      b.oom = 0;
-      strbuf_addf(&b, "{\"time\":null,\"error\":\"line over %d bytes\"}\n",
-                  LINE_MAX_BYTES);
+    if (!have_addr) { /* (once per decision, however many lines) */
+      addr[0] = '\0';
+      if (q->client) q->client(q->client_ud, addr, sizeof addr);
+      have_addr = 1;
     }
-    enqueue(d, &b, q->now);
-    strbuf_free(&b);
+    /* Enforced: this limit denied the request. Shadow: it would have (a
+       shadow_mode rule, or a quota limit another quota limit overruled). */
+    rec_head h = {.now = q->now,
+                  .limit = (int64_t)st->d.limit,
+                  .remaining = (int64_t)st->d.remaining};
+    if (!out->allowed && !st->shadow) h.flags |= REC_ENFORCED;
+    if (st->d.retry_after_ns < 0)
+      h.flags |= REC_NO_RETRY;
+    else
+      h.retry_ms = ns_to_ms_up(st->d.retry_after_ns);
+    rec_str s[REC_STRS_MAX];
+    size_t ns = S_FIXED;
+    s[S_POLICY] = str_of(st->policy_str, strlen(st->policy_str));
+    s[S_CLIENT] = str_of(addr, strlen(addr));
+    if (q->kind == ENG_QUERY_RULES) {
+      const eng_descriptor *desc = &q->req->descriptors[st->descriptor];
+      s[S_DOMAIN] = str_of(q->req->domain, q->req->domain_len);
+      s[S_RULE] = str_of(st->limit->rule, strlen(st->limit->rule));
+      h.nent = (uint16_t)desc->n;
+      for (size_t e = 0; e < desc->n; e++) {
+        s[ns++] = str_of(desc->entries[e].key, desc->entries[e].key_len);
+        s[ns++] = str_of(desc->entries[e].value, desc->entries[e].value_len);
+      }
+    } else {
+      h.flags |= REC_ADHOC;
+      s[S_DOMAIN] = s[S_RULE] = str_of(NULL, 0);
+      s[ns++] = str_of(q->key, q->key_len);
+    }
+    enqueue(d, &h, s, ns, q->now);
   }
 }
 
@@ -451,6 +588,8 @@ void denylog_free(denylog *d) {
     pthread_join(d->writer, NULL);
   }
   free(d->ring);
+  free(d->rec);
+  strbuf_free(&d->out);
   if (d->fd > 2) close(d->fd);
   sl_limiter_free(d->lim);
   sl_store_free(d->store);

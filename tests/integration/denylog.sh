@@ -11,6 +11,10 @@
 #     new file and the old one keeps what was written before;
 #   - the log's own limit (--denial-log-limit) writes at most its burst of
 #     a flood and counts the rest as dropped; --log-denials samples;
+#   - lines made on the log's writer from the workers' records keep every
+#     value byte for byte (quotes, backslashes, control bytes, UTF-8)
+#     through a 4 KiB queue that wraps many times; what it cannot hold is
+#     dropped and counted, never cut;
 #   - --denial-log-values hash shows a keyed hash, the same under the same
 #     secret after a restart, and never the value; redact shows none;
 #   - top keys: under a mixed load, the flooding key comes first by
@@ -198,6 +202,56 @@ n=$(lines "$tmp/s.log")
 # 500 denials at 0.2: 100 expected; 50..150 is over 7 standard deviations.
 [ "$n" -ge 50 ] && [ "$n" -le 150 ] && pass || fail "--log-denials 0.2: $n lines of 500"
 sv_stop sampled
+
+# ---- the queue: records that wrap, values that need escaping ----
+# 100 values of 0 to ~900 bytes with every kind of byte JSON escapes, each
+# asked 4 times over RESP (user: 3/m, so one denial each): ~55 KB of
+# records through the smallest queue (4 KiB). Each line written is JSON
+# whose value is the one sent, byte for byte; the rest are counted as
+# dropped for a full queue; none is lost otherwise.
+sv_start ring -c "$tmp/api.yaml" --denial-log "$tmp/q.log" \
+  --denial-log-buffer 4096 --denial-log-limit token_bucket:1000000/s
+cat >"$tmp/ring.py" <<'PY'
+import json, socket, sys, time
+def value(i):
+    return ("x%d \"q\" \\b \x01\x1f\t\n é€ " % i) + "p" * (i * 37 % 900)
+if sys.argv[1] == "send":
+    # A value at a time (its 4 commands, then their 4 replies), paced, so
+    # that the writer keeps up and the records wrap the queue many times.
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=10)
+    for i in range(100):
+        v = value(i).encode()
+        cmd = b"*4\r\n$8\r\nSL.CHECK\r\n$3\r\napi\r\n$4\r\nuser\r\n"
+        s.sendall((cmd + b"$%d\r\n%s\r\n" % (len(v), v)) * 4)
+        got = b""
+        while got.count(b"*") < 4 or not got.endswith(b"\r\n"):
+            b = s.recv(1 << 16)
+            if not b:
+                sys.exit("the connection closed")
+            got += b
+        time.sleep(0.005)
+else:
+    sent = {value(i) for i in range(100)}
+    n = 0
+    for raw in open(sys.argv[2], encoding="utf-8"):
+        l = json.loads(raw)
+        if l["descriptor"]["user"] not in sent:
+            print("a value that was not sent: %r" % l["descriptor"]["user"][:80])
+            sys.exit(1)
+        n += 1
+    print(n)
+PY
+"$PY" "$tmp/ring.py" send "$RESP"
+waitfor 50 sh -c "[ \$(grep -c '' '$tmp/q.log' 2>/dev/null || echo 0) -ge 1 ]"
+sleep 0.5
+written=$("$PY" "$tmp/ring.py" check "$tmp/q.log") && pass ||
+  fail "the queue's lines: $written"
+full=$(metric 'sluice_denial_log_dropped_total{reason="queue_full"}')
+[ "$((written + full))" -eq 100 ] && pass ||
+  fail "100 denials: $written written + $full dropped (queue full)"
+[ "$written" -ge 4 ] && pass || fail "only $written lines written"
+echo "denylog: a 4 KiB queue: $written lines written, $full dropped"
+sv_stop ring
 
 # ---- hashed and redacted values ----
 printf 'a secret of more than sixteen bytes\n' >"$tmp/secret"
