@@ -19,16 +19,15 @@
  * frames queued to go out at most OUTQ_MAX before reading stops (what was
  * read is fed to nghttp2 IN_SLICE bytes at a time, the queue looked at
  * between two: h2o reads all the kernel holds at once, megabytes from a
- * client that sends fast, and each frame of it may queue one to go
- * out), and
- * nghttp2's own limits stay on: queued PING/SETTINGS acknowledgements
+ * client that sends fast, and each frame of it may queue one to go out),
+ * and nghttp2's own limits stay on: queued PING/SETTINGS acknowledgements
  * and SETTINGS entries, and, in Debian 12's libnghttp2 1.52.0-1+deb12u1
  * and deb12u2 (backported fixes of CVE-2023-44487 and CVE-2024-28182;
  * upstream 1.57 and 1.61), resets per second and CONTINUATION frames.
- * The connections count against
- * --max-grpc-connections and --max-connections (worker.c admits them); a
- * connection from which nothing is read for GRPC_IDLE_MS (no call, or a
- * request that never ends) is closed with a GOAWAY.
+ * The connections count against --max-grpc-connections and
+ * --max-connections (worker.c admits them); a connection from which
+ * nothing is read for GRPC_IDLE_MS (no call, or a request that never
+ * ends) is closed with a GOAWAY.
  *
  * A stream is freed only by nghttp2's stream-close callback or by its
  * connection's close; grpc_call_end is told first, so a decision still
@@ -127,8 +126,7 @@ static void take_data(grpc_stream *s, const uint8_t *data, size_t len) {
   c->buffered += len;
   if (s->body.len < 5) return;
   const uint8_t *p = (const uint8_t *)s->body.p;
-  uint32_t mlen = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 |
-                  (uint32_t)p[3] << 8 | p[4];
+  uint32_t mlen = grpc_prefix_len(p);
   if (p[0] & 1)
     refuse(s, RPC_UNIMPLEMENTED,
            "compressed messages are not accepted (grpc-encoding identity "

@@ -14,6 +14,13 @@
 #define GRPC_CONN_BUFFERED (4u << 20) /* request bytes held, a connection */
 #define GRPC_PATH_SHOWN 200         /* of an unknown method's path, bytes */
 
+/* The length a message's 5-byte gRPC prefix p declares (big-endian, after
+   the compressed flag). */
+static inline uint32_t grpc_prefix_len(const uint8_t *p) {
+  return (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 |
+         p[4];
+}
+
 /* A worker's gRPC state. */
 typedef struct grpc_worker {
   worker *w;

@@ -12,8 +12,8 @@
  * its connection closed) is cut loose (call->s NULL) and freed when the
  * decision comes; one whose grpc-timeout passes first is answered
  * DEADLINE_EXCEEDED then and cut loose too. A call whose grpc-timeout has
- * passed when its message is complete gets DEADLINE_EXCEEDED undecided. Elsewhere decisions never
- * wait and the working set lives on the stack.
+ * passed when its message is complete gets DEADLINE_EXCEEDED undecided.
+ * Elsewhere decisions never wait and the working set lives on the stack.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,10 +275,7 @@ static void on_other(grpc_stream *s) {
 static int whole(const grpc_stream *s) {
   if (s->body.len == 0) return 1;
   if (s->body.len < 5) return 0;
-  const uint8_t *p = (const uint8_t *)s->body.p;
-  uint32_t n = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 |
-               (uint32_t)p[3] << 8 | p[4];
-  return s->body.len - 5 == n;
+  return s->body.len - 5 == grpc_prefix_len((const uint8_t *)s->body.p);
 }
 
 void grpc_call_begin(grpc_stream *s) {

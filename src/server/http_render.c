@@ -124,7 +124,6 @@ void http_add_header(h2o_req_t *req, const char *name, const char *value,
                         NULL, v.base, v.len);
 }
 
-/* Sends body (freed here) with status and content type. */
 /* Where http_send_body keeps an answer instead of sending it (wait mode,
    http_keep_begin); NULL: it sends. A worker renders one answer at a
    time on its own thread, so one per thread is enough. */
@@ -143,6 +142,8 @@ int http_send_kept(h2o_req_t *req, const http_kept *k) {
   return 0;
 }
 
+/* Sends body (freed here) with status and content type (or keeps it:
+   http_keep_begin). */
 int http_send_body(h2o_req_t *req, int status, const char *ctype,
                      strbuf *b) {
   if (b->oom) {
