@@ -117,13 +117,13 @@ static void sift_up(topk *s, size_t h) {
   heap_put(s, h, i);
 }
 
-/* Key id's cell in row `row` of the filter: the two halves of its id
-   mixed (not the index's mix of the whole id, so that keys that share a
-   slot's neighbourhood do not share cells too). */
-static uint32_t *cell(const topk *s, uint64_t id, int row) {
+/* Key id's two cells in the filter, one per row: the two halves of its
+   id mixed (not the index's mix of the whole id, so that keys that share
+   a slot's neighbourhood do not share cells too). */
+static void cells_of(const topk *s, uint64_t id, uint32_t *c[2]) {
   uint64_t h = hash_mix(id ^ UINT64_C(0x9e3779b97f4a7c15));
-  return &s->filter[(size_t)row * (s->fmask + 1) +
-                    ((size_t)(row ? h >> 32 : h) & s->fmask)];
+  c[0] = &s->filter[(size_t)h & s->fmask];
+  c[1] = &s->filter[s->fmask + 1 + ((size_t)(h >> 32) & s->fmask)];
 }
 
 /* A new key of a full summary (id, weight w) at the filter: 1 when it
@@ -135,12 +135,13 @@ static int filter_passes(topk *s, uint64_t id, uint64_t w, uint64_t floor) {
   if (!s->filter &&
       !(s->filter = calloc(2 * (s->fmask + 1), sizeof *s->filter)))
     return 1;
+  uint32_t *c[2];
+  cells_of(s, id, c);
   uint64_t least = UINT64_MAX;
   for (int r = 0; r < 2; r++) {
-    uint32_t *c = cell(s, id, r);
-    uint64_t v = *c + w;
-    *c = v >= UINT32_MAX ? UINT32_MAX : (uint32_t)v;
-    if (*c < least) least = *c;
+    uint64_t v = *c[r] + w;
+    *c[r] = v >= UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+    if (*c[r] < least) least = *c[r];
   }
   return least == UINT32_MAX || least > floor;
 }
@@ -149,11 +150,11 @@ static int filter_passes(topk *s, uint64_t id, uint64_t w, uint64_t floor) {
    its cells rise to that count, so that they bound it while it is out. */
 static void filter_hold(topk *s, const topk_item *it) {
   if (!s->filter) return;
-  uint32_t c = it->count >= UINT32_MAX ? UINT32_MAX : (uint32_t)it->count;
-  for (int r = 0; r < 2; r++) {
-    uint32_t *p = cell(s, it->id, r);
-    if (*p < c) *p = c;
-  }
+  uint32_t n = it->count >= UINT32_MAX ? UINT32_MAX : (uint32_t)it->count;
+  uint32_t *c[2];
+  cells_of(s, it->id, c);
+  for (int r = 0; r < 2; r++)
+    if (*c[r] < n) *c[r] = n;
 }
 
 void topk_add(topk *s, uint64_t id, uint64_t w, topk_text_fn text, void *ctx) {
