@@ -205,9 +205,6 @@ sv_wait_exit() {
   sv_rc=$(cat "$_d/rc" 2>/dev/null || echo none)
 }
 
-# sv_stop NAME [WANT] — SIGTERM, then the exit status must be WANT (0) and
-# the log must say "stopped"; a daemon that does not stop within the bound
-# is killed and fails the check.
 # sv_threads PID — what a daemon that does not stop is doing, for the
 # failure's report: each thread's state (R: running, a spin; S: asleep, a
 # wait or a deadlock), its kernel wait channel and CPU ticks, then, where
@@ -217,7 +214,8 @@ sv_threads() {
     [ -r "$_t/stat" ] || continue
     awk -v w="$(cat "$_t/wchan" 2>/dev/null)" '{
       sub(/^[0-9]+ \(/, ""); split($0, f, /\) /); split(f[2], g, " ")
-      printf "    thread %s: state %s, wchan %s, utime %s, stime %s\n", f[1], g[1], w, g[12], g[13]
+      printf "    thread %s: state %s, wchan %s, utime %s, stime %s\n",
+        f[1], g[1], w, g[12], g[13]
     }' "$_t/stat"
   done
   if command -v gdb >/dev/null 2>&1; then
@@ -226,6 +224,9 @@ sv_threads() {
   fi
 }
 
+# sv_stop NAME [WANT] — SIGTERM, then the exit status must be WANT (0) and
+# the log must say "stopped"; a daemon that does not stop within the bound
+# is killed and fails the check (what its threads were doing printed).
 sv_stop() {
   _d=$tmp/sv.$1
   if ! sv_running "$1"; then
@@ -330,6 +331,21 @@ metric() {
 # which must scrape again on each try).
 reloads_are() {
   [ "$(metric 'sluice_config_reloads_total{result="success"}')" = "$1" ]
+}
+
+# reload_away NAME CONFIG — rewrites CONFIG (the file daemon NAME was
+# started with) to another domain's rules, so that a reload frees the old
+# ones, and reloads NAME: checks its first reload succeeded.
+reload_away() {
+  cat >"$2" <<'EOF_AWAY'
+domain: other
+descriptors:
+  - key: user
+    rate_limit: {policy: "gcra:1/s"}
+EOF_AWAY
+  sv_signal "$1" HUP
+  waitfor 100 reloads_are 1
+  eq "reload while held: the reload succeeded" 0 $?
 }
 
 # snap FILE — saves a scrape of $URL/metrics in FILE.

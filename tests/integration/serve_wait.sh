@@ -174,15 +174,7 @@ curl -s -o "$tmp/held.json" --max-time 20 \
   "$URL/v1/check?domain=edge&slow=s&wait=1" &
 held_pid=$!
 sleep 0.3
-cat >"$tmp/edge.yaml" <<'EOF2'
-domain: other
-descriptors:
-  - key: user
-    rate_limit: {policy: "gcra:1/s"}
-EOF2
-sv_signal s HUP
-waitfor 100 reloads_are 1
-eq "reload while held: the reload succeeded" 0 $?
+reload_away s "$tmp/edge.yaml"
 wait $held_pid
 cp "$tmp/held.json" "$tmp/b"
 want_jv "reload while held: the held answer names its rule" \
