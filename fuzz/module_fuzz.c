@@ -127,7 +127,9 @@ static void check(RedisModuleCtx *ctx, int rc, int getkeys) {
   if (getkeys && ctx->nreplies) abort();
   if (!getkeys && ctx->replies[0].kind == 'e' &&
       strncmp(ctx->replies[0].s, "ERR ", 4) &&
-      strncmp(ctx->replies[0].s, "WRONGTYPE ", 10)) {
+      strncmp(ctx->replies[0].s, "WRONGTYPE ", 10) &&
+      /* CL.THROTTLE's errors are redis-cell's, word for word */
+      strncmp(ctx->replies[0].s, "Cell error: ", 12)) {
     fprintf(stderr, "not a Redis error: %s\n", ctx->replies[0].s);
     abort();
   }
