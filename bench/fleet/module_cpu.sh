@@ -15,6 +15,9 @@
 # evalShaCommand: what usec_per_call times) are divided by the calls
 # INFO commandstats counted; and the daemons once more at -c 16 -P 16,
 # where they batch decisions, divided by the decisions (requests). Target (issue 19): module / Lua <= 0.3.
+# Last, the whole of Redis's work per request at -c 50 -P 16 (whole()),
+# SL.THROTTLE against INCR: where Redis is the bottleneck, the ratio of
+# their rates (target >= 0.7).
 set -u
 SLUICE=${SLUICE:-build/sluice}
 MODULE=$(cd "$(dirname "${MODULE:-build/sluice-redis.so}")" && pwd)/$(basename "${MODULE:-build/sluice-redis.so}")
@@ -99,6 +102,33 @@ run bm 1 daemon RedisModuleCommandDispatcher sl.decide 16 $((CALLS * 5))
 run bl 0 daemon evalShaCommand evalsha 16 $((CALLS * 5))
 run tm 1 module RedisModuleCommandDispatcher sl.throttle
 run tl 1 lua evalShaCommand evalsha
+# whole CMD...: the whole of Redis's work per request (reading, parsing,
+# the command, the reply, the event loop), redis-benchmark -c 50 -P 16 on
+# random keys of 100,000: all instructions of a run of 3 * N requests less
+# those of a run of N, over 2 * N (start-up and shutdown cancel out).
+whole() {
+  _t=0
+  for _r in 1 3; do
+    rp=$(port)
+    valgrind --tool=callgrind --callgrind-out-file="$tmp/w.cg" redis-server \
+      --port "$rp" --bind 127.0.0.1 --save '' --appendonly no \
+      --loadmodule "$MODULE" >/dev/null 2>&1 &
+    vp=$!
+    pids="$pids $vp"
+    up "$rp"
+    redis-benchmark -p "$rp" -c 50 -P 16 -r 100000 -n $((_r * CALLS * 10)) \
+      "$@" >/dev/null 2>&1
+    redis-cli -p "$rp" SHUTDOWN NOSAVE >/dev/null 2>&1
+    wait "$vp" 2>/dev/null
+    _ir=$(grep -h "^summary:\|^totals:" "$tmp/w.cg" | head -1 | cut -d' ' -f2)
+    if [ "$_r" = 1 ]; then _t=$((0 - _ir)); else _t=$((_t + _ir)); fi
+    rm -f "$tmp/w.cg"
+  done
+  echo $((_t / (2 * CALLS * 10)))
+}
+wt=$(whole SL.THROTTLE k:__rand_int__ token_bucket:1000/h 1)
+wi=$(whole INCR k:__rand_int__)
+echo "whole request, -c 50 -P 16: SL.THROTTLE $wt, INCR $wi instructions: INCR / SL.THROTTLE $(awk -v a="$wi" -v b="$wt" 'BEGIN { printf "%.2f", a / b }')x (target >= 0.7)"
 awk -v dm="$(cat "$tmp/dm")" -v dl="$(cat "$tmp/dl")" \
   -v bm="$(cat "$tmp/bm")" -v bl="$(cat "$tmp/bl")" \
   -v tm="$(cat "$tmp/tm")" -v tl="$(cat "$tmp/tl")" 'BEGIN {

@@ -25,6 +25,7 @@
 #include "../base/hash.h"
 #include "../algo/cell.h"
 #include "module.h"
+#include "repl.h"
 #include "state.h"
 
 #define SEC INT64_C(1000000000)
@@ -170,7 +171,7 @@ int md_cell(RedisModuleCtx *ctx, RedisModuleString *name,
     long long at = real_ms + ttl / 1000000 +
                    (ttl % 1000000 != 0 || ttl < 1000000);
     RedisModule_SetAbsExpire(k, at);
-    RedisModule_Replicate(ctx, "SET", "sbcl", name, buf, len, "PXAT", at);
+    MREP(ctx, "SET", "sbcl", name, buf, len, "PXAT", at);
   }
   RedisModule_CloseKey(k);
   return 0;
@@ -208,7 +209,7 @@ int md_cmd_reset(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   int had = RedisModule_KeyType(k) != REDISMODULE_KEYTYPE_EMPTY;
   if (had) {
     RedisModule_DeleteKey(k);
-    RedisModule_Replicate(ctx, "DEL", "s", argv[1]);
+    MREP(ctx, "DEL", "s", argv[1]);
   }
   RedisModule_CloseKey(k);
   return RedisModule_ReplyWithLongLong(ctx, had);
@@ -250,7 +251,8 @@ RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
 
 int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv,
                        int argc) {
-  if (rm_init(ctx, "sluice", 1) != REDISMODULE_OK || mkey_init())
+  if (rm_init(ctx, "sluice", 1) != REDISMODULE_OK || mkey_init() ||
+      mrep_init(ctx) != REDISMODULE_OK)
     return REDISMODULE_ERR;
   int testclock = 0;
   for (int i = 0; i < argc; i++) {

@@ -22,8 +22,17 @@
 typedef struct RedisModuleCtx RedisModuleCtx;
 typedef struct RedisModuleKey RedisModuleKey;
 typedef struct RedisModuleString RedisModuleString;
+typedef struct RedisModuleServerInfoData RedisModuleServerInfoData;
 typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx,
                                   RedisModuleString **argv, int argc);
+/* A server event: its id and the version of the data it passes. */
+typedef struct RedisModuleEvent {
+  uint64_t id;
+  uint64_t dataver;
+} RedisModuleEvent;
+typedef void (*RedisModuleEventCallback)(RedisModuleCtx *ctx,
+                                         RedisModuleEvent e, uint64_t sub,
+                                         void *data);
 
 #define REDISMODULE_OK 0
 #define REDISMODULE_ERR 1
@@ -35,6 +44,13 @@ typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx,
 #define REDISMODULE_KEYTYPE_HASH 3
 #define REDISMODULE_HASH_CFIELDS (1 << 2)
 #define REDISMODULE_HASH_DELETE ((RedisModuleString *)(long)1)
+#define REDISMODULE_CTX_FLAGS_SLAVE (1 << 3)
+#define REDISMODULE_CTX_FLAGS_AOF (1 << 6)
+#define REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED 0
+#define REDISMODULE_EVENT_REPLICA_CHANGE 6
+#define REDISMODULE_EVENT_FORK_CHILD 13
+#define REDISMODULE_SUBEVENT_FORK_CHILD_BORN 0
+#define REDISMODULE_SUBEVENT_FORK_CHILD_DIED 1
 #define REDISMODULE_ERRORMSG_WRONGTYPE \
   "WRONGTYPE Operation against a key holding the wrong kind of value"
 
@@ -66,6 +82,15 @@ typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx,
   X(HashGet, int, (RedisModuleKey *, int, ...))                              \
   X(HashSet, int, (RedisModuleKey *, int, ...))                              \
   X(Replicate, int, (RedisModuleCtx *, const char *, const char *, ...))     \
+  X(ReplicateVerbatim, int, (RedisModuleCtx *))                              \
+  X(GetContextFlags, int, (RedisModuleCtx *))                                \
+  X(GetServerInfo, RedisModuleServerInfoData *,                              \
+    (RedisModuleCtx *, const char *))                                        \
+  X(FreeServerInfo, void, (RedisModuleCtx *, RedisModuleServerInfoData *))   \
+  X(ServerInfoGetFieldSigned, long long,                                     \
+    (RedisModuleServerInfoData *, const char *, int *))                      \
+  X(SubscribeToServerEvent, int,                                             \
+    (RedisModuleCtx *, RedisModuleEvent, RedisModuleEventCallback))          \
   X(Milliseconds, long long, (void))                                         \
   X(IsKeysPositionRequest, int, (RedisModuleCtx *))                          \
   X(KeyAtPos, void, (RedisModuleCtx *, int))                                 \

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../base/fmt.h"
+#include "repl.h"
 
 /* decide.lua's layouts, in bytes. */
 #define TAT_LEN 20  /* '<i8i4i8': token_bucket, gcra, leaky_bucket */
@@ -246,7 +247,7 @@ static void save_string(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
     RedisModule_StringSet(m->k, s);
     RedisModule_SetAbsExpire(m->k, at);
     char num[FMT_INT_MAX];
-    RedisModule_Replicate(ctx, "SET", "sssb", m->name, s, pxat, num,
+    MREP(ctx, "SET", "sssb", m->name, s, pxat, num,
                           fmt_i64(num, at));
     RedisModule_FreeString(NULL, s);
     return;
@@ -259,7 +260,7 @@ static void save_string(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
   memcpy(dst, v, len);
   RedisModule_SetAbsExpire(m->k, at);
   char num[FMT_INT_MAX];
-  RedisModule_Replicate(ctx, "SET", "sbsb", m->name, (const char *)v, len,
+  MREP(ctx, "SET", "sbsb", m->name, (const char *)v, len,
                         pxat, num, fmt_i64(num, at));
 }
 
@@ -272,7 +273,7 @@ static void put_entry(RedisModuleCtx *ctx, mkey *m, int64_t i, slog *log,
   RedisModuleString *f = field_of(i);
   RedisModuleString *s = RedisModule_CreateString(ctx, (const char *)v, ENT_LEN);
   RedisModule_HashSet(m->k, 0, f, s, NULL);
-  RedisModule_Replicate(ctx, "HSET", "sss", m->name, f, s);
+  MREP(ctx, "HSET", "sss", m->name, f, s);
   RedisModule_FreeString(ctx, s);
   RedisModule_FreeString(NULL, f);
 }
@@ -293,14 +294,14 @@ static long long save_log(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
   if (first == m->count) { /* every old entry expired: start afresh */
     if (m->count) {
       RedisModule_DeleteKey(m->k);
-      RedisModule_Replicate(ctx, "DEL", "s", m->name);
+      MREP(ctx, "DEL", "s", m->name);
     }
     nhead = 0;
   } else {
     for (uint32_t i = 0; i < first; i++) {
       RedisModuleString *f = field_of(m->head + i);
       RedisModule_HashSet(m->k, 0, f, REDISMODULE_HASH_DELETE, NULL);
-      RedisModule_Replicate(ctx, "HDEL", "ss", m->name, f);
+      MREP(ctx, "HDEL", "ss", m->name, f);
       RedisModule_FreeString(NULL, f);
     }
   }
@@ -319,7 +320,7 @@ static long long save_log(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
   RedisModuleString *mv = RedisModule_CreateString(ctx, (const char *)meta,
                                                    META_LEN);
   RedisModule_HashSet(m->k, 0, mf, mv, NULL);
-  RedisModule_Replicate(ctx, "HSET", "sss", m->name, mf, mv);
+  MREP(ctx, "HSET", "sss", m->name, mf, mv);
   RedisModule_FreeString(ctx, mf);
   RedisModule_FreeString(ctx, mv);
   return real_ms + ttl_ms(log_t(log)[newest] + p->W, t);
@@ -338,7 +339,7 @@ void mkey_save(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
   }
   RedisModule_SetAbsExpire(m->k, at);
   char num[FMT_INT_MAX];
-  RedisModule_Replicate(ctx, "PEXPIREAT", "sb", m->name, num,
+  MREP(ctx, "PEXPIREAT", "sb", m->name, num,
                         fmt_i64(num, at));
   m->st.a = (int64_t)(uintptr_t)m->log;
 }

@@ -10,7 +10,9 @@
 # huge costs, keys of another type: WRONGTYPE), TTLs equal to the time to
 # fresh, SL.RESET, the keys Redis is told (COMMAND GETKEYS), state kept
 # through an RDB restart and an AOF-only one (the same values and expiry
-# times) and copied to a replica; redis-cell's own keys read; then the parity tool's
+# times) and copied to a replica; writes with nowhere to go counted, an
+# AOF turned on at run time fed, a replica synced under writes equal to
+# its master; redis-cell's own keys read; then the parity tool's
 # traces through SL.DECIDE (memory mode and the module, every field, the
 # same traces redis_parity.sh runs through the Lua script), a bounded
 # random-argument flood that must leave Redis answering, and one exact-mode
@@ -234,6 +236,71 @@ fi
 is "aof expiry" "$_x $_y" eval "return {redis.call('PEXPIRETIME', KEYS[1]), redis.call('PEXPIRETIME', KEYS[2])}" 2 ak al
 is "aof clock again" "OK" SL.CLOCK $T0
 is "aof state" "1 10 5 0 1800000 0" SL.THROTTLE ak token_bucket:10/1h 1
+port=$P
+
+# ---- writes nothing takes: counted; replicated once something can ----
+# (src/module/repl.h) With no replica, backlog or AOF the module does not
+# build the replicated command, but still counts the change, which RDB's
+# save points go by.
+info_field() { # PORT SECTION FIELD
+  redis-cli -p "$1" INFO "$2" | tr -d '\r' | sed -n "s/^$3://p"
+}
+redis feeds "$tmp/feeds"
+F=$port
+_c0=$(info_field $F persistence rdb_changes_since_last_save)
+redis-cli -p $F SL.THROTTLE fa token_bucket:10/1h 1 >/dev/null
+_c1=$(info_field $F persistence rdb_changes_since_last_save)
+if [ "${_c1:-0}" -gt "${_c0:-0}" ]; then pass; else
+  fail "unreplicated write: changes since the last save $_c0 -> $_c1"
+fi
+# An AOF turned on at run time (no event tells the module): the next
+# write is in it.
+redis-cli -p $F CONFIG SET appendonly yes >/dev/null
+_i=0
+until [ "$(info_field $F persistence aof_rewrite_in_progress)" = 0 ] &&
+  [ "$(info_field $F persistence aof_rewrite_scheduled)" = 0 ] &&
+  ls "$tmp"/feeds/appendonlydir/*.incr.aof >/dev/null 2>&1 ||
+  [ $_i -gt 100 ]; do
+  sleep 0.1; _i=$((_i + 1))
+done
+redis-cli -p $F SL.THROTTLE fb token_bucket:10/1h 1 >/dev/null
+if grep -q fb "$tmp"/feeds/appendonlydir/*.incr.aof 2>/dev/null; then pass; else
+  fail "aof at run time: the write after CONFIG SET appendonly yes is not in it"
+fi
+redis-cli -p $F SHUTDOWN NOSAVE >/dev/null 2>&1
+# A replica that syncs while writes go on (diskless, after a delay: writes
+# before the fork are in its snapshot, every one after comes as SET) ends
+# with the master's dataset (DEBUG DIGEST: keys, values and expiry
+# times). Nearly every state key is written once, so a write lost is not healed
+# by a later one of the same key.
+redis sync "$tmp/sync" --repl-diskless-sync yes --repl-diskless-sync-delay 1 \
+  --enable-debug-command local
+M=$port
+# (300,000 other keys make the transfer, the fork's life, long enough for
+# writes to land in it)
+redis-cli -p $M DEBUG POPULATE 300000 pop 64 >/dev/null
+timeout 60 redis-benchmark -p $M -c 2 -n 100000 -r 1000000 SL.THROTTLE \
+  s:__rand_int__ token_bucket:10/1h 1 >/dev/null 2>&1 &
+_bp=$!
+sleep 0.2
+redis syncr "$tmp/syncr" --replicaof 127.0.0.1 $M --enable-debug-command local
+R=$port
+wait $_bp
+_i=0
+until [ "$(info_field $R replication master_link_status)" = up ] &&
+  [ "$(info_field $R replication slave_repl_offset)" = \
+    "$(info_field $M replication master_repl_offset)" ] || [ $_i -gt 150 ]; do
+  sleep 0.1; _i=$((_i + 1))
+done
+_dm=$(redis-cli -p $M DEBUG DIGEST)
+_dr=$(redis-cli -p $R DEBUG DIGEST)
+if [ "$(redis-cli -p $M DBSIZE)" -gt 301000 ] && [ "$_dm" = "$_dr" ]; then
+  pass
+else
+  fail "sync under writes: the replica's dataset differs ($(redis-cli -p $M DBSIZE) keys, replica $(redis-cli -p $R DBSIZE))"
+fi
+redis-cli -p $R SHUTDOWN NOSAVE >/dev/null 2>&1
+redis-cli -p $M SHUTDOWN NOSAVE >/dev/null 2>&1
 port=$P
 
 # ---- the same traces through SL.DECIDE and memory mode ----

@@ -547,6 +547,82 @@ static int fk_Replicate(RedisModuleCtx *ctx, const char *cmd, const char *fmt,
   return REDISMODULE_OK;
 }
 
+/* What the fake's Redis has for writes to go to, as INFO and the context
+   flags tell it (fake_set_feeds), and the one event handler the module
+   subscribed (fake_fire). */
+static struct {
+  long long replicas, backlog;
+  int flags;
+} server = {1, 1, 0};
+static RedisModuleEventCallback handler;
+static long verbatim;
+
+static int fk_ReplicateVerbatim(RedisModuleCtx *ctx) {
+  (void)ctx;
+  verbatim++;
+  return REDISMODULE_OK;
+}
+
+static int fk_GetContextFlags(RedisModuleCtx *ctx) {
+  (void)ctx;
+  return server.flags;
+}
+
+/* A section of INFO: only "replication" exists here. */
+struct RedisModuleServerInfoData {
+  long long replicas, backlog;
+};
+
+static RedisModuleServerInfoData *fk_GetServerInfo(RedisModuleCtx *ctx,
+                                                   const char *section) {
+  (void)ctx;
+  if (strcmp(section, "replication")) {
+    violation("GetServerInfo of section %s unknown to the fake", section);
+    return NULL;
+  }
+  RedisModuleServerInfoData *d = xmalloc(sizeof *d);
+  d->replicas = server.replicas;
+  d->backlog = server.backlog;
+  return d;
+}
+
+static void fk_FreeServerInfo(RedisModuleCtx *ctx,
+                              RedisModuleServerInfoData *d) {
+  (void)ctx;
+  free(d);
+}
+
+static long long fk_ServerInfoGetFieldSigned(RedisModuleServerInfoData *d,
+                                             const char *name, int *err) {
+  *err = 0;
+  if (!strcmp(name, "connected_slaves")) return d->replicas;
+  if (!strcmp(name, "repl_backlog_active")) return d->backlog;
+  *err = 1;
+  return 0;
+}
+
+static int fk_SubscribeToServerEvent(RedisModuleCtx *ctx, RedisModuleEvent e,
+                                     RedisModuleEventCallback cb) {
+  (void)ctx, (void)e;
+  if (handler && handler != cb) violation("two event handlers");
+  handler = cb;
+  return REDISMODULE_OK;
+}
+
+void fake_set_feeds(long long replicas, long long backlog, int flags) {
+  server.replicas = replicas;
+  server.backlog = backlog;
+  server.flags = flags;
+}
+
+void fake_fire(uint64_t id, uint64_t sub) {
+  RedisModuleCtx ctx;
+  fake_ctx_init(&ctx, "event");
+  if (handler) handler(&ctx, (RedisModuleEvent){id, 1}, sub, NULL);
+}
+
+long fake_verbatim(void) { return verbatim; }
+
 /* ---- the rest ---- */
 
 static int fk_CreateCommand(RedisModuleCtx *ctx, const char *name,
@@ -640,6 +716,9 @@ int fake_init(long long ms, const char *const *args, int n,
   violations = 0;
   first_violation[0] = '\0';
   hidden = hide;
+  handler = NULL;
+  verbatim = 0;
+  fake_set_feeds(1, 1, 0);
   RedisModuleString *argv[8];
   if (n > 8) n = 8;
   for (int i = 0; i < n; i++) argv[i] = new_string(args[i], strlen(args[i]), 1);

@@ -98,6 +98,16 @@ const char *fake_reply_text(const RedisModuleCtx *ctx);
 /* 1 when the replies form exactly one complete reply. */
 int fake_reply_ok(const RedisModuleCtx *ctx);
 
+/* What the fake's Redis has for writes to go to (INFO's connected_slaves
+   and repl_backlog_active, and GetContextFlags' answer): by default one
+   replica, so that every write is replicated (fake_init restores it).
+   The module reads it at its load and at each event fired. */
+void fake_set_feeds(long long replicas, long long backlog, int flags);
+/* Fires server event id (subevent sub) at the module's handler. */
+void fake_fire(uint64_t id, uint64_t sub);
+/* Calls of RedisModule_ReplicateVerbatim since the module's load. */
+long fake_verbatim(void);
+
 /* Keys: put a string (binary) or a key of another type, read them. */
 void fake_put_string(const char *key, const void *v, size_t len,
                      long long expire_ms);

@@ -156,6 +156,50 @@ static void a_write_is_replicated_with_its_absolute_expiry(void **state) {
   assert_int_equal(fake_type("tb"), FK_NONE);
 }
 
+/* Where Redis has nothing to feed (no replica, no backlog, no AOF), a
+   write is only counted as a change; a fork, an AOF or a backlog make the
+   module replicate again, and a fork's end reads the state anew. */
+static void a_write_nothing_takes_is_only_counted(void **state) {
+  (void)state;
+  fake_set_feeds(0, 0, 0);
+  fake_fire(REDISMODULE_EVENT_REPLICA_CHANGE, 1);
+  EXPECT("1 10 9 0 360000 0", "sl.throttle", "tb", "token_bucket:10/1h");
+  assert_int_equal(ctx.nrepl, 0);
+  assert_int_equal(fake_verbatim(), 1);
+  EXPECT("1 2 1 0 3600000 0", "sl.throttle", "sl", "sliding_log:2/1h");
+  assert_int_equal(ctx.nrepl, 0);
+  assert_int_equal(fake_verbatim(), 4); /* entry, meta, expiry */
+  EXPECT("1", "sl.reset", "tb");
+  assert_int_equal(ctx.nrepl, 0);
+  assert_int_equal(fake_verbatim(), 5);
+  /* A fork (a replica's sync starts with one): replicated from then on. */
+  fake_fire(REDISMODULE_EVENT_FORK_CHILD, REDISMODULE_SUBEVENT_FORK_CHILD_BORN);
+  EXPECT("1 10 9 0 360000 0", "sl.throttle", "tb", "token_bucket:10/1h");
+  assert_int_equal(ctx.nrepl, 1);
+  assert_int_equal(fake_verbatim(), 5);
+  /* Its end with a backlog left (a replica synced): still replicated. */
+  fake_set_feeds(0, 1, 0);
+  fake_fire(REDISMODULE_EVENT_FORK_CHILD, REDISMODULE_SUBEVENT_FORK_CHILD_DIED);
+  EXPECT("1 10 8 0 720000 0", "sl.throttle", "tb", "token_bucket:10/1h");
+  assert_int_equal(ctx.nrepl, 1);
+  /* A plain save's end, nothing to feed: counted only. */
+  fake_set_feeds(0, 0, 0);
+  fake_fire(REDISMODULE_EVENT_FORK_CHILD, REDISMODULE_SUBEVENT_FORK_CHILD_DIED);
+  EXPECT("1 10 7 0 1080000 0", "sl.throttle", "tb", "token_bucket:10/1h");
+  assert_int_equal(ctx.nrepl, 0);
+  assert_int_equal(fake_verbatim(), 6);
+  /* An AOF turned on, which has no event: read at every write. */
+  fake_set_feeds(0, 0, REDISMODULE_CTX_FLAGS_AOF);
+  EXPECT("1 10 6 0 1440000 0", "sl.throttle", "tb", "token_bucket:10/1h");
+  assert_int_equal(ctx.nrepl, 1);
+  /* A replica's role: replicated (its own writes Redis drops itself). */
+  fake_set_feeds(0, 0, REDISMODULE_CTX_FLAGS_SLAVE);
+  fake_fire(REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED, 1);
+  EXPECT("1 10 5 0 1800000 0", "sl.throttle", "tb", "token_bucket:10/1h");
+  assert_int_equal(ctx.nrepl, 1);
+  assert_int_equal(fake_verbatim(), 6);
+}
+
 static void redis_cell_readme(void **state) {
   (void)state;
   EXPECT("0 16 15 -1 2", "cl.throttle", "user123", "15", "30", "60");
@@ -507,6 +551,8 @@ int main(void) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(
           a_write_is_replicated_with_its_absolute_expiry, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_write_nothing_takes_is_only_counted,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(redis_cell_readme, setup, teardown),
       cmocka_unit_test_setup_teardown(reads_redis_cells_keys, setup,
                                       teardown),
