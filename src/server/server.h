@@ -97,6 +97,7 @@ typedef struct worker {
   pthread_t tid;
   unsigned index;
   h2o_evloop_t *loop;
+  int loop_gone; /* the thread disposed of ctx and loop as it ended */
   h2o_accept_ctx_t accept_ctx;
   engine_thread *et;
   struct worker_listener {

@@ -418,8 +418,17 @@ static void *worker_main(void *arg) {
   fleet_detach(w);
   hold_worker_dispose(w);
   resp_worker_dispose(w);
-  /* HTTP connections still open past the grace close with the loop. */
+  /* HTTP connections still open past the grace close with the loop. The
+     context and the loop go here, on the thread that made them: their
+     sockets' buffers hold this thread's (thread-local)
+     h2o_socket_buffer_prototype, which lives in the thread's stack area,
+     and glibc unmaps an exited thread's stack once it keeps too many
+     (disposing of them on the main thread then read unmapped memory). */
   engine_thread_offline(w->et);
+  unlink_timers(&w->ctx);
+  h2o_context_dispose(&w->ctx);
+  h2o_evloop_destroy(w->loop);
+  w->loop_gone = 1;
   return NULL;
 }
 
@@ -491,9 +500,11 @@ void workers_free(worker_pool *p) {
   for (unsigned i = 0; i < p->n; i++) {
     worker_boot *b = &p->boots[i];
     if (b->w.loop) {
-      unlink_timers(&b->w.ctx);
-      h2o_context_dispose(&b->w.ctx);
-      h2o_evloop_destroy(b->w.loop);
+      if (!b->w.loop_gone) { /* (a thread that did not end: not joined) */
+        unlink_timers(&b->w.ctx);
+        h2o_context_dispose(&b->w.ctx);
+        h2o_evloop_destroy(b->w.loop);
+      }
     } else {
       for (int l = 0; l < LST_COUNT; l++)
         if (b->fd[l] >= 0) close(b->fd[l]);
