@@ -52,11 +52,23 @@ void topk_clear(topk *s) {
   s->total = 0;
 }
 
-/* The index slot of id: where it is, or the empty slot where it would go. */
-static size_t slot_of(const topk *s, uint64_t id) {
-  size_t m = s->icap - 1, i = (size_t)hash_mix(id) & m;
+topk_key topk_key_of(uint64_t id) {
+  /* (the cells' mix is of the id's two halves, not the index's mix of
+     the whole id, so that keys that share a slot's neighbourhood do not
+     share cells too) */
+  return (topk_key){id, hash_mix(id), hash_mix(id ^ UINT64_C(0x9e3779b97f4a7c15))};
+}
+
+/* The index slot of id (home: its mix): where it is, or the empty slot
+   where it would go. */
+static size_t slot_at(const topk *s, uint64_t id, uint64_t home) {
+  size_t m = s->icap - 1, i = (size_t)home & m;
   while (s->index[i] && s->items[s->index[i] - 1].id != id) i = (i + 1) & m;
   return i;
+}
+
+static size_t slot_of(const topk *s, uint64_t id) {
+  return slot_at(s, id, hash_mix(id));
 }
 
 /* Removes id's entry from the index (linear probing's backward shift:
@@ -117,11 +129,9 @@ static void sift_up(topk *s, size_t h) {
   heap_put(s, h, i);
 }
 
-/* Key id's two cells in the filter, one per row: the two halves of its
-   id mixed (not the index's mix of the whole id, so that keys that share
-   a slot's neighbourhood do not share cells too). */
-static void cells_of(const topk *s, uint64_t id, uint32_t *c[2]) {
-  uint64_t h = hash_mix(id ^ UINT64_C(0x9e3779b97f4a7c15));
+/* A key's two cells in the filter, one per row, at the two halves of
+   its cells' mix h (topk_key). */
+static void cells_of(const topk *s, uint64_t h, uint32_t *c[2]) {
   c[0] = &s->filter[(size_t)h & s->fmask];
   c[1] = &s->filter[s->fmask + 1 + ((size_t)(h >> 32) & s->fmask)];
 }
@@ -131,12 +141,13 @@ static void cells_of(const topk *s, uint64_t id, uint32_t *c[2]) {
    count it (saturating: a saturated cell lets every key through); with
    no filter (out of memory) every key goes through, as in plain
    Space-Saving. */
-static int filter_passes(topk *s, uint64_t id, uint64_t w, uint64_t floor) {
+static int filter_passes(topk *s, const topk_key *k, uint64_t w,
+                         uint64_t floor) {
   if (!s->filter &&
       !(s->filter = calloc(2 * (s->fmask + 1), sizeof *s->filter)))
     return 1;
   uint32_t *c[2];
-  cells_of(s, id, c);
+  cells_of(s, k->cells, c);
   uint64_t least = UINT64_MAX;
   for (int r = 0; r < 2; r++) {
     uint64_t v = *c[r] + w;
@@ -152,14 +163,21 @@ static void filter_hold(topk *s, const topk_item *it) {
   if (!s->filter) return;
   uint32_t n = it->count >= UINT32_MAX ? UINT32_MAX : (uint32_t)it->count;
   uint32_t *c[2];
-  cells_of(s, it->id, c);
+  cells_of(s, topk_key_of(it->id).cells, c);
   for (int r = 0; r < 2; r++)
     if (*c[r] < n) *c[r] = n;
 }
 
 void topk_add(topk *s, uint64_t id, uint64_t w, topk_text_fn text, void *ctx) {
+  topk_key k = topk_key_of(id);
+  topk_add_key(s, &k, w, text, ctx);
+}
+
+void topk_add_key(topk *s, const topk_key *k, uint64_t w, topk_text_fn text,
+                  void *ctx) {
+  uint64_t id = k->id;
   s->total += w;
-  size_t slot = slot_of(s, id);
+  size_t slot = slot_at(s, id, k->home);
   if (s->index[slot]) { /* counted already */
     uint32_t i = s->index[slot] - 1;
     s->items[i].count += w;
@@ -176,10 +194,10 @@ void topk_add(topk *s, uint64_t id, uint64_t w, topk_text_fn text, void *ctx) {
   } else { /* the smallest counter changes hands, if the filter says */
     i = s->heap[0];
     floor = s->items[i].count;
-    if (!filter_passes(s, id, w, floor)) return;
+    if (!filter_passes(s, k, w, floor)) return;
     filter_hold(s, &s->items[i]);
     index_remove(s, s->items[i].id);
-    slot = slot_of(s, id);
+    slot = slot_at(s, id, k->home);
   }
   topk_item *it = &s->items[i];
   it->id = id;

@@ -79,6 +79,17 @@ typedef void (*topk_text_fn)(void *ctx, char *buf, size_t len);
 /* Counts weight w (>= 1) for the key of id `id`. */
 void topk_add(topk *s, uint64_t id, uint64_t w, topk_text_fn text, void *ctx);
 
+/* A key's id with its two mixes (its index home, its filter cells),
+   made once for a key counted in several summaries (a denial counts in
+   the decisions' and the denials'). */
+typedef struct topk_key {
+  uint64_t id, home, cells;
+} topk_key;
+topk_key topk_key_of(uint64_t id);
+/* topk_add of a key made by topk_key_of. */
+void topk_add_key(topk *s, const topk_key *k, uint64_t w, topk_text_fn text,
+                  void *ctx);
+
 /* The smallest count held when every counter is taken, else 0: no key
    absent from the summary had more. */
 uint64_t topk_floor(const topk *s);

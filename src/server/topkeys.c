@@ -248,8 +248,9 @@ static void count(topkeys *t, tk_rule *r, int64_t epoch, uint64_t id,
   }
   roll(r, epoch);
   int w = (int)(epoch & 1);
-  topk_add(&r->dec[w], id, 1, key_text, key);
-  if (denied) topk_add(&r->den[w], id, 1, key_text, key);
+  topk_key k = topk_key_of(id);
+  topk_add_key(&r->dec[w], &k, 1, key_text, key);
+  if (denied) topk_add_key(&r->den[w], &k, 1, key_text, key);
 }
 
 void topkeys_decision(topkeys *t, unsigned slot, const eng_query *q,
