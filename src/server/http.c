@@ -530,6 +530,7 @@ static int route_renew(h2o_req_t *req, server *srv) {
 
 static int route_metrics(h2o_req_t *req, server *srv) {
   size_t len = 0;
+  topkeys_sync(srv->obs->top); /* (its metrics as of now) */
   char *text = engine_metrics(srv->eng, &len);
   strbuf b = STRBUF_INIT; /* (the text's owner from now on) */
   b.p = text;

@@ -232,6 +232,7 @@ static void stats_top(h2o_req_t *req, server *srv, strbuf *b) {
 int http_stats(h2o_req_t *req, server *srv) {
   if (ui_off(req, srv)) return 0;
   size_t len = 0;
+  topkeys_sync(srv->obs->top); /* (its metrics as of now) */
   char *text = engine_metrics_json(srv->eng, &len);
   strbuf b = STRBUF_INIT; /* (the text's owner from now on) */
   b.p = text;

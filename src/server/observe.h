@@ -91,6 +91,10 @@ int topkeys_metrics(topkeys *t, metrics *m);
 void topkeys_decision(topkeys *t, unsigned slot, const eng_query *q,
                       const eng_result *out);
 void topkeys_free(topkeys *t);
+/* Counts every decision the workers have handed over but the tables do
+   not hold yet (their metrics included): before a scrape. t may be
+   NULL. */
+void topkeys_sync(topkeys *t);
 
 /* One rule's heaviest keys in the current window (the window before and
    the one running). */

@@ -3,10 +3,20 @@
  * denials, over a recent window, in bounded memory.
  *
  * Each worker keeps its own tables (found by its engine_thread's slot),
- * so that a decision takes only its own worker's lock, which nobody else
- * takes but a reader (GET /v1/top, SL.TOP, a scrape), briefly, to copy
- * the summaries out. A table per rule, up to TOP_RULES_MAX per worker
- * (past it, decisions of new rules are counted, not tracked); per rule
+ * and a queue in front of them: a decision only copies its rule and key
+ * into the queue, without a lock (a byte ring the worker alone writes).
+ * Whoever holds the worker's lock counts what is queued into the tables
+ * (hashing the key, the Space-Saving updates): the counter thread, which
+ * empties the queues every COUNT_PAUSE_NS while there are decisions (and
+ * sleeps when there are none); a reader (GET /v1/top, SL.TOP, a scrape),
+ * before it copies the summaries out, so that an answer counts every
+ * decision answered before it; and the worker itself when its queue is
+ * full (the counter fell behind) or a key is too large for a record. So
+ * a worker's cost is a copy, and the counts are what they would be had
+ * the worker counted them itself, in the same order.
+ *
+ * A table per rule, up to TOP_RULES_MAX per worker (past it, decisions
+ * of new rules are counted, not tracked); per rule
  * two Space-Saving summaries (base/topk.h) of --top-keys counters each,
  * for decisions and for denials, in each of two windows: the window now
  * running and the one before it. Windows are epoch-aligned on the
@@ -24,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../base/hash.h"
 #include "http.h"
@@ -32,6 +43,10 @@
 #define ID_BYTES 2048 /* a descriptor's bytes hashed for its id, at most */
 #define RULES_LISTED 1024 /* rules a listing or a scrape shows, at most */
 #define RANKS 3           /* sluice_top_key_rank_share's ranks */
+#define RING_BYTES (256 * 1024) /* a worker's queue of keys to count */
+#define RING_WAKE (RING_BYTES / 8) /* the counter is woken at this fill */
+#define RULE_BYTES 255             /* a queued record's rule name at most */
+#define COUNT_PAUSE_NS 1000000     /* the counter's pause after a round */
 
 typedef struct tk_rule {
   char *name;
@@ -40,12 +55,25 @@ typedef struct tk_rule {
   topk dec[2], den[2];
 } tk_rule;
 
+/*
+ * A worker's tables, and its queue of keys not yet counted in them: a
+ * byte ring of records (tk_rec), written by the worker alone (an
+ * engine_thread serves one thread at a time) and read by whoever holds
+ * `lock`. tail and head are byte counts written and read; each sits on
+ * its own cache line.
+ */
 typedef struct tk_thread {
   pthread_mutex_t lock;
   tk_rule *last; /* the rule of the last decision (most repeat it) */
   size_t n;
   tk_rule *rules[TOP_RULES_MAX];
   uint16_t index[2 * TOP_RULES_MAX]; /* open addressing: rule + 1 */
+  char *ring; /* RING_BYTES; NULL (out of memory): counted at once */
+  char pad0[64];
+  _Atomic size_t tail; /* the worker's */
+  char pad1[64];
+  _Atomic size_t head; /* the lock holder's */
+  char pad2[64];
 } tk_thread;
 
 struct topkeys {
@@ -55,7 +83,17 @@ struct topkeys {
   _Atomic(tk_thread *) threads[ENG_MAX_THREADS];
   metrics *m;
   int m_untracked, m_rules;
+  /* The counter thread: it empties the workers' queues into their
+     tables, so that a worker only copies a decision's key. */
+  pthread_t counter;
+  int counter_up;
+  pthread_mutex_t wake_lock;
+  pthread_cond_t wake;
+  _Atomic int idle; /* the counter waits on wake */
+  int stop;         /* (under wake_lock) */
 };
+
+static void *counter_main(void *arg);
 
 topkeys *topkeys_new(const observe *obs, char *err, size_t len) {
   topkeys *t = calloc(1, sizeof *t);
@@ -66,6 +104,14 @@ topkeys *topkeys_new(const observe *obs, char *err, size_t len) {
   t->obs = obs;
   t->k = (size_t)obs->o.top_k;
   t->window_ns = (int64_t)obs->o.top_window_ms * 1000000;
+  pthread_mutex_init(&t->wake_lock, NULL);
+  pthread_cond_init(&t->wake, NULL);
+  if (pthread_create(&t->counter, NULL, counter_main, t)) {
+    snprintf(err, len, "--top-keys: cannot start its thread");
+    topkeys_free(t);
+    return NULL;
+  }
+  t->counter_up = 1;
   return t;
 }
 
@@ -100,13 +146,23 @@ static void rule_free(tk_rule *r) {
 
 void topkeys_free(topkeys *t) {
   if (!t) return;
+  if (t->counter_up) {
+    pthread_mutex_lock(&t->wake_lock);
+    t->stop = 1;
+    pthread_cond_signal(&t->wake);
+    pthread_mutex_unlock(&t->wake_lock);
+    pthread_join(t->counter, NULL);
+  }
   for (size_t i = 0; i < ENG_MAX_THREADS; i++) {
     tk_thread *th = atomic_load(&t->threads[i]);
     if (!th) continue;
     for (size_t r = 0; r < th->n; r++) rule_free(th->rules[r]);
     pthread_mutex_destroy(&th->lock);
+    free(th->ring);
     free(th);
   }
+  pthread_mutex_destroy(&t->wake_lock);
+  pthread_cond_destroy(&t->wake);
   free(t);
 }
 
@@ -117,6 +173,7 @@ static tk_thread *thread_of(topkeys *t, unsigned slot) {
   if (th || slot >= ENG_MAX_THREADS) return th;
   th = calloc(1, sizeof *th);
   if (!th) return NULL;
+  th->ring = malloc(RING_BYTES); /* (pages are touched as used) */
   pthread_mutex_init(&th->lock, NULL);
   atomic_store_explicit(&t->threads[slot], th, memory_order_release);
   return th;
@@ -217,25 +274,39 @@ static void key_text(void *ctx, char *buf, size_t len) {
   strbuf_free(&b);
 }
 
-/* A descriptor's id: its entries, each length-prefixed, keyed-hashed. */
-static uint64_t descriptor_id(const observe *obs, const eng_descriptor *d) {
-  uint8_t buf[ID_BYTES];
-  size_t n = 0;
-  for (size_t i = 0; i < d->n; i++) {
-    const cfg_entry *e = &d->entries[i];
+/* Writes a descriptor's entries (n of them) to buf (cap bytes) as its id
+   hashes them: each key and value length-prefixed (a uint32_t), those
+   that fit. The bytes written. */
+static size_t put_entries(uint8_t *buf, size_t cap, const cfg_entry *e,
+                          size_t n) {
+  size_t at = 0;
+  for (size_t i = 0; i < n; i++) {
     const struct {
       const char *p;
       size_t len;
-    } part[2] = {{e->key, e->key_len}, {e->value, e->value_len}};
+    } part[2] = {{e[i].key, e[i].key_len}, {e[i].value, e[i].value_len}};
     for (int j = 0; j < 2; j++) {
-      if (n + 4 + part[j].len > sizeof buf) break; /* (hash what fits) */
+      if (at + 4 + part[j].len > cap) break; /* (hash what fits) */
       uint32_t len = (uint32_t)part[j].len;
-      memcpy(buf + n, &len, 4);
-      memcpy(buf + n + 4, part[j].p, part[j].len);
-      n += 4 + part[j].len;
+      memcpy(buf + at, &len, 4);
+      if (part[j].len) memcpy(buf + at + 4, part[j].p, part[j].len);
+      at += 4 + part[j].len;
     }
   }
-  return observe_id(obs, buf, n);
+  return at;
+}
+
+/* The bytes put_entries writes of all n entries (each fits). */
+static size_t entries_bytes(const cfg_entry *e, size_t n) {
+  size_t b = 0;
+  for (size_t i = 0; i < n; i++) b += 8 + e[i].key_len + e[i].value_len;
+  return b;
+}
+
+/* A descriptor's id: its entries, each length-prefixed, keyed-hashed. */
+static uint64_t descriptor_id(const observe *obs, const eng_descriptor *d) {
+  uint8_t buf[ID_BYTES];
+  return observe_id(obs, buf, put_entries(buf, sizeof buf, d->entries, d->n));
 }
 
 /* Counts status s's key (id, shown by key) in rule r's tables (NULL: the
@@ -253,45 +324,259 @@ static void count(topkeys *t, tk_rule *r, int64_t epoch, uint64_t id,
   if (denied) topk_add_key(&r->den[w], &k, 1, key_text, key);
 }
 
+/* An ad-hoc policy's rule, "adhoc:POLICY" (pol: len bytes; cut to fit
+   the name), in th; as rule_of. */
+static tk_rule *adhoc_rule(topkeys *t, tk_thread *th, const char *pol,
+                           size_t len) {
+  char rule[96] = "adhoc:";
+  if (len > sizeof rule - 7) len = sizeof rule - 7;
+  memcpy(rule + 6, pol, len);
+  rule[6 + len] = '\0';
+  return rule_of(t, th, rule);
+}
+
+/* ---- the workers' queues ---- */
+
+/*
+ * A queued decision of one key: this header, the rule's name (an ad-hoc
+ * policy's text), then the key: an ad-hoc key's bytes, or a descriptor's
+ * entries as put_entries writes them (so that their hash is the id).
+ * Each record starts at a multiple of 8 bytes and never wraps: one that
+ * would is put at the ring's start, after a REC_PAD record to its end.
+ */
+enum { REC_PAD, REC_ADHOC, REC_RULES };
+
+typedef struct tk_rec {
+  uint32_t len;      /* the record's bytes, header included */
+  uint8_t kind;      /* REC_*; a REC_PAD is these 8 bytes only */
+  uint8_t denied;
+  uint16_t rule_len;
+  uint32_t key_len;
+  uint32_t nent;     /* REC_RULES: the descriptor's entries */
+  int64_t epoch;     /* the decision's window */
+} tk_rec;
+
+#define REC_ALIGN(n) (((n) + 7) & ~(size_t)7)
+
+/* Counts record h (its bytes after the header at p) in th's tables
+   (under th's lock). */
+static void count_record(topkeys *t, tk_thread *th, const tk_rec *h,
+                         const char *p) {
+  const char *key = p + h->rule_len;
+  uint64_t id = observe_id(t->obs, key, h->key_len);
+  if (h->kind == REC_ADHOC) {
+    tk_key k = {t->obs, NULL, 0, key, h->key_len};
+    count(t, adhoc_rule(t, th, p, h->rule_len), h->epoch, id, &k, h->denied);
+    return;
+  }
+  char rule[RULE_BYTES + 1];
+  memcpy(rule, p, h->rule_len);
+  rule[h->rule_len] = '\0';
+  cfg_entry e[ENG_MAX_ENTRIES];
+  size_t n = h->nent < ENG_MAX_ENTRIES ? h->nent : ENG_MAX_ENTRIES;
+  const char *q = key;
+  for (size_t i = 0; i < n; i++) { /* (the lengths put_entries wrote) */
+    uint32_t kl, vl;
+    memcpy(&kl, q, 4);
+    memcpy(&vl, q + 4 + kl, 4);
+    e[i] = (cfg_entry){q + 4, kl, q + 8 + kl, vl};
+    q += 8 + kl + vl;
+  }
+  tk_key k = {t->obs, e, n, NULL, 0};
+  count(t, rule_of(t, th, rule), h->epoch, id, &k, h->denied);
+}
+
+/* Counts what th's queue holds, in order (under th's lock): the records
+   counted. */
+static size_t drain(topkeys *t, tk_thread *th) {
+  size_t head = atomic_load_explicit(&th->head, memory_order_relaxed);
+  size_t tail = atomic_load_explicit(&th->tail, memory_order_acquire);
+  size_t n = 0;
+  while (head != tail) {
+    const char *p = th->ring + head % RING_BYTES;
+    tk_rec h;
+    memcpy(&h, p, 8);
+    if (h.kind != REC_PAD) {
+      memcpy(&h, p, sizeof h);
+      count_record(t, th, &h, p + sizeof h);
+      n++;
+    }
+    head += h.len;
+  }
+  atomic_store_explicit(&th->head, head, memory_order_release);
+  return n;
+}
+
+/* Where th's worker writes a record of n bytes (a multiple of 8, at most
+   RING_BYTES / 2): the ring's place, after a REC_PAD to the ring's end
+   when it would wrap; NULL when the ring has not that room. *tail is
+   the byte count after it. */
+static char *ring_room(tk_thread *th, size_t n, size_t *tail) {
+  size_t at = atomic_load_explicit(&th->tail, memory_order_relaxed);
+  size_t head = atomic_load_explicit(&th->head, memory_order_acquire);
+  size_t off = at % RING_BYTES;
+  size_t pad = off + n > RING_BYTES ? RING_BYTES - off : 0;
+  if (at + pad + n - head > RING_BYTES) return NULL;
+  if (pad) {
+    tk_rec p = {.len = (uint32_t)pad, .kind = REC_PAD};
+    memcpy(th->ring + off, &p, 8);
+  }
+  *tail = at + pad + n;
+  return th->ring + (at + pad) % RING_BYTES;
+}
+
+/* Publishes th's records up to byte count `tail`, and wakes the counter
+   when the queue has just grown past RING_WAKE and the counter sleeps. */
+static void publish(topkeys *t, tk_thread *th, size_t tail) {
+  size_t before = atomic_load_explicit(&th->tail, memory_order_relaxed);
+  atomic_store_explicit(&th->tail, tail, memory_order_release);
+  size_t head = atomic_load_explicit(&th->head, memory_order_relaxed);
+  if (before - head >= RING_WAKE || tail - head < RING_WAKE) return;
+  /* (seq_cst, as the counter's idle store and its look at the queues:
+     either it sees this queue's fill, or this sees it idle) */
+  atomic_fetch_add(&th->tail, 0);
+  if (!atomic_load(&t->idle)) return;
+  pthread_mutex_lock(&t->wake_lock);
+  atomic_store(&t->idle, 0);
+  pthread_cond_signal(&t->wake);
+  pthread_mutex_unlock(&t->wake_lock);
+}
+
+/* One key of a decision, as the worker hands it over. */
+typedef struct tk_item {
+  int kind; /* REC_ADHOC or REC_RULES */
+  int denied;
+  int64_t epoch;
+  const char *rule; /* REC_ADHOC: the policy's text */
+  size_t rule_len;
+  const char *key; /* REC_ADHOC */
+  size_t key_len;
+  const eng_descriptor *d; /* REC_RULES */
+} tk_item;
+
+/* Counts it at once, after what is queued (under th's lock): a key too
+   large for a record, or a worker without a queue. */
+static void count_now(topkeys *t, tk_thread *th, const tk_item *it) {
+  drain(t, th);
+  if (it->kind == REC_ADHOC) {
+    tk_key k = {t->obs, NULL, 0, it->key, it->key_len};
+    count(t, adhoc_rule(t, th, it->rule, it->rule_len), it->epoch,
+          observe_id(t->obs, it->key, it->key_len), &k, it->denied);
+  } else {
+    tk_key k = {t->obs, it->d->entries, it->d->n, NULL, 0};
+    count(t, rule_of(t, th, it->rule), it->epoch, descriptor_id(t->obs, it->d),
+          &k, it->denied);
+  }
+}
+
+/* Hands key it over: queued as a record (the queue full: emptied by the
+   worker first), or counted at once when it is too large for one. */
+static void hand_over(topkeys *t, tk_thread *th, const tk_item *it) {
+  size_t kb = it->kind == REC_ADHOC ? it->key_len
+                                    : entries_bytes(it->d->entries, it->d->n);
+  size_t n = REC_ALIGN(sizeof(tk_rec) + it->rule_len + kb), tail;
+  char *p = NULL;
+  if (th->ring && it->rule_len <= RULE_BYTES && kb <= ID_BYTES &&
+      !(p = ring_room(th, n, &tail))) {
+    pthread_mutex_lock(&th->lock); /* (the counter fell behind) */
+    drain(t, th);
+    pthread_mutex_unlock(&th->lock);
+    p = ring_room(th, n, &tail);
+  }
+  if (!p) {
+    pthread_mutex_lock(&th->lock);
+    count_now(t, th, it);
+    pthread_mutex_unlock(&th->lock);
+    return;
+  }
+  tk_rec h = {(uint32_t)n,     (uint8_t)it->kind, (uint8_t)it->denied,
+              (uint16_t)it->rule_len, (uint32_t)kb,
+              it->d ? (uint32_t)it->d->n : 0, it->epoch};
+  memcpy(p, &h, sizeof h);
+  memcpy(p + sizeof h, it->rule, it->rule_len);
+  if (it->kind == REC_ADHOC)
+    memcpy(p + sizeof h + it->rule_len, it->key ? it->key : "", kb);
+  else
+    put_entries((uint8_t *)p + sizeof h + it->rule_len, kb, it->d->entries,
+                it->d->n);
+  publish(t, th, tail);
+}
+
 void topkeys_decision(topkeys *t, unsigned slot, const eng_query *q,
                       const eng_result *out) {
   tk_thread *th = thread_of(t, slot);
   if (!th || out->n == 0) return;
   int64_t epoch = q->now / t->window_ns;
-  pthread_mutex_lock(&th->lock);
   if (q->kind == ENG_QUERY_POLICY) {
-    /* An ad-hoc policy counts as the rule "adhoc:POLICY" (the last one
-       recognised without building its name). */
+    /* An ad-hoc policy counts as the rule "adhoc:POLICY". */
     const char *pol = out->st[0].policy_str;
-    tk_rule *r = th->last;
-    if (!r || strncmp(r->name, "adhoc:", 6) || strcmp(r->name + 6, pol)) {
-      char rule[96] = "adhoc:";
-      size_t pl = strlen(pol);
-      if (pl > sizeof rule - 7) pl = sizeof rule - 7;
-      memcpy(rule + 6, pol, pl);
-      rule[6 + pl] = '\0';
-      r = rule_of(t, th, rule);
-    }
-    tk_key key = {t->obs, NULL, 0, q->key, q->key_len};
-    count(t, r, epoch, observe_id(t->obs, q->key, q->key_len), &key,
-          !out->st[0].d.allowed);
-  } else {
-    uint64_t ids[ENG_MAX_DESCRIPTORS];
-    int have[ENG_MAX_DESCRIPTORS] = {0};
-    for (size_t i = 0; i < out->n; i++) {
-      const eng_status *s = &out->st[i];
-      if (s->unlimited || !s->limit) continue;
-      const eng_descriptor *d = &q->req->descriptors[s->descriptor];
-      if (!have[s->descriptor]) {
-        ids[s->descriptor] = descriptor_id(t->obs, d);
-        have[s->descriptor] = 1;
-      }
-      tk_key key = {t->obs, d->entries, d->n, NULL, 0};
-      count(t, rule_of(t, th, s->limit->rule), epoch, ids[s->descriptor], &key,
-            !s->d.allowed);
-    }
+    tk_item it = {REC_ADHOC, !out->st[0].d.allowed, epoch, pol, strlen(pol),
+                  q->key, q->key_len, NULL};
+    hand_over(t, th, &it);
+    return;
   }
-  pthread_mutex_unlock(&th->lock);
+  for (size_t i = 0; i < out->n; i++) {
+    const eng_status *s = &out->st[i];
+    if (s->unlimited || !s->limit) continue;
+    tk_item it = {REC_RULES, !s->d.allowed, epoch, s->limit->rule,
+                  strlen(s->limit->rule), NULL, 0,
+                  &q->req->descriptors[s->descriptor]};
+    hand_over(t, th, &it);
+  }
+}
+
+/* Empties every worker's queue that holds records: how many it
+   counted. */
+static size_t drain_all(topkeys *t) {
+  if (!t) return 0;
+  size_t n = 0;
+  for (size_t i = 0; i < ENG_MAX_THREADS; i++) {
+    tk_thread *th = atomic_load_explicit(&t->threads[i], memory_order_acquire);
+    if (!th || atomic_load_explicit(&th->tail, memory_order_relaxed) ==
+                   atomic_load_explicit(&th->head, memory_order_relaxed))
+      continue;
+    pthread_mutex_lock(&th->lock);
+    n += drain(t, th);
+    pthread_mutex_unlock(&th->lock);
+  }
+  return n;
+}
+
+void topkeys_sync(topkeys *t) { drain_all(t); }
+
+/* Whether some worker's queue holds RING_WAKE bytes or more. */
+static int queues_full(topkeys *t) {
+  for (size_t i = 0; i < ENG_MAX_THREADS; i++) {
+    tk_thread *th = atomic_load_explicit(&t->threads[i], memory_order_acquire);
+    if (th && atomic_load(&th->tail) - atomic_load(&th->head) >= RING_WAKE)
+      return 1;
+  }
+  return 0;
+}
+
+/* The counter: empties the queues, pausing COUNT_PAUSE_NS after each
+   round that found records (so that a flood's are counted in batches),
+   and sleeps when a round found none, until a worker's queue passes
+   RING_WAKE (readers and a full queue's worker count the rest). */
+static void *counter_main(void *arg) {
+  topkeys *t = arg;
+  pthread_mutex_lock(&t->wake_lock);
+  while (!t->stop) {
+    pthread_mutex_unlock(&t->wake_lock);
+    size_t n = drain_all(t);
+    if (n) nanosleep(&(struct timespec){0, COUNT_PAUSE_NS}, NULL);
+    pthread_mutex_lock(&t->wake_lock);
+    if (n || t->stop) continue;
+    atomic_store(&t->idle, 1); /* (then looks: publish says why) */
+    if (queues_full(t)) {
+      atomic_store(&t->idle, 0);
+      continue;
+    }
+    while (atomic_load(&t->idle) && !t->stop)
+      pthread_cond_wait(&t->wake, &t->wake_lock);
+  }
+  pthread_mutex_unlock(&t->wake_lock);
+  return NULL;
 }
 
 /* ---- reading ---- */
@@ -305,6 +590,7 @@ int topkeys_query(topkeys *t, const char *rule, size_t n, int64_t now,
     tk_thread *th = atomic_load_explicit(&t->threads[i], memory_order_acquire);
     if (!th) continue;
     pthread_mutex_lock(&th->lock);
+    drain(t, th); /* (what was decided before is counted) */
     size_t s = rule_slot(th, rule, h);
     const tk_rule *r = th->index[s] ? th->rules[th->index[s] - 1] : NULL;
     for (int w = 0; r && w < 2; w++)
@@ -334,6 +620,7 @@ static size_t rules_seen(topkeys *t, int64_t now, const char **names) {
     tk_thread *th = atomic_load_explicit(&t->threads[i], memory_order_acquire);
     if (!th) continue;
     pthread_mutex_lock(&th->lock);
+    drain(t, th);
     for (size_t r = 0; r < th->n && n < RULES_LISTED; r++) {
       const tk_rule *x = th->rules[r];
       int live = x->epoch[0] >= epoch - 1 || x->epoch[1] >= epoch - 1;
