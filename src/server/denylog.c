@@ -4,22 +4,28 @@
  * a worker never waits for the disk.
  *
  * A denial becomes a line only if (1) the sample keeps it (--log-denials:
- * the share of denials logged), (2) the log's own limiter has room
- * (--denial-log-limit, a sluice policy over the log's one key: a flood
- * of denials cannot fill the disk), and (3) the queue has room
+ * the share of denials logged), (2) the queue has room
  * (--denial-log-buffer bytes: a disk slower than the denials does not
- * grow the daemon). Lines refused by (2) and (3), and those the disk
- * refused, are counted in sluice_denial_log_dropped_total by reason.
+ * grow the daemon), and (3) the log's own limiter has room
+ * (--denial-log-limit, a sluice policy over the log's one key, decided
+ * on the denial's clock: a flood of denials cannot fill the disk). Lines
+ * refused by (2) and (3), and those the disk refused, are counted in
+ * sluice_denial_log_dropped_total by reason.
  *
- * The queue is a byte ring of --denial-log-buffer bytes, allocated at
- * start. A worker copies a denial's figures and strings into it as a
- * record, as they are (no malloc, no formatting), under the lock, and
- * wakes the writer only when the writer sleeps for want of lines; the
- * writer takes all that is queued, makes each record its JSON line (the
- * escaping, the values' hashing, the time's text: the line's cost, off
- * the worker), writes them in large writes, and pauses WRITE_PAUSE_NS
- * before looking again, so that a flood's lines are written in batches
- * rather than with a wake-up each.
+ * Each worker has a queue of its own, a byte ring of --denial-log-buffer
+ * bytes made on its first denial (its pages touched as used); the bytes
+ * queued in all of them together are at most --denial-log-buffer. A
+ * worker copies a denial's figures and strings into its queue as a
+ * record, as they are (no malloc, no formatting), without a lock, and
+ * wakes the writer only when the writer sleeps for want of records; the
+ * writer takes all that is queued, asks the log's limiter for each
+ * record in turn (each worker's in their order; a refusal closes the log
+ * until the limiter's retry-after, and the workers then drop denials
+ * before it without queueing them), makes each record it allows its
+ * JSON line (the escaping, the values' hashing, the time's text: the
+ * line's cost, off the worker), writes them in large writes, and pauses
+ * WRITE_PAUSE_NS before looking again, so that a flood's lines are
+ * written in batches rather than with a wake-up each.
  *
  * The file is opened with O_APPEND and opened again on SIGUSR1
  * (logrotate's convention: it renames the file, then signals): the
@@ -76,26 +82,39 @@ typedef struct rec_str {
 
 enum { D_WRITTEN, D_RATE, D_QUEUE, D_ERROR, D_COUNT };
 
+/* A worker's queue: a byte ring of cap bytes that the worker alone
+   writes (an engine_thread serves one thread at a time) and the writer
+   alone reads; tail and head are byte counts written and read (ring
+   index: % cap), each on its own cache line. */
+typedef struct inbox {
+  char *ring;
+  char pad0[64];
+  _Atomic size_t tail;
+  char pad1[64];
+  _Atomic size_t head;
+  char pad2[64];
+} inbox;
+
 struct denylog {
   const observe *obs;
   double rate;
   int fd; /* 2 for stderr */
   algo_policy pol;   /* --denial-log-limit's, compiled */
-  algo_state room;   /* its state (under lock), once room_set */
+  algo_state room;   /* its state (the writer's), once room_set */
   int room_set;
   _Atomic int64_t closed_until; /* it refuses every line before this */
   sl_store *store;   /* sliding_log and concurrency only (make_limiter) */
   sl_limiter *lim;
 
-  pthread_mutex_t lock;
+  _Atomic(inbox *) inbox[ENG_MAX_THREADS]; /* each worker's, made on its
+                                              first denial */
+  _Atomic size_t queued; /* bytes in all the queues: at most cap */
+  _Atomic int idle;      /* the writer waits on cond for records */
+  pthread_mutex_t lock;  /* cond's, and reopen and stop */
   pthread_cond_t cond;
-  char *ring;     /* cap bytes: the queued records, from head to tail */
   char *rec;      /* the writer's: the record it makes a line of */
   strbuf out;     /* the writer's: lines not yet written (kept) */
   size_t cap;
-  size_t head, tail; /* byte counts read and written (ring index: % cap) */
-  uint64_t lines; /* lines between head and tail not yet taken */
-  int idle;       /* the writer waits on cond for lines */
   int reopen;     /* SIGUSR1 came */
   int stop;
   int writer_up;
@@ -164,19 +183,25 @@ static int write_lines(int fd, struct iovec *iov, int n) {
   return 0;
 }
 
-/* Copies n ring bytes from byte count `from` on (as they wrap) to out. */
-static void ring_get(const denylog *d, size_t from, void *out, size_t n) {
-  size_t at = from % d->cap, first = n < d->cap - at ? n : d->cap - at;
-  memcpy(out, d->ring + at, first);
-  memcpy((char *)out + first, d->ring, n - first);
+/* Copies n bytes of ring (cap bytes) from byte count `from` on (as they
+   wrap) to out. */
+static void ring_get(const char *ring, size_t cap, size_t from, void *out,
+                     size_t n) {
+  size_t at = from % cap, first = n < cap - at ? n : cap - at;
+  memcpy(out, ring + at, first);
+  memcpy((char *)out + first, ring, n - first);
 }
 
-/* Copies n bytes of p into the ring at byte count `to` (as they wrap). */
-static void ring_put(denylog *d, size_t to, const void *p, size_t n) {
-  size_t at = to % d->cap, first = n < d->cap - at ? n : d->cap - at;
-  memcpy(d->ring + at, p, first);
-  memcpy(d->ring, (const char *)p + first, n - first);
+/* Copies n bytes of p into ring (cap bytes) at byte count `to` (as they
+   wrap). */
+static void ring_put(char *ring, size_t cap, size_t to, const void *p,
+                     size_t n) {
+  size_t at = to % cap, first = n < cap - at ? n : cap - at;
+  memcpy(ring + at, p, first);
+  memcpy(ring, (const char *)p + first, n - first);
 }
+
+static int take_room(denylog *d, int64_t now);
 
 static void format_line(const observe *obs, strbuf *b, const rec_head *h,
                         const rec_str *s);
@@ -191,18 +216,25 @@ static void flush_out(denylog *d, strbuf *b, int *rc) {
   b->len = 0;
 }
 
-/* Makes the records in ring bytes [from, to) lines and writes them,
-   about OUT_FLUSH bytes a write: 0, or -1 (errno) when a write failed
-   (the lines after it are not written). */
-static int write_records(denylog *d, size_t from, size_t to) {
+/* Makes the records in q's bytes [from, to) that the log's limiter has
+   room for lines and writes them, about OUT_FLUSH bytes a write; counts
+   the lines in *lines and those refused in *refused. 0, or -1 (errno)
+   when a write failed (the lines after it are not written). */
+static int write_records(denylog *d, inbox *q, size_t from, size_t to,
+                         uint64_t *lines, uint64_t *refused) {
   strbuf *out = &d->out;
   int rc = 0;
   for (size_t at = from; at < to;) {
     rec_head h;
-    ring_get(d, at, &h, sizeof h);
-    size_t body = h.len - sizeof h;
-    ring_get(d, at + sizeof h, d->rec, body);
+    ring_get(q->ring, d->cap, at, &h, sizeof h);
+    size_t rec_at = at + sizeof h;
     at += h.len;
+    if (!take_room(d, h.now)) {
+      ++*refused;
+      continue;
+    }
+    ++*lines;
+    ring_get(q->ring, d->cap, rec_at, d->rec, h.len - sizeof h);
     rec_str s[REC_STRS_MAX] = {{NULL, 0}};
     size_t ns = h.flags & REC_LONG    ? 0
                 : h.flags & REC_ADHOC ? S_FIXED + 1
@@ -242,36 +274,60 @@ static void reopen_file(denylog *d, const char *path) {
   }
 }
 
-/* The writer: takes what is queued whole, writes it, and opens the file
-   again when SIGUSR1 asked, until stopped with nothing left. The bytes
-   it writes stay counted in the queue until written: workers write
-   only into the rest of the ring. */
+/* Takes what every worker's queue holds: its records pass the log's
+   limiter (in each worker's order) and become lines, written. The bytes
+   taken. */
+static size_t take_queued(denylog *d) {
+  size_t taken = 0;
+  uint64_t lines = 0, refused = 0, failed = 0;
+  for (size_t i = 0; i < ENG_MAX_THREADS; i++) {
+    inbox *q = atomic_load_explicit(&d->inbox[i], memory_order_acquire);
+    if (!q) continue;
+    size_t from = atomic_load_explicit(&q->head, memory_order_relaxed);
+    size_t to = atomic_load_explicit(&q->tail, memory_order_acquire);
+    if (from == to) continue;
+    uint64_t n = 0;
+    if (write_records(d, q, from, to, &n, &refused))
+      failed += n;
+    else
+      lines += n;
+    /* (the bytes stay counted in `queued` until read: a worker writes
+       only where the writer has read) */
+    atomic_store_explicit(&q->head, to, memory_order_release);
+    atomic_fetch_sub(&d->queued, to - from);
+    taken += to - from;
+  }
+  if (d->m && taken) {
+    metrics_global_add(d->m, d->mid[D_WRITTEN], lines);
+    metrics_global_add(d->m, d->mid[D_ERROR], failed);
+    metrics_global_add(d->m, d->mid[D_RATE], refused);
+    metrics_global_set(d->m, d->m_queued, atomic_load(&d->queued));
+  }
+  return taken;
+}
+
+/* The writer: takes what is queued, writes it, and opens the file again
+   when SIGUSR1 asked, until stopped with nothing left. It sleeps only
+   when the queues are empty (idle: a worker that queues a record then
+   wakes it). */
 static void *writer_main(void *arg) {
   denylog *d = arg;
   pthread_mutex_lock(&d->lock);
   for (;;) {
-    while (d->head == d->tail && !d->reopen && !d->stop) {
-      d->idle = 1;
+    while (!d->reopen && !d->stop) {
+      atomic_store(&d->idle, 1); /* (then looks: enqueue says why) */
+      if (atomic_load(&d->queued)) break;
       pthread_cond_wait(&d->cond, &d->lock);
     }
-    d->idle = 0;
-    size_t from = d->head, to = d->tail;
-    uint64_t lines = d->lines;
-    d->lines = 0;
-    int reopen = d->reopen, stop = d->stop && from == to;
+    atomic_store(&d->idle, 0);
+    int reopen = d->reopen, stop = d->stop;
     d->reopen = 0;
     pthread_mutex_unlock(&d->lock);
-    if (to > from) {
-      int rc = write_records(d, from, to);
-      if (d->m) metrics_global_add(d->m, d->mid[rc ? D_ERROR : D_WRITTEN],
-                                   lines);
-    }
+    size_t taken = take_queued(d);
     if (reopen) reopen_file(d, d->obs->o.log_path);
     pthread_mutex_lock(&d->lock);
-    d->head = to;
-    if (d->m) metrics_global_set(d->m, d->m_queued, d->tail - d->head);
-    if (stop) break;
-    if (to > from && !d->stop && !d->reopen) { /* let a flood gather */
+    if (stop && !atomic_load(&d->queued)) break;
+    if (taken && !d->stop && !d->reopen) { /* let a flood gather */
       pthread_mutex_unlock(&d->lock);
       nanosleep(&(struct timespec){0, WRITE_PAUSE_NS}, NULL);
       pthread_mutex_lock(&d->lock);
@@ -294,10 +350,8 @@ denylog *denylog_new(const observe *obs, char *err, size_t len) {
   pthread_mutex_init(&d->lock, NULL);
   pthread_cond_init(&d->cond, NULL);
   d->cap = o->log_buffer;
-  if (!(d->rec = malloc(LINE_MAX_BYTES)) ||
-      !(d->ring = malloc(d->cap))) { /* (pages are touched as used) */
-    snprintf(err, len, "--denial-log-buffer: cannot allocate %zu bytes",
-             d->cap);
+  if (!(d->rec = malloc(LINE_MAX_BYTES))) {
+    snprintf(err, len, "out of memory");
     goto fail;
   }
   if (make_limiter(d, o->log_limit, err, len)) goto fail;
@@ -444,7 +498,7 @@ static int sampled(double rate) {
 }
 
 /* Whether the log's own limiter has room for one more line at now (the
-   decision's clock); under d->lock. Its algorithm decides on the state
+   decision's clock); the writer's alone. Its algorithm decides on the state
    kept here, or on its store (make_limiter). A refusal closes the log
    until the limiter's retry-after (for good when a line can never fit:
    a limit of 0). */
@@ -470,11 +524,29 @@ static int take_room(denylog *d, int64_t now) {
   return 0;
 }
 
-/* Queues record h (its strings s[0..ns)) at now when the log's limiter
-   has room and the ring has room for it; else drops it and counts the
-   drop by reason. One lock for both. */
-static void enqueue(denylog *d, rec_head *h, const rec_str *s, size_t ns,
-                    int64_t now) {
+/* Worker slot's queue, made on its first record (and published for the
+   writer); NULL out of memory. */
+static inbox *inbox_of(denylog *d, unsigned slot) {
+  if (slot >= ENG_MAX_THREADS) return NULL;
+  inbox *q = atomic_load_explicit(&d->inbox[slot], memory_order_acquire);
+  if (q) return q;
+  if (!(q = calloc(1, sizeof *q))) return NULL;
+  if (!(q->ring = malloc(d->cap))) { /* (pages are touched as used) */
+    free(q);
+    return NULL;
+  }
+  atomic_store_explicit(&d->inbox[slot], q, memory_order_release);
+  return q;
+}
+
+/*
+ * Queues record h (its strings s[0..ns)) in the worker's queue when the
+ * queues together have room for it (--denial-log-buffer), without a lock:
+ * the log's limiter is the writer's, which decides in each worker's order
+ * on the record's `now`. Else drops it, counted (queue_full).
+ */
+static void enqueue(denylog *d, unsigned slot, rec_head *h,
+                    const rec_str *s, size_t ns) {
   size_t n = sizeof *h;
   for (size_t i = 0; i < ns; i++) n += 4 + s[i].len;
   if (n - sizeof *h > LINE_MAX_BYTES) { /* its line says so instead */
@@ -483,36 +555,41 @@ static void enqueue(denylog *d, rec_head *h, const rec_str *s, size_t ns,
     n = sizeof *h;
   }
   h->len = (uint32_t)n;
-  char mem[sizeof *h + LINE_MAX_BYTES];
-  pthread_mutex_lock(&d->lock);
-  int drop = !take_room(d, now)              ? D_RATE
-             : d->tail - d->head + n > d->cap ? D_QUEUE
-                                              : -1; /* queued */
-  if (drop < 0) {
-    /* Straight into the ring where the record fits before its end (nearly
-       always); else made whole on the stack, then copied in two parts. */
-    size_t at = d->tail % d->cap;
-    char *to = at + n <= d->cap ? d->ring + at : mem;
-    memcpy(to, h, sizeof *h);
-    to += sizeof *h;
-    for (size_t i = 0; i < ns; i++) {
-      memcpy(to, &s[i].len, 4);
-      memcpy(to + 4, s[i].p, s[i].len);
-      to += 4 + s[i].len;
-    }
-    if (at + n > d->cap) ring_put(d, d->tail, mem, n);
-    d->tail += n;
-    d->lines++;
-    /* Only a writer waiting for lines needs a wake-up (a futex call per
-       line would cost more than the line); one wake-up is enough. */
-    if (d->idle) {
-      d->idle = 0;
-      pthread_cond_signal(&d->cond);
-    }
-    if (d->m) metrics_global_set(d->m, d->m_queued, d->tail - d->head);
+  inbox *q = inbox_of(d, slot);
+  /* (acq_rel: a worker that sees the writer's release of bytes sees its
+     head moved past them, so it writes only where the writer has read) */
+  size_t before = q ? atomic_fetch_add(&d->queued, n) : d->cap;
+  if (before + n > d->cap) {
+    if (q) atomic_fetch_sub(&d->queued, n);
+    if (d->m) metrics_global_add(d->m, d->mid[D_QUEUE], 1);
+    return;
   }
-  pthread_mutex_unlock(&d->lock);
-  if (drop >= 0 && d->m) metrics_global_add(d->m, d->mid[drop], 1);
+  /* Straight into the ring where the record fits before its end (nearly
+     always); else made whole on the stack, then copied in two parts. */
+  size_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
+  size_t at = tail % d->cap;
+  char mem[sizeof *h + LINE_MAX_BYTES];
+  char *to = at + n <= d->cap ? q->ring + at : mem;
+  memcpy(to, h, sizeof *h);
+  to += sizeof *h;
+  for (size_t i = 0; i < ns; i++) {
+    memcpy(to, &s[i].len, 4);
+    memcpy(to + 4, s[i].p, s[i].len);
+    to += 4 + s[i].len;
+  }
+  if (at + n > d->cap) ring_put(q->ring, d->cap, tail, mem, n);
+  atomic_store_explicit(&q->tail, tail + n, memory_order_release);
+  if (d->m) metrics_global_set(d->m, d->m_queued, before + n);
+  /* Only a writer waiting for records needs a wake-up (a futex call per
+     line would cost more than the line). seq_cst, as the writer's idle
+     store and its look at `queued`: either it sees this record, or this
+     sees it idle. */
+  if (atomic_load(&d->idle)) {
+    pthread_mutex_lock(&d->lock);
+    atomic_store(&d->idle, 0);
+    pthread_cond_signal(&d->cond);
+    pthread_mutex_unlock(&d->lock);
+  }
 }
 
 /* A string as a record's (lengths past 4 GiB cannot occur: a request's
@@ -521,7 +598,8 @@ static rec_str str_of(const char *p, size_t n) {
   return (rec_str){p ? p : "", (uint32_t)n};
 }
 
-void denylog_decision(denylog *d, const eng_query *q, const eng_result *out) {
+void denylog_decision(denylog *d, unsigned slot, const eng_query *q,
+                      const eng_result *out) {
   char addr[ENG_CLIENT_MAX];
   int have_addr = 0;
   for (size_t i = 0; i < out->n; i++) {
@@ -567,7 +645,7 @@ void denylog_decision(denylog *d, const eng_query *q, const eng_result *out) {
       s[S_DOMAIN] = s[S_RULE] = str_of(NULL, 0);
       s[ns++] = str_of(q->key, q->key_len);
     }
-    enqueue(d, &h, s, ns, q->now);
+    enqueue(d, slot, &h, s, ns);
   }
 }
 
@@ -587,7 +665,11 @@ void denylog_free(denylog *d) {
     pthread_mutex_unlock(&d->lock);
     pthread_join(d->writer, NULL);
   }
-  free(d->ring);
+  for (size_t i = 0; i < ENG_MAX_THREADS; i++) {
+    inbox *q = atomic_load(&d->inbox[i]);
+    if (q) free(q->ring);
+    free(q);
+  }
   free(d->rec);
   strbuf_free(&d->out);
   if (d->fd > 2) close(d->fd);

@@ -83,7 +83,7 @@ void observe_decision(void *ud, unsigned slot, const struct eng_query *q,
                       const struct eng_result *out) {
   observe *obs = ud;
   if (obs->top) topkeys_decision(obs->top, slot, q, out);
-  if (obs->log) denylog_decision(obs->log, q, out);
+  if (obs->log) denylog_decision(obs->log, slot, q, out);
 }
 
 void observe_reopen(observe *obs) {

@@ -80,7 +80,8 @@ uint64_t observe_id(const observe *obs, const void *p, size_t n);
 
 denylog *denylog_new(const observe *obs, char *err, size_t len);
 int denylog_metrics(denylog *d, metrics *m);
-void denylog_decision(denylog *d, const eng_query *q, const eng_result *out);
+void denylog_decision(denylog *d, unsigned slot, const eng_query *q,
+                      const eng_result *out);
 void denylog_reopen(denylog *d);
 void denylog_free(denylog *d);
 
