@@ -825,21 +825,28 @@ static int decide_cell(engine_thread *t, const eng_query *q, eng_result *out,
 
 /* What the observer sees of a batched decision: the eng_result that
    engine_decide would have made of it (one status, as decide_policy and
-   decide_cell fill it). */
-static void observe_batched(engine_thread *t, const eng_query *q,
-                            const adhoc_entry *a, const sl_decision *d) {
+   decide_cell fill it), in r, whose other fields observe_batch_init set
+   once for the batch. */
+static void observe_batched(engine_thread *t, eng_result *r,
+                            const eng_query *q, const adhoc_entry *a,
+                            const sl_decision *d) {
   engine *e = t->e;
-  eng_result r;
-  engine_result_init(&r, d->allowed);
-  r.n = 1;
-  eng_status *s = &r.st[0];
-  memset(s, 0, sizeof *s);
+  eng_status *s = &r->st[0];
+  r->allowed = d->allowed;
   s->policy_str = a ? a->canon : "cell";
   s->policy = a ? &a->policy : q->policy;
   s->d = *d;
-  r.worst = 0;
-  r.by_descriptor[0] = 0;
-  e->o.observe(e->o.observe_ud, t->slot, q, &r);
+  e->o.observe(e->o.observe_ud, t->slot, q, r);
+}
+
+/* The fields of observe_batched's result that every decision of a batch
+   shares (one status, zeroed but for what observe_batched sets). */
+static void observe_batch_init(eng_result *r) {
+  engine_result_init(r, 0);
+  r->n = 1;
+  memset(&r->st[0], 0, sizeof r->st[0]);
+  r->worst = 0;
+  r->by_descriptor[0] = 0;
 }
 
 int engine_decide_batch(engine_thread *t, eng_batch_item *it, size_t n) {
@@ -883,6 +890,8 @@ int engine_decide_batch(engine_thread *t, eng_batch_item *it, size_t n) {
   int64_t t0 = clock_mono_ns();
   limiter_take_many(rq, n, dec, rcs);
   int64_t each = (clock_mono_ns() - t0) / (int64_t)(n ? n : 1);
+  eng_result seen; /* (what the observer sees, observe_batched) */
+  if (e->o.observe) observe_batch_init(&seen);
   for (size_t i = 0; i < n; i++) {
     if (!it[i].rc) it[i].rc = rcs[i];
     if (it[i].rc) continue;
@@ -892,7 +901,7 @@ int engine_decide_batch(engine_thread *t, eng_batch_item *it, size_t n) {
                1);
     /* (the observer sees each decision whole, in order, as engine_decide
        shows it) */
-    if (e->o.observe) observe_batched(t, it[i].q, ad[i], &dec[i]);
+    if (e->o.observe) observe_batched(t, &seen, it[i].q, ad[i], &dec[i]);
   }
   return 0;
 }
