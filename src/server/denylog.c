@@ -574,7 +574,8 @@ static void enqueue(denylog *d, unsigned slot, rec_head *h,
   to += sizeof *h;
   for (size_t i = 0; i < ns; i++) {
     memcpy(to, &s[i].len, 4);
-    memcpy(to + 4, s[i].p, s[i].len);
+    if (s[i].len) memcpy(to + 4, s[i].p, s[i].len); /* (an ad-hoc's
+                                                        domain, rule) */
     to += 4 + s[i].len;
   }
   if (at + n > d->cap) ring_put(q->ring, d->cap, tail, mem, n);
