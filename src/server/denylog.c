@@ -13,8 +13,11 @@
  * sluice_denial_log_dropped_total by reason.
  *
  * Each worker has a queue of its own, a byte ring of --denial-log-buffer
- * bytes made on its first denial (its pages touched as used); the bytes
- * queued in all of them together are at most --denial-log-buffer. A
+ * bytes made on its first denial (its pages touched as used), and with
+ * top keys on a second one, for its ad-hoc policies' denials, whose
+ * lines ride with their keys in the top keys' queue and are queued here
+ * by whoever counts those (denylog_adhoc); the bytes queued in all of
+ * them together are at most --denial-log-buffer. A
  * worker copies a denial's figures and strings into its queue as a
  * record, as they are (no malloc, no formatting), without a lock, and
  * wakes the writer only when the writer sleeps for want of records; the
@@ -53,6 +56,7 @@
 #define WRITE_PAUSE_NS 2000000 /* the writer's pause after a batch */
 #define OUT_FLUSH 65536        /* the writer writes its lines this many
                                   bytes at a time */
+#define QUEUES (2 * ENG_MAX_THREADS) /* (struct denylog's inbox) */
 
 /*
  * A record: a denial as the worker saw it. The header, then its strings,
@@ -106,8 +110,11 @@ struct denylog {
   sl_store *store;   /* sliding_log and concurrency only (make_limiter) */
   sl_limiter *lim;
 
-  _Atomic(inbox *) inbox[ENG_MAX_THREADS]; /* each worker's, made on its
-                                              first denial */
+  /* Each worker's queues, made on first use: [slot] the worker writes,
+     [QUEUES / 2 + slot] whoever holds the lock its top keys count under
+     (the ad-hoc denials' lines that ride with their keys, topkeys.c): one
+     writer each at a time. */
+  _Atomic(inbox *) inbox[QUEUES];
   _Atomic size_t queued; /* bytes in all the queues: at most cap */
   _Atomic int idle;      /* the writer waits on cond for records */
   pthread_mutex_t lock;  /* cond's, and reopen and stop */
@@ -280,7 +287,7 @@ static void reopen_file(denylog *d, const char *path) {
 static size_t take_queued(denylog *d) {
   size_t taken = 0;
   uint64_t lines = 0, refused = 0, failed = 0;
-  for (size_t i = 0; i < ENG_MAX_THREADS; i++) {
+  for (size_t i = 0; i < QUEUES; i++) {
     inbox *q = atomic_load_explicit(&d->inbox[i], memory_order_acquire);
     if (!q) continue;
     size_t from = atomic_load_explicit(&q->head, memory_order_relaxed);
@@ -524,10 +531,10 @@ static int take_room(denylog *d, int64_t now) {
   return 0;
 }
 
-/* Worker slot's queue, made on its first record (and published for the
-   writer); NULL out of memory. */
+/* Queue `slot` (of QUEUES), made on its first record (and published for
+   the writer); NULL out of memory. */
 static inbox *inbox_of(denylog *d, unsigned slot) {
-  if (slot >= ENG_MAX_THREADS) return NULL;
+  if (slot >= QUEUES) return NULL;
   inbox *q = atomic_load_explicit(&d->inbox[slot], memory_order_acquire);
   if (q) return q;
   if (!(q = calloc(1, sizeof *q))) return NULL;
@@ -599,20 +606,39 @@ static rec_str str_of(const char *p, size_t n) {
   return (rec_str){p ? p : "", (uint32_t)n};
 }
 
+int denylog_wants(denylog *d, int64_t now) {
+  if (!sampled(d->rate)) return 0;
+  /* (a line refused at a later `now` by another worker closes the log a
+     little early for this one: it would have been refused too) */
+  if (now < atomic_load_explicit(&d->closed_until, memory_order_relaxed)) {
+    if (d->m) metrics_global_add(d->m, d->mid[D_RATE], 1);
+    return 0;
+  }
+  return 1;
+}
+
+void denylog_adhoc(denylog *d, unsigned slot, const denylog_line *l) {
+  rec_head h = {.now = l->now, .limit = l->limit, .remaining = l->remaining,
+                .flags = REC_ADHOC | (l->enforced ? REC_ENFORCED : 0)};
+  if (l->retry_after_ns < 0)
+    h.flags |= REC_NO_RETRY;
+  else
+    h.retry_ms = ns_to_ms_up(l->retry_after_ns);
+  rec_str s[S_FIXED + 1];
+  s[S_DOMAIN] = s[S_RULE] = str_of(NULL, 0);
+  s[S_POLICY] = str_of(l->policy, l->policy_len);
+  s[S_CLIENT] = str_of(l->client, l->client_len);
+  s[S_FIXED] = str_of(l->key, l->key_len);
+  if (slot < ENG_MAX_THREADS) enqueue(d, QUEUES / 2 + slot, &h, s, S_FIXED + 1);
+}
+
 void denylog_decision(denylog *d, unsigned slot, const eng_query *q,
                       const eng_result *out) {
   char addr[ENG_CLIENT_MAX];
   int have_addr = 0;
   for (size_t i = 0; i < out->n; i++) {
     const eng_status *st = &out->st[i];
-    if (st->d.allowed || !sampled(d->rate)) continue;
-    /* (a line refused at a later `now` by another worker closes the log
-       a little early for this one: it would have been refused too) */
-    if (q->now < atomic_load_explicit(&d->closed_until,
-                                      memory_order_relaxed)) {
-      if (d->m) metrics_global_add(d->m, d->mid[D_RATE], 1);
-      continue;
-    }
+    if (st->d.allowed || !denylog_wants(d, q->now)) continue;
     if (!have_addr) { /* (once per decision, however many lines) */
       addr[0] = '\0';
       if (q->client) q->client(q->client_ud, addr, sizeof addr);
@@ -666,7 +692,7 @@ void denylog_free(denylog *d) {
     pthread_mutex_unlock(&d->lock);
     pthread_join(d->writer, NULL);
   }
-  for (size_t i = 0; i < ENG_MAX_THREADS; i++) {
+  for (size_t i = 0; i < QUEUES; i++) {
     inbox *q = atomic_load(&d->inbox[i]);
     if (q) free(q->ring);
     free(q);

@@ -82,8 +82,8 @@ int observe_wanted(const observe *obs) { return obs->log || obs->top; }
 void observe_decision(void *ud, unsigned slot, const struct eng_query *q,
                       const struct eng_result *out) {
   observe *obs = ud;
-  if (obs->top) topkeys_decision(obs->top, slot, q, out);
-  if (obs->log) denylog_decision(obs->log, slot, q, out);
+  int logged = obs->top && topkeys_decision(obs->top, slot, q, out);
+  if (obs->log && !logged) denylog_decision(obs->log, slot, q, out);
 }
 
 void observe_reopen(observe *obs) {
@@ -91,8 +91,8 @@ void observe_reopen(observe *obs) {
 }
 
 void observe_stop(observe *obs) {
+  topkeys_free(obs->top); /* (first: it hands the log lines it holds) */
   denylog_free(obs->log);
-  topkeys_free(obs->top);
   obs->log = NULL;
   obs->top = NULL;
 }

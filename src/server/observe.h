@@ -82,6 +82,21 @@ denylog *denylog_new(const observe *obs, char *err, size_t len);
 int denylog_metrics(denylog *d, metrics *m);
 void denylog_decision(denylog *d, unsigned slot, const eng_query *q,
                       const eng_result *out);
+/* Whether a denial at now (the decision's clock) is to be a line: the
+   sample keeps it and the log's limiter has not closed the log (a
+   refusal is counted). */
+int denylog_wants(denylog *d, int64_t now);
+/* An ad-hoc policy's denial, as a line shows it. */
+typedef struct denylog_line {
+  int64_t now, limit, remaining, retry_after_ns; /* retry < 0: never */
+  int enforced;                 /* else shadow */
+  const char *policy, *key, *client; /* client "": unknown */
+  size_t policy_len, key_len, client_len;
+} denylog_line;
+/* Queues the line of denial l (that denylog_wants wanted) in the queue
+   of worker slot's lines handed over with its top keys (not the one its
+   worker writes); the caller holds the lock those are counted under. */
+void denylog_adhoc(denylog *d, unsigned slot, const denylog_line *l);
 void denylog_reopen(denylog *d);
 void denylog_free(denylog *d);
 
@@ -89,8 +104,10 @@ void denylog_free(denylog *d);
 
 topkeys *topkeys_new(const observe *obs, char *err, size_t len);
 int topkeys_metrics(topkeys *t, metrics *m);
-void topkeys_decision(topkeys *t, unsigned slot, const eng_query *q,
-                      const eng_result *out);
+/* Counts the decision's keys; for an ad-hoc policy, also hands the
+   denial log its line (then 1: the log must not see it again). */
+int topkeys_decision(topkeys *t, unsigned slot, const eng_query *q,
+                     const eng_result *out);
 void topkeys_free(topkeys *t);
 /* Counts every decision the workers have handed over but the tables do
    not hold yet (their metrics included): before a scrape. t may be

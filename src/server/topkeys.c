@@ -13,7 +13,11 @@
  * decision answered before it; and the worker itself when its queue is
  * full (the counter fell behind) or a key is too large for a record. So
  * a worker's cost is a copy, and the counts are what they would be had
- * the worker counted them itself, in the same order.
+ * the worker counted them itself, in the same order. An ad-hoc policy's
+ * denial that the denial log wants rides in its key's record too (the
+ * key copied once for both), and whoever counts it hands the log its
+ * line; such a record wakes the counter, so that the line never waits
+ * for a reader.
  *
  * A table per rule, up to TOP_RULES_MAX per worker (past it, decisions
  * of new rules are counted, not tracked); per rule
@@ -68,6 +72,7 @@ typedef struct tk_thread {
   size_t n;
   tk_rule *rules[TOP_RULES_MAX];
   uint16_t index[2 * TOP_RULES_MAX]; /* open addressing: rule + 1 */
+  unsigned slot;
   char *ring; /* RING_BYTES; NULL (out of memory): counted at once */
   char pad0[64];
   _Atomic size_t tail; /* the worker's */
@@ -94,6 +99,7 @@ struct topkeys {
 };
 
 static void *counter_main(void *arg);
+static size_t drain_all(topkeys *t);
 
 topkeys *topkeys_new(const observe *obs, char *err, size_t len) {
   topkeys *t = calloc(1, sizeof *t);
@@ -152,6 +158,7 @@ void topkeys_free(topkeys *t) {
     pthread_cond_signal(&t->wake);
     pthread_mutex_unlock(&t->wake_lock);
     pthread_join(t->counter, NULL);
+    drain_all(t); /* (the denial log lines queued here go to the log) */
   }
   for (size_t i = 0; i < ENG_MAX_THREADS; i++) {
     tk_thread *th = atomic_load(&t->threads[i]);
@@ -174,6 +181,7 @@ static tk_thread *thread_of(topkeys *t, unsigned slot) {
   th = calloc(1, sizeof *th);
   if (!th) return NULL;
   th->ring = malloc(RING_BYTES); /* (pages are touched as used) */
+  th->slot = slot;
   pthread_mutex_init(&th->lock, NULL);
   atomic_store_explicit(&t->threads[slot], th, memory_order_release);
   return th;
@@ -340,9 +348,13 @@ static tk_rule *adhoc_rule(topkeys *t, tk_thread *th, const char *pol,
 /*
  * A queued decision of one key: this header, the rule's name (an ad-hoc
  * policy's text), then the key: an ad-hoc key's bytes, or a descriptor's
- * entries as put_entries writes them (so that their hash is the id).
- * Each record starts at a multiple of 8 bytes and never wraps: one that
- * would is put at the ring's start, after a REC_PAD record to its end.
+ * entries as put_entries writes them (so that their hash is the id);
+ * then, for an ad-hoc policy's denial that the denial log wants
+ * (log_len > 0), its line's figures (tk_log) and the client's address,
+ * which the counter hands to the log (denylog_adhoc): the worker copies
+ * the key once for both. Each record starts at a multiple of 8 bytes
+ * and never wraps: one that would is put at the ring's start, after a
+ * REC_PAD record to its end.
  */
 enum { REC_PAD, REC_ADHOC, REC_RULES };
 
@@ -352,9 +364,27 @@ typedef struct tk_rec {
   uint8_t denied;
   uint16_t rule_len;
   uint32_t key_len;
-  uint32_t nent;     /* REC_RULES: the descriptor's entries */
+  uint16_t nent;     /* REC_RULES: the descriptor's entries */
+  uint16_t log_len;  /* the denial log's part: tk_log and the address */
   int64_t epoch;     /* the decision's window */
 } tk_rec;
+
+typedef struct tk_log {
+  int64_t now, limit, remaining, retry_after_ns;
+  uint32_t enforced, client_len;
+} tk_log;
+
+/* Hands the denial log the line of an ad-hoc policy's denial (policy
+   pol, key, the figures and the address), in th's worker's queue (th's
+   lock held, or th's worker). */
+static void log_line(topkeys *t, tk_thread *th, const char *pol,
+                     size_t pol_len, const char *key, size_t key_len,
+                     const tk_log *l, const char *client) {
+  denylog_line line = {l->now, l->limit, l->remaining, l->retry_after_ns,
+                       (int)l->enforced, pol, key, client, pol_len, key_len,
+                       l->client_len};
+  denylog_adhoc(t->obs->log, th->slot, &line);
+}
 
 #define REC_ALIGN(n) (((n) + 7) & ~(size_t)7)
 
@@ -367,6 +397,12 @@ static void count_record(topkeys *t, tk_thread *th, const tk_rec *h,
   if (h->kind == REC_ADHOC) {
     tk_key k = {t->obs, NULL, 0, key, h->key_len};
     count(t, adhoc_rule(t, th, p, h->rule_len), h->epoch, id, &k, h->denied);
+    if (h->log_len) {
+      tk_log l;
+      memcpy(&l, key + h->key_len, sizeof l);
+      log_line(t, th, p, h->rule_len, key, h->key_len, &l,
+               key + h->key_len + sizeof l);
+    }
     return;
   }
   char rule[RULE_BYTES + 1];
@@ -426,12 +462,15 @@ static char *ring_room(tk_thread *th, size_t n, size_t *tail) {
 }
 
 /* Publishes th's records up to byte count `tail`, and wakes the counter
-   when the queue has just grown past RING_WAKE and the counter sleeps. */
-static void publish(topkeys *t, tk_thread *th, size_t tail) {
+   when it sleeps and the queue has just grown past RING_WAKE, or the
+   record is urgent (it holds a denial log line, which must not wait for
+   a reader). */
+static void publish(topkeys *t, tk_thread *th, size_t tail, int urgent) {
   size_t before = atomic_load_explicit(&th->tail, memory_order_relaxed);
   atomic_store_explicit(&th->tail, tail, memory_order_release);
   size_t head = atomic_load_explicit(&th->head, memory_order_relaxed);
-  if (before - head >= RING_WAKE || tail - head < RING_WAKE) return;
+  if (!urgent && (before - head >= RING_WAKE || tail - head < RING_WAKE))
+    return;
   /* (seq_cst, as the counter's idle store and its look at the queues:
      either it sees this queue's fill, or this sees it idle) */
   atomic_fetch_add(&th->tail, 0);
@@ -452,6 +491,8 @@ typedef struct tk_item {
   const char *key; /* REC_ADHOC */
   size_t key_len;
   const eng_descriptor *d; /* REC_RULES */
+  const tk_log *log;       /* REC_ADHOC: its denial log line, or NULL */
+  const char *client;      /* (the line's address) */
 } tk_item;
 
 /* Counts it at once, after what is queued (under th's lock): a key too
@@ -462,6 +503,9 @@ static void count_now(topkeys *t, tk_thread *th, const tk_item *it) {
     tk_key k = {t->obs, NULL, 0, it->key, it->key_len};
     count(t, adhoc_rule(t, th, it->rule, it->rule_len), it->epoch,
           observe_id(t->obs, it->key, it->key_len), &k, it->denied);
+    if (it->log)
+      log_line(t, th, it->rule, it->rule_len, it->key, it->key_len, it->log,
+               it->client);
   } else {
     tk_key k = {t->obs, it->d->entries, it->d->n, NULL, 0};
     count(t, rule_of(t, th, it->rule), it->epoch, descriptor_id(t->obs, it->d),
@@ -474,7 +518,8 @@ static void count_now(topkeys *t, tk_thread *th, const tk_item *it) {
 static void hand_over(topkeys *t, tk_thread *th, const tk_item *it) {
   size_t kb = it->kind == REC_ADHOC ? it->key_len
                                     : entries_bytes(it->d->entries, it->d->n);
-  size_t n = REC_ALIGN(sizeof(tk_rec) + it->rule_len + kb), tail;
+  size_t lb = it->log ? sizeof *it->log + it->log->client_len : 0;
+  size_t n = REC_ALIGN(sizeof(tk_rec) + it->rule_len + kb + lb), tail;
   char *p = NULL;
   if (th->ring && it->rule_len <= RULE_BYTES && kb <= ID_BYTES &&
       !(p = ring_room(th, n, &tail))) {
@@ -491,38 +536,56 @@ static void hand_over(topkeys *t, tk_thread *th, const tk_item *it) {
   }
   tk_rec h = {(uint32_t)n,     (uint8_t)it->kind, (uint8_t)it->denied,
               (uint16_t)it->rule_len, (uint32_t)kb,
-              it->d ? (uint32_t)it->d->n : 0, it->epoch};
+              it->d ? (uint16_t)it->d->n : 0, (uint16_t)lb, it->epoch};
   memcpy(p, &h, sizeof h);
   memcpy(p + sizeof h, it->rule, it->rule_len);
+  char *k = p + sizeof h + it->rule_len;
   if (it->kind == REC_ADHOC)
-    memcpy(p + sizeof h + it->rule_len, it->key ? it->key : "", kb);
+    memcpy(k, it->key ? it->key : "", kb);
   else
-    put_entries((uint8_t *)p + sizeof h + it->rule_len, kb, it->d->entries,
-                it->d->n);
-  publish(t, th, tail);
+    put_entries((uint8_t *)k, kb, it->d->entries, it->d->n);
+  if (lb) {
+    memcpy(k + kb, it->log, sizeof *it->log);
+    memcpy(k + kb + sizeof *it->log, it->client, it->log->client_len);
+  }
+  publish(t, th, tail, lb > 0);
 }
 
-void topkeys_decision(topkeys *t, unsigned slot, const eng_query *q,
-                      const eng_result *out) {
+int topkeys_decision(topkeys *t, unsigned slot, const eng_query *q,
+                     const eng_result *out) {
   tk_thread *th = thread_of(t, slot);
-  if (!th || out->n == 0) return;
+  if (!th || out->n == 0) return 0;
   int64_t epoch = q->now / t->window_ns;
   if (q->kind == ENG_QUERY_POLICY) {
-    /* An ad-hoc policy counts as the rule "adhoc:POLICY". */
-    const char *pol = out->st[0].policy_str;
-    tk_item it = {REC_ADHOC, !out->st[0].d.allowed, epoch, pol, strlen(pol),
-                  q->key, q->key_len, NULL};
+    /* An ad-hoc policy counts as the rule "adhoc:POLICY"; its denial's
+       log line, if the log wants one, rides in the same record. */
+    const eng_status *st = &out->st[0];
+    const char *pol = st->policy_str;
+    tk_item it = {REC_ADHOC, !st->d.allowed, epoch, pol, strlen(pol),
+                  q->key, q->key_len, NULL, NULL, NULL};
+    char addr[ENG_CLIENT_MAX];
+    tk_log l;
+    if (t->obs->log && !st->d.allowed && denylog_wants(t->obs->log, q->now)) {
+      addr[0] = '\0';
+      if (q->client) q->client(q->client_ud, addr, sizeof addr);
+      l = (tk_log){q->now, (int64_t)st->d.limit, (int64_t)st->d.remaining,
+                   st->d.retry_after_ns, !out->allowed && !st->shadow,
+                   (uint32_t)strnlen(addr, sizeof addr - 1)};
+      it.log = &l;
+      it.client = addr;
+    }
     hand_over(t, th, &it);
-    return;
+    return 1;
   }
   for (size_t i = 0; i < out->n; i++) {
     const eng_status *s = &out->st[i];
     if (s->unlimited || !s->limit) continue;
     tk_item it = {REC_RULES, !s->d.allowed, epoch, s->limit->rule,
                   strlen(s->limit->rule), NULL, 0,
-                  &q->req->descriptors[s->descriptor]};
+                  &q->req->descriptors[s->descriptor], NULL, NULL};
     hand_over(t, th, &it);
   }
+  return 0;
 }
 
 /* Empties every worker's queue that holds records: how many it
@@ -544,12 +607,12 @@ static size_t drain_all(topkeys *t) {
 
 void topkeys_sync(topkeys *t) { drain_all(t); }
 
-/* Whether some worker's queue holds RING_WAKE bytes or more. */
+/* Whether some worker's queue holds records (the counter then does not
+   sleep: a record may hold a denial log line). */
 static int queues_full(topkeys *t) {
   for (size_t i = 0; i < ENG_MAX_THREADS; i++) {
     tk_thread *th = atomic_load_explicit(&t->threads[i], memory_order_acquire);
-    if (th && atomic_load(&th->tail) - atomic_load(&th->head) >= RING_WAKE)
-      return 1;
+    if (th && atomic_load(&th->tail) != atomic_load(&th->head)) return 1;
   }
   return 0;
 }
