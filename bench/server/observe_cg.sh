@@ -10,7 +10,8 @@
 # denials); instructions for N = 1000 and 6000, and their difference
 # over the 10000 requests between (start-up and shutdown cancel out).
 # Only the threads that serve requests are counted (callgrind
-# --separate-threads: the worker and the denial log's writer; worker_only
+# --separate-threads: the worker, the denial log's writer and the top
+# keys' counter; worker_only
 # is the worker's share, what a request waits for): the main
 # thread's expiry steps and gRPC's pollers run on the wall clock, so
 # under callgrind's slowness they add thousands of instructions a request
@@ -73,7 +74,7 @@ run() { # MODE N -> instructions of the request-serving threads
   fi
   total=0 worker=0
   for f in cg.out.$mode.$n-*; do
-    grep -q 'worker_main\|writer_main' "$f" || continue
+    grep -q 'worker_main\|writer_main\|counter_main' "$f" || continue
     ir=$(grep -h "^summary:\|^totals:" "$f" | head -1 | awk '{print $2}')
     total=$((total + ir))
     grep -q 'worker_main' "$f" && worker=$((worker + ir))

@@ -115,6 +115,7 @@ struct denylog {
      (the ad-hoc denials' lines that ride with their keys, topkeys.c): one
      writer each at a time. */
   _Atomic(inbox *) inbox[QUEUES];
+  _Atomic unsigned ninbox; /* inbox[] past the last made are NULL */
   _Atomic size_t queued; /* bytes in all the queues: at most cap */
   _Atomic int idle;      /* the writer waits on cond for records */
   pthread_mutex_t lock;  /* cond's, and reopen and stop */
@@ -287,7 +288,8 @@ static void reopen_file(denylog *d, const char *path) {
 static size_t take_queued(denylog *d) {
   size_t taken = 0;
   uint64_t lines = 0, refused = 0, failed = 0;
-  for (size_t i = 0; i < QUEUES; i++) {
+  size_t nq = atomic_load(&d->ninbox);
+  for (size_t i = 0; i < nq; i++) {
     inbox *q = atomic_load_explicit(&d->inbox[i], memory_order_acquire);
     if (!q) continue;
     size_t from = atomic_load_explicit(&q->head, memory_order_relaxed);
@@ -543,6 +545,10 @@ static inbox *inbox_of(denylog *d, unsigned slot) {
     return NULL;
   }
   atomic_store_explicit(&d->inbox[slot], q, memory_order_release);
+  unsigned n = atomic_load(&d->ninbox);
+  while (n < slot + 1 &&
+         !atomic_compare_exchange_weak(&d->ninbox, &n, slot + 1)) {
+  }
   return q;
 }
 

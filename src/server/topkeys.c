@@ -86,6 +86,7 @@ struct topkeys {
   size_t k;
   int64_t window_ns;
   _Atomic(tk_thread *) threads[ENG_MAX_THREADS];
+  _Atomic unsigned nthreads; /* threads[] past the last made are NULL */
   metrics *m;
   int m_untracked, m_rules;
   /* The counter thread: it empties the workers' queues into their
@@ -184,6 +185,10 @@ static tk_thread *thread_of(topkeys *t, unsigned slot) {
   th->slot = slot;
   pthread_mutex_init(&th->lock, NULL);
   atomic_store_explicit(&t->threads[slot], th, memory_order_release);
+  unsigned n = atomic_load(&t->nthreads);
+  while (n < slot + 1 && !atomic_compare_exchange_weak(&t->nthreads, &n,
+                                                       slot + 1)) {
+  }
   return th;
 }
 
@@ -592,8 +597,8 @@ int topkeys_decision(topkeys *t, unsigned slot, const eng_query *q,
    counted. */
 static size_t drain_all(topkeys *t) {
   if (!t) return 0;
-  size_t n = 0;
-  for (size_t i = 0; i < ENG_MAX_THREADS; i++) {
+  size_t n = 0, nt = atomic_load(&t->nthreads);
+  for (size_t i = 0; i < nt; i++) {
     tk_thread *th = atomic_load_explicit(&t->threads[i], memory_order_acquire);
     if (!th || atomic_load_explicit(&th->tail, memory_order_relaxed) ==
                    atomic_load_explicit(&th->head, memory_order_relaxed))
@@ -610,7 +615,8 @@ void topkeys_sync(topkeys *t) { drain_all(t); }
 /* Whether some worker's queue holds records (the counter then does not
    sleep: a record may hold a denial log line). */
 static int queues_full(topkeys *t) {
-  for (size_t i = 0; i < ENG_MAX_THREADS; i++) {
+  size_t nt = atomic_load(&t->nthreads);
+  for (size_t i = 0; i < nt; i++) {
     tk_thread *th = atomic_load_explicit(&t->threads[i], memory_order_acquire);
     if (th && atomic_load(&th->tail) != atomic_load(&th->head)) return 1;
   }
