@@ -294,6 +294,14 @@ static void unlink_timers(h2o_context_t *ctx) {
           h2o_timeout_entry_t, _link, ts[i]->_entries.next));
 }
 
+/* Disposes of w's context and loop (unlink_timers first), once. */
+static void loop_dispose(worker *w) {
+  unlink_timers(&w->ctx);
+  h2o_context_dispose(&w->ctx);
+  h2o_evloop_destroy(w->loop);
+  w->loop_gone = 1;
+}
+
 /* w's listener l on fd (-1: off). */
 static void listener_open(worker *w, int l, int fd) {
   w->lst[l] = (struct worker_listener){.fd = fd};
@@ -425,10 +433,7 @@ static void *worker_main(void *arg) {
      and glibc unmaps an exited thread's stack once it keeps too many
      (disposing of them on the main thread then read unmapped memory). */
   engine_thread_offline(w->et);
-  unlink_timers(&w->ctx);
-  h2o_context_dispose(&w->ctx);
-  h2o_evloop_destroy(w->loop);
-  w->loop_gone = 1;
+  loop_dispose(w);
   return NULL;
 }
 
@@ -500,11 +505,8 @@ void workers_free(worker_pool *p) {
   for (unsigned i = 0; i < p->n; i++) {
     worker_boot *b = &p->boots[i];
     if (b->w.loop) {
-      if (!b->w.loop_gone) { /* (a thread that did not end: not joined) */
-        unlink_timers(&b->w.ctx);
-        h2o_context_dispose(&b->w.ctx);
-        h2o_evloop_destroy(b->w.loop);
-      }
+      if (!b->w.loop_gone) /* (a thread that did not end: not joined) */
+        loop_dispose(&b->w);
     } else {
       for (int l = 0; l < LST_COUNT; l++)
         if (b->fd[l] >= 0) close(b->fd[l]);
