@@ -29,7 +29,7 @@ if [ -z "${PY:-}" ]; then
 fi
 TOOLS=${TOOLS:-build/tests/tools}
 MODULE=${MODULE:-$(dirname "$SLUICE")/sluice-redis.so}
-lib_tools="redis-server redis-cli timeout $PY"
+lib_tools="redis-server redis-cli redis-benchmark timeout $PY"
 lib_init module
 if [ ! -f "$MODULE" ]; then
   echo "module.sh: no $MODULE (a sanitized build): nothing to check"
