@@ -60,6 +60,20 @@ cpu_ticks() {
     sed 's/.*) //' | awk '{ s += $12 + $13 } END { print s + 0 }'
 }
 TCK=$(getconf CLK_TCK)
+# worker_ticks PID...: CPU ticks (user + system) of sluice's worker
+# threads alone (named sluice-wN), the threads that serve requests: what
+# a daemon's throughput follows where its helper threads (the denial
+# log's writer, top keys' counter) have cores of their own. 0 for
+# servers without them.
+worker_ticks() {
+  for p in "$@"; do
+    for t in /proc/"$p"/task/*; do
+      case $(cat "$t/comm" 2>/dev/null) in
+        sluice-w[0-9]*) cat "$t/stat" 2>/dev/null ;;
+      esac
+    done
+  done | sed 's/.*) //' | awk '{ s += $12 + $13 } END { print s + 0 }'
+}
 
 # start_redis NAME — a redis-server of its own, no persistence, in
 # $tmp/NAME: its pid and port in NAME_pid and NAME_port.

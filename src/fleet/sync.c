@@ -804,6 +804,7 @@ rs_sync *rs_sync_start(approx *a, const rc_config *c, const rc_topology *t,
     rs_sync_free(s);
     return NULL;
   }
+  if (s) pthread_setname_np(s->tid, "sluice-sync");
   return s;
 }
 

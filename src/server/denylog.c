@@ -373,6 +373,7 @@ denylog *denylog_new(const observe *obs, char *err, size_t len) {
     goto fail;
   }
   d->writer_up = 1;
+  pthread_setname_np(d->writer, "sluice-denylog");
   return d;
 fail:
   denylog_free(d);

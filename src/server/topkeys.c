@@ -119,6 +119,7 @@ topkeys *topkeys_new(const observe *obs, char *err, size_t len) {
     return NULL;
   }
   t->counter_up = 1;
+  pthread_setname_np(t->counter, "sluice-topkeys");
   return t;
 }
 

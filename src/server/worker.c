@@ -489,6 +489,12 @@ int workers_start(worker_pool *p) {
     if (!w->et || resp_worker_init(w) ||
         pthread_create(&w->tid, NULL, worker_main, &p->boots[i]))
       return -1;
+    /* Named so that `top -H` and `ps -L` tell the threads apart (the
+       kernel keeps 15 bytes of a name). */
+    char name[24]; /* (cut to 15 bytes by the kernel: up to sluice-w9999999) */
+    snprintf(name, sizeof name, "sluice-w%u", i);
+    name[15] = '\0';
+    pthread_setname_np(w->tid, name);
     p->started++;
     sem_wait(&p->up); /* its loop takes messages from now on */
   }

@@ -365,6 +365,12 @@ while [ $i -lt 40 ]; do
 done
 # shellcheck disable=SC2086 # the curls' pids
 wait $pids
+# Its threads are named (docs/architecture.md): top -H and ps -L tell
+# the six workers, the log's writer and the top keys' counter apart.
+names=$(cat /proc/"$PID"/task/*/comm 2>/dev/null | sort | tr '\n' ' ')
+eq "-t 6 --denial-log: the threads' names" \
+  "sluice sluice-denylog sluice-topkeys sluice-w0 sluice-w1 sluice-w2 sluice-w3 sluice-w4 sluice-w5 " \
+  "$(echo "$names" | tr ' ' '\n' | grep -E '^sluice' | sort -u | tr '\n' ' ')"
 sv_stop t6
 
 # ===========================================================================
