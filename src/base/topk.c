@@ -52,11 +52,14 @@ void topk_clear(topk *s) {
   s->total = 0;
 }
 
+/* The mix that picks id's filter cells: another than the index's, so
+   that keys that share a slot's neighbourhood do not share cells too. */
+static uint64_t cells_mix(uint64_t id) {
+  return hash_mix(id ^ UINT64_C(0x9e3779b97f4a7c15));
+}
+
 topk_key topk_key_of(uint64_t id) {
-  /* (the cells' mix is of the id's two halves, not the index's mix of
-     the whole id, so that keys that share a slot's neighbourhood do not
-     share cells too) */
-  return (topk_key){id, hash_mix(id), hash_mix(id ^ UINT64_C(0x9e3779b97f4a7c15))};
+  return (topk_key){id, hash_mix(id), cells_mix(id)};
 }
 
 /* The index slot of id (home: its mix): where it is, or the empty slot
@@ -163,7 +166,7 @@ static void filter_hold(topk *s, const topk_item *it) {
   if (!s->filter) return;
   uint32_t n = it->count >= UINT32_MAX ? UINT32_MAX : (uint32_t)it->count;
   uint32_t *c[2];
-  cells_of(s, topk_key_of(it->id).cells, c);
+  cells_of(s, cells_mix(it->id), c);
   for (int r = 0; r < 2; r++)
     if (*c[r] < n) *c[r] = n;
 }

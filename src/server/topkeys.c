@@ -394,23 +394,39 @@ static void log_line(topkeys *t, tk_thread *th, const char *pol,
 
 #define REC_ALIGN(n) (((n) + 7) & ~(size_t)7)
 
+/* Counts a decision of an ad-hoc policy (pol: pol_len bytes) on key in
+   th's tables, and hands the log its denial's line l (NULL: none) with
+   the client's address (under th's lock): for a queued record and for a
+   key counted at once alike. */
+static void count_adhoc(topkeys *t, tk_thread *th, const char *pol,
+                        size_t pol_len, const char *key, size_t key_len,
+                        int64_t epoch, int denied, const tk_log *l,
+                        const char *client) {
+  tk_key k = {t->obs, NULL, 0, key, key_len};
+  count(t, adhoc_rule(t, th, pol, pol_len), epoch,
+        observe_id(t->obs, key, key_len), &k, denied);
+  if (l) log_line(t, th, pol, pol_len, key, key_len, l, client);
+}
+
 /* Counts record h (its bytes after the header at p) in th's tables
    (under th's lock). */
 static void count_record(topkeys *t, tk_thread *th, const tk_rec *h,
                          const char *p) {
   const char *key = p + h->rule_len;
-  uint64_t id = observe_id(t->obs, key, h->key_len);
   if (h->kind == REC_ADHOC) {
-    tk_key k = {t->obs, NULL, 0, key, h->key_len};
-    count(t, adhoc_rule(t, th, p, h->rule_len), h->epoch, id, &k, h->denied);
+    tk_log l;
+    const tk_log *line = NULL;
+    const char *client = NULL;
     if (h->log_len) {
-      tk_log l;
       memcpy(&l, key + h->key_len, sizeof l);
-      log_line(t, th, p, h->rule_len, key, h->key_len, &l,
-               key + h->key_len + sizeof l);
+      line = &l;
+      client = key + h->key_len + sizeof l;
     }
+    count_adhoc(t, th, p, h->rule_len, key, h->key_len, h->epoch, h->denied,
+                line, client);
     return;
   }
+  uint64_t id = observe_id(t->obs, key, h->key_len);
   char rule[RULE_BYTES + 1];
   memcpy(rule, p, h->rule_len);
   rule[h->rule_len] = '\0';
@@ -506,12 +522,8 @@ typedef struct tk_item {
 static void count_now(topkeys *t, tk_thread *th, const tk_item *it) {
   drain(t, th);
   if (it->kind == REC_ADHOC) {
-    tk_key k = {t->obs, NULL, 0, it->key, it->key_len};
-    count(t, adhoc_rule(t, th, it->rule, it->rule_len), it->epoch,
-          observe_id(t->obs, it->key, it->key_len), &k, it->denied);
-    if (it->log)
-      log_line(t, th, it->rule, it->rule_len, it->key, it->key_len, it->log,
-               it->client);
+    count_adhoc(t, th, it->rule, it->rule_len, it->key, it->key_len,
+                it->epoch, it->denied, it->log, it->client);
   } else {
     tk_key k = {t->obs, it->d->entries, it->d->n, NULL, 0};
     count(t, rule_of(t, th, it->rule), it->epoch, descriptor_id(t->obs, it->d),
@@ -615,7 +627,7 @@ void topkeys_sync(topkeys *t) { drain_all(t); }
 
 /* Whether some worker's queue holds records (the counter then does not
    sleep: a record may hold a denial log line). */
-static int queues_full(topkeys *t) {
+static int some_queued(topkeys *t) {
   size_t nt = atomic_load(&t->nthreads);
   for (size_t i = 0; i < nt; i++) {
     tk_thread *th = atomic_load_explicit(&t->threads[i], memory_order_acquire);
@@ -638,7 +650,7 @@ static void *counter_main(void *arg) {
     pthread_mutex_lock(&t->wake_lock);
     if (n || t->stop) continue;
     atomic_store(&t->idle, 1); /* (then looks: publish says why) */
-    if (queues_full(t)) {
+    if (some_queued(t)) {
       atomic_store(&t->idle, 0);
       continue;
     }
