@@ -308,8 +308,9 @@ static void add_header(void *ud, const char *name, const char *value,
   hl->n++;
 }
 
-uint8_t *rls_encode(const rls_req *r, int rc, const eng_result *res,
-                    int header_style, int64_t now, size_t *len) {
+int rls_response_with(const rls_req *r, int rc, const eng_result *res,
+                      int header_style, int64_t now, rls_response_fn fn,
+                      void *ud) {
   rls_response m;
   envoy__service__ratelimit__v3__rate_limit_response__init(&m);
   rls_status st[ENG_MAX_DESCRIPTORS], *stp[ENG_MAX_DESCRIPTORS];
@@ -336,15 +337,33 @@ uint8_t *rls_encode(const rls_req *r, int rc, const eng_result *res,
   if (known) limit_headers(res, header_style, now, add_header, &hl);
   m.n_response_headers_to_add = hl.n;
   m.response_headers_to_add = hl.p;
-  uint8_t *out = NULL;
-  if (!hl.oom) {
-    *len = envoy__service__ratelimit__v3__rate_limit_response__get_packed_size(
-        &m);
-    out = malloc(*len ? *len : 1);
-    if (out) envoy__service__ratelimit__v3__rate_limit_response__pack(&m, out);
-  }
+  int rc_fn = hl.oom ? -1 : fn(ud, &m);
   for (size_t i = 0; i < hl.n; i++) free(hl.text[i]);
-  return out;
+  return rc_fn;
+}
+
+/* rls_encode's rls_response_fn: packs the message into a malloc'd
+   buffer. */
+typedef struct packed {
+  uint8_t *out;
+  size_t len;
+} packed;
+
+static int pack(void *ud, const void *msg) {
+  packed *p = ud;
+  const rls_response *m = msg;
+  p->len = envoy__service__ratelimit__v3__rate_limit_response__get_packed_size(m);
+  if (!(p->out = malloc(p->len ? p->len : 1))) return -1;
+  envoy__service__ratelimit__v3__rate_limit_response__pack(m, p->out);
+  return 0;
+}
+
+uint8_t *rls_encode(const rls_req *r, int rc, const eng_result *res,
+                    int header_style, int64_t now, size_t *len) {
+  packed p = {NULL, 0};
+  if (rls_response_with(r, rc, res, header_style, now, pack, &p)) return NULL;
+  *len = p.len;
+  return p.out;
 }
 
 int rls_decide(const rls_req *r, engine *e, engine_thread *et, int64_t now,

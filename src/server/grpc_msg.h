@@ -93,6 +93,17 @@ int rls_status_of(int rc);
 uint8_t *rls_encode(const rls_req *r, int rc, const eng_result *res,
                     int header_style, int64_t now, size_t *len);
 
+/* What rls_response_with hands the response to (m: protobuf-c's
+   RateLimitResponse): 0, or -1 (its own failure, out of memory). */
+typedef int (*rls_response_fn)(void *ud, const void *m);
+
+/* The same response as rls_encode's, as the message itself (valid only
+   during the call) handed to fn: for a caller that writes it otherwise
+   (/json). fn's return, or -1 out of memory before it was called. */
+int rls_response_with(const rls_req *r, int rc, const eng_result *res,
+                      int header_style, int64_t now, rls_response_fn fn,
+                      void *ud);
+
 /*
  * grpc.health.v1.Health/Check: the HealthCheckResponse for the request in
  * buf[0..len), SERVING (or NOT_SERVING while stopping) for "" and the rate

@@ -9,7 +9,8 @@
  *
  * The request goes the gRPC service's way: JSON to the protobuf message
  * (pb_json.c), its bytes through grpc_msg.c's rls_decode, the engine's
- * decision, rls_encode's response back to JSON. So /json and
+ * decision, and the very response rls_encode packs (rls_response_with)
+ * written as JSON. So /json and
  * ShouldRateLimit answer alike, field for field. A bad request gets
  * envoy's own answer (400, "Bad Request\n" in text/plain), and what was
  * wrong and where in a Sluice-Error header, which envoy's clients ignore.
@@ -23,7 +24,6 @@
 #include "pb_json.h"
 
 #define REQ_DESC envoy__service__ratelimit__v3__rate_limit_request__descriptor
-#define RESP_DESC envoy__service__ratelimit__v3__rate_limit_response__descriptor
 
 /* One /json request while it is decided (exact mode: Redis answers on
    the worker's loop later, and the client may be gone by then). */
@@ -54,8 +54,23 @@ static int plain(h2o_req_t *req, int status, const char *text,
   return http_send_body(req, status, "text/plain; charset=utf-8", &b);
 }
 
-/* The decided response: rls_encode's bytes, read back as the message and
-   written as JSON; the status by its overall code. */
+/* rls_response_with's rls_response_fn for /json: the response in proto3's
+   JSON mapping, and the HTTP status by its overall code. */
+typedef struct json_out {
+  json_t *o;
+  int status;
+} json_out;
+
+static int to_json(void *ud, const void *msg) {
+  json_out *j = ud;
+  const Envoy__Service__Ratelimit__V3__RateLimitResponse *m = msg;
+  j->status = m->overall_code == 2 ? 429 : m->overall_code == 1 ? 200 : 500;
+  j->o = pbj_encode((const ProtobufCMessage *)m);
+  return j->o ? 0 : -1;
+}
+
+/* The decided response, the message rls_encode would pack written as
+   JSON; the status by its overall code. */
 static int answer(rls_job *j, int rc) {
   h2o_req_t *req = j->req;
   if (rc && rc != ENG_EDOMAIN) {
@@ -65,29 +80,21 @@ static int answer(rls_job *j, int rc) {
                ? plain(req, 503, "Service Unavailable", j->res.msg)
                : plain(req, 500, "Internal Server Error", j->res.msg);
   }
-  size_t len = 0;
-  uint8_t *bytes = rls_encode(&j->rq, rc, &j->res, j->srv->o.header_style,
-                              j->now, &len);
-  ProtobufCMessage *m =
-      bytes ? protobuf_c_message_unpack(&RESP_DESC, NULL, len, bytes) : NULL;
-  free(bytes);
-  json_t *o = m ? pbj_encode(m) : NULL;
-  int code = m ? (int)((Envoy__Service__Ratelimit__V3__RateLimitResponse *)m)
-                     ->overall_code
-               : 0;
-  if (m) protobuf_c_message_free_unpacked(m, NULL);
+  json_out out = {NULL, 500};
+  rls_response_with(&j->rq, rc, &j->res, j->srv->o.header_style, j->now,
+                    to_json, &out);
   strbuf b = STRBUF_INIT;
-  size_t need = o ? json_dumpb(o, NULL, 0, JSON_COMPACT | JSON_PRESERVE_ORDER)
-                  : 0;
-  if (!o || !need || strbuf_reserve(&b, need)) {
-    json_decref(o);
+  size_t need = out.o ? json_dumpb(out.o, NULL, 0,
+                                   JSON_COMPACT | JSON_PRESERVE_ORDER)
+                      : 0;
+  if (!out.o || !need || strbuf_reserve(&b, need)) {
+    json_decref(out.o);
     strbuf_free(&b);
     return plain(req, 500, "Internal Server Error", "out of memory");
   }
-  b.len = json_dumpb(o, b.p, need, JSON_COMPACT | JSON_PRESERVE_ORDER);
-  json_decref(o);
-  int status = code == 2 ? 429 : code == 1 ? 200 : 500;
-  int sent = http_send_body(req, status, "application/json", &b);
+  b.len = json_dumpb(out.o, b.p, need, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(out.o);
+  int sent = http_send_body(req, out.status, "application/json", &b);
   strbuf_free(&b);
   return sent;
 }
