@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../base/hash.h"
+#include "../base/json.h"
 
 static const int64_t hist_bounds[HIST_BUCKETS] = {
     1000,   2500,   5000,   10000,   25000,   50000,
@@ -305,20 +306,6 @@ static uint64_t *sum_series(metrics *m, metric_slots *const *threads, size_t n,
   return ser;
 }
 
-/* Writes s as a JSON string (bytes above 0x7f as \u00XX: always valid). */
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p == '"' || *p == '\\')
-      fprintf(f, "\\%c", *p);
-    else if (*p < 0x20 || *p >= 0x7f)
-      fprintf(f, "\\u%04x", *p);
-    else
-      fputc(*p, f);
-  }
-  fputc('"', f);
-}
-
 /* The same figures as JSON (metrics_render_json): a histogram as its
    count, sum and cumulative buckets; the series as one object each. */
 static void json_histogram(FILE *f, int id, metric_slots *const *threads,
@@ -348,9 +335,9 @@ static void json_series(FILE *f, metrics *m, const uint64_t *ser, size_t ns) {
   pthread_mutex_lock(&m->series_lock);
   for (size_t s = 0; ser && s < ns; s++) {
     fputs(s ? ",{\"domain\":" : "{\"domain\":", f);
-    json_str(f, m->series[s].domain);
+    json_bytes_file(f, m->series[s].domain);
     fputs(",\"rule\":", f);
-    json_str(f, m->series[s].rule);
+    json_bytes_file(f, m->series[s].rule);
     const uint64_t *v = &ser[s * S_N];
     fprintf(f, ",\"allowed\":%llu,\"denied\":%llu,\"shadow_denied\":%llu,"
                "\"near_limit\":%llu",
@@ -392,7 +379,7 @@ static char *render(metrics *m, metric_slots *const *threads, size_t n,
         first = 0;
         if (d->labels) {
           fputs(",\"labels\":", f);
-          json_str(f, d->labels);
+          json_bytes_file(f, d->labels);
         }
         if (d->kind == METRIC_HISTOGRAM)
           json_histogram(f, m->id[i], threads, n);

@@ -14,26 +14,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../base/json.h"
 #include "../base/strbuf.h"
 
 #define MAX_METADATA_DEPTH 16
-
-/* Appends s (n bytes) as a JSON string. */
-static void json_string(strbuf *b, const char *s, size_t n) {
-  strbuf_add(b, "\"", 1);
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (c == '"' || c == '\\') {
-      char esc[2] = {'\\', (char)c};
-      strbuf_add(b, esc, 2);
-    } else if (c < 0x20) {
-      strbuf_addf(b, "\\u%04x", c);
-    } else {
-      strbuf_add(b, &s[i], 1);
-    }
-  }
-  strbuf_add(b, "\"", 1);
-}
 
 /* Whether s is a YAML 1.1 number as yaml.v2 reads one: an integer
    (decimal, sign allowed) or a decimal with a point or an exponent. */
@@ -60,7 +44,7 @@ static void json_scalar(strbuf *b, const yaml_node_t *n) {
   const char *s = (const char *)n->data.scalar.value;
   size_t len = n->data.scalar.length;
   if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) {
-    json_string(b, s, len);
+    json_put_str(b, s, len);
     return;
   }
   static const char *const yes[] = {"true", "yes", "on"};
@@ -78,7 +62,7 @@ static void json_scalar(strbuf *b, const yaml_node_t *n) {
   if (strlen(s) == len && is_number(s))
     strbuf_add(b, s, len);
   else
-    json_string(b, s, len);
+    json_put_str(b, s, len);
 }
 
 /* Appends node n as JSON: 0, or -1 with an error reported. */
@@ -117,7 +101,7 @@ static int json_node(rules_loader *L, strbuf *b, const yaml_node_t *n,
       return -1;
     }
     if (p != n->data.mapping.pairs.start) strbuf_add(b, ",", 1);
-    json_string(b, (const char *)k->data.scalar.value, k->data.scalar.length);
+    json_put_str(b, (const char *)k->data.scalar.value, k->data.scalar.length);
     strbuf_add(b, ":", 1);
     if (json_node(L, b, rules_node(L, p->value), depth + 1)) return -1;
   }

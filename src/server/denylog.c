@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "../algo/algo.h"
+#include "../base/json.h"
 #include "../base/log.h"
 #include "../base/num.h"
 #include "http.h"
@@ -413,7 +414,7 @@ int denylog_metrics(denylog *d, metrics *m) {
 static void json_value(const observe *obs, strbuf *b, const char *v,
                        size_t n) {
   if (obs->o.values == OBS_VALUES_PLAIN) {
-    http_json_str(b, v, n);
+    json_put_str(b, v, n);
     return;
   }
   STRBUF_LIT(b, "\"");
@@ -452,14 +453,14 @@ static void format_line(const observe *obs, strbuf *b, const rec_head *h,
   add_time(b, h->now);
   STRBUF_LIT(b, "\",\"domain\":");
   if (!(h->flags & REC_ADHOC)) {
-    http_json_str(b, s[S_DOMAIN].p, s[S_DOMAIN].len);
+    json_put_str(b, s[S_DOMAIN].p, s[S_DOMAIN].len);
     STRBUF_LIT(b, ",\"rule\":");
-    http_json_str(b, s[S_RULE].p, s[S_RULE].len);
+    json_put_str(b, s[S_RULE].p, s[S_RULE].len);
     STRBUF_LIT(b, ",\"descriptor\":{");
     for (size_t i = 0; i < h->nent; i++) {
       const rec_str *k = &s[S_FIXED + 2 * i];
       if (i) STRBUF_LIT(b, ",");
-      http_json_str(b, k[0].p, k[0].len);
+      json_put_str(b, k[0].p, k[0].len);
       STRBUF_LIT(b, ":");
       json_value(obs, b, k[1].p, k[1].len);
     }
@@ -474,7 +475,7 @@ static void format_line(const observe *obs, strbuf *b, const rec_head *h,
   else
     STRBUF_LIT(b, "null");
   STRBUF_LIT(b, ",\"policy\":");
-  http_json_str(b, s[S_POLICY].p, s[S_POLICY].len);
+  json_put_str(b, s[S_POLICY].p, s[S_POLICY].len);
   STRBUF_LIT(b, ",\"limit\":");
   strbuf_add_i64(b, h->limit);
   STRBUF_LIT(b, ",\"remaining\":");

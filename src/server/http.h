@@ -93,14 +93,6 @@ int http_wait_cap(h2o_req_t *req, server *srv, int64_t *cap);
 
 /* ---- writing an answer (http_render.c) ---- */
 
-/* Length of the valid UTF-8 sequence at s[0..n), n >= 1 (0 if invalid:
-   overlong, a surrogate, past U+10FFFF, cut short). */
-size_t http_utf8_len(const unsigned char *s, size_t n);
-
-/* Appends s[0..n) as a JSON string: escaped, U+FFFD for bytes that are
-   not UTF-8 (answers, and the denial log's lines). */
-void http_json_str(strbuf *b, const char *s, size_t n);
-
 /* The client's address as text, per $remote_addr's rules
    (http_request.c): what the denial log shows. */
 void http_client_addr(h2o_req_t *req, server *srv, char *buf, size_t len);

@@ -13,89 +13,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../base/json.h"
 #include "http.h"
 #include "lease.h"
-
-/* ---- JSON strings ---- */
-
-size_t http_utf8_len(const unsigned char *s, size_t n) {
-  if (s[0] < 0x80) return 1;
-  size_t k = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
-  if (!k || k > n || s[0] > 0xf4) return 0;
-  for (size_t i = 1; i < k; i++)
-    if ((s[i] & 0xc0) != 0x80) return 0;
-  if (k == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0)))
-    return 0;
-  if (k == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90)))
-    return 0;
-  return k;
-}
-
-/* The bytes a JSON string cannot carry as they are: control characters,
-   the quote and the backslash (escaped), and every byte from 0x80 (each
-   sequence checked for UTF-8 before it is copied). One load a byte:
-   a log line or a body escapes several strings, mostly plain. */
-#define J16(x) x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x
-static const unsigned char json_special[256] = {
-    J16(1), J16(1),                                   /* 0x00-0x1f */
-    0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,   /* 0x20: '"' */
-    J16(0), J16(0),                                   /* 0x30-0x4f */
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,   /* 0x50: '\\' */
-    J16(0), J16(0),                                   /* 0x60-0x7f */
-    J16(1), J16(1), J16(1), J16(1), J16(1), J16(1), J16(1), J16(1)};
-#undef J16
-
-/* A JSON string: escapes, and U+FFFD for bytes that are not UTF-8. */
-static void add_json_str(strbuf *b, const char *s, size_t n) {
-  const unsigned char *u = (const unsigned char *)s;
-  size_t i = 0;
-  while (i < n && !json_special[u[i]]) i++;
-  if (i == n) { /* nothing to escape (keys, addresses, policies): one copy */
-    if (strbuf_reserve(b, n + 2)) return;
-    char *o = b->p + b->len;
-    o[0] = '"';
-    if (n) memcpy(o + 1, s, n);
-    o[n + 1] = '"';
-    b->len += n + 2;
-    b->p[b->len] = '\0';
-    return;
-  }
-  STRBUF_LIT(b, "\"");
-  strbuf_add(b, s, i); /* the plain bytes before the first special one */
-  while (i < n) {
-    /* A run of bytes that need no escape is copied whole. */
-    size_t run = i;
-    while (run < n && !json_special[u[run]]) run++;
-    if (run > i) {
-      strbuf_add(b, s + i, run - i);
-      i = run;
-      if (i == n) break;
-    }
-    unsigned char ch = u[i];
-    if (ch == '"' || ch == '\\') {
-      char e[2] = {'\\', (char)ch};
-      strbuf_add(b, e, 2);
-      i++;
-    } else if (ch < 0x20) {
-      strbuf_addf(b, "\\u%04x", ch);
-      i++;
-    } else {
-      size_t k = http_utf8_len(u + i, n - i);
-      if (k) {
-        strbuf_add(b, s + i, k);
-        i += k;
-      } else {
-        STRBUF_LIT(b, "\\ufffd");
-        i++;
-      }
-    }
-  }
-  STRBUF_LIT(b, "\"");
-}
-
-void http_json_str(strbuf *b, const char *s, size_t n) {
-  add_json_str(b, s, n);
-}
 
 /* ---- responses ---- */
 
@@ -184,7 +104,7 @@ int http_send_error(h2o_req_t *req, int status, const char *fmt, ...) {
   engine_count(w->et, EC_HTTP_ERRORS, 1);
   ANSWER_BUF(b);
   STRBUF_LIT(&b, "{\"error\":");
-  add_json_str(&b, msg, strlen(msg));
+  json_put_str(&b, msg, strlen(msg));
   STRBUF_LIT(&b, "}\n");
   return http_send_body(req, status, "application/json", &b);
 }
@@ -244,13 +164,13 @@ static void status_json(strbuf *b, const eng_status *s) {
       strbuf_addf(b, ",\"delay_ms\":%lld", (long long)ns_to_ms_up(s->d.delay_ns));
   }
   STRBUF_LIT(b, ",\"policy\":");
-  add_json_str(b, s->policy_str, strlen(s->policy_str));
+  json_put_str(b, s->policy_str, strlen(s->policy_str));
   if (s->limit) {
     STRBUF_LIT(b, ",\"rule\":");
-    add_json_str(b, s->limit->rule, strlen(s->limit->rule));
+    json_put_str(b, s->limit->rule, strlen(s->limit->rule));
     if (s->limit->name) {
       STRBUF_LIT(b, ",\"name\":");
-      add_json_str(b, s->limit->name, strlen(s->limit->name));
+      json_put_str(b, s->limit->name, strlen(s->limit->name));
     }
   }
   if (s->shadow) strbuf_addf(b, ",\"shadow\":true");
@@ -349,7 +269,7 @@ static void add_deny_message(strbuf *out, const server *srv,
     t = close + 1;
   }
   STRBUF_LIT(out, ",\"message\":");
-  add_json_str(out, m.p ? m.p : "", m.len);
+  json_put_str(out, m.p ? m.p : "", m.len);
   strbuf_free(&m);
 }
 
@@ -369,7 +289,7 @@ static void add_lease(h2o_req_t *req, strbuf *b, const eng_result *res,
   char *tok = h2o_mem_alloc_pool(&req->pool, LEASE_TOKEN_MAX);
   size_t n = lease_token(tok, res->lease, policy);
   STRBUF_LIT(b, ",\"lease\":");
-  add_json_str(b, tok, n);
+  json_put_str(b, tok, n);
   http_add_header(req, "sluice-lease", tok, n);
 }
 
@@ -433,7 +353,7 @@ int http_render_throttle(h2o_req_t *req, server *srv, const eng_result *res,
   STRBUF_LIT(&b, ",\"delay_ms\":");
   strbuf_add_i64(&b, ns_to_ms_up(d->delay_ns));
   STRBUF_LIT(&b, ",\"policy\":");
-  add_json_str(&b, res->st[0].policy_str, strlen(res->st[0].policy_str));
+  json_put_str(&b, res->st[0].policy_str, strlen(res->st[0].policy_str));
   if (res->st[0].policy && res->st[0].policy->algo == SL_CONCURRENCY) {
     STRBUF_LIT(&b, ",\"in_flight\":");
     strbuf_add_i64(&b, d->limit - d->remaining);
@@ -516,7 +436,7 @@ static void error_send(h2o_ostream_t *self, h2o_req_t *req, h2o_iovec_t *bufs,
   }
   ANSWER_BUF(b);
   STRBUF_LIT(&b, "{\"error\":");
-  add_json_str(&b, msg, len);
+  json_put_str(&b, msg, len);
   STRBUF_LIT(&b, "}\n");
   h2o_iovec_t body = h2o_strdup(&req->pool, b.p, b.len);
   strbuf_free(&b);

@@ -24,6 +24,7 @@
 #include "http.h"
 
 #include "../base/duration.h"
+#include "../base/json.h"
 
 /* ---- query strings ---- */
 
@@ -44,7 +45,7 @@ static const char *value_problem(const char *s, size_t n) {
   const unsigned char *u = (const unsigned char *)s;
   for (size_t i = 0, k; i < n; i += k) {
     if (!u[i]) return "contains a NUL byte";
-    if (!(k = http_utf8_len(u + i, n - i))) return "is not valid UTF-8";
+    if (!(k = utf8_len(u + i, n - i))) return "is not valid UTF-8";
   }
   return NULL;
 }

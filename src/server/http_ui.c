@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/json.h"
 #include "../base/num.h"
 #include "../sim/sim.h"
 #include "http.h"
@@ -127,7 +128,7 @@ static int sim_error(h2o_req_t *req, const char *err) {
   strbuf b = STRBUF_INIT, clean = STRBUF_INIT;
   engine_count(worker_of(req->conn->ctx)->et, EC_HTTP_ERRORS, 1);
   for (size_t i = 0, n = strlen(err); i < n;) {
-    size_t k = http_utf8_len((const unsigned char *)err + i, n - i);
+    size_t k = utf8_len((const unsigned char *)err + i, n - i);
     if (k) strbuf_add(&clean, err + i, k);
     else STRBUF_LIT(&clean, "\xef\xbf\xbd");
     i += k ? k : 1;

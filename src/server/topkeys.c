@@ -41,6 +41,7 @@
 #include <time.h>
 
 #include "../base/hash.h"
+#include "../base/json.h"
 #include "http.h"
 #include "observe.h"
 
@@ -730,7 +731,7 @@ static void json_items(strbuf *b, const topk_item *v, size_t n,
     STRBUF_LIT(b, "{");
     if (keys) {
       STRBUF_LIT(b, "\"key\":");
-      http_json_str(b, v[i].text, strlen(v[i].text));
+      json_put_str(b, v[i].text, strlen(v[i].text));
       STRBUF_LIT(b, ",");
     }
     strbuf_addf(b, "\"id\":\"%016llx\",\"count\":%llu,\"error\":%llu,"
@@ -750,7 +751,7 @@ int topkeys_json(topkeys *t, const char *rule, size_t n, int64_t now,
   if (rule) {
     rc = topkeys_query(t, rule, n, now, a);
     STRBUF_LIT(b, "{\"rule\":");
-    http_json_str(b, rule, strlen(rule));
+    json_put_str(b, rule, strlen(rule));
     strbuf_addf(b, ",\"window_seconds\":%g,\"counters\":%zu,"
                    "\"decisions\":%llu,\"denials\":%llu,"
                    "\"error_bound\":%llu,\"by_decisions\":",
@@ -770,7 +771,7 @@ int topkeys_json(topkeys *t, const char *rule, size_t n, int64_t now,
       rc = topkeys_query(t, names[i], 1, now, a);
       if (i) STRBUF_LIT(b, ",");
       STRBUF_LIT(b, "{\"rule\":");
-      http_json_str(b, names[i], strlen(names[i]));
+      json_put_str(b, names[i], strlen(names[i]));
       strbuf_addf(b, ",\"decisions\":%llu,\"denials\":%llu,"
                      "\"top_key_share\":%.4f}",
                   (unsigned long long)a->decisions,
@@ -802,7 +803,7 @@ int topkeys_stats_json(topkeys *t, size_t n, int64_t now, int keys,
     rc = topkeys_query(t, names[i], n, now, a);
     if (i) STRBUF_LIT(b, ",");
     STRBUF_LIT(b, "{\"rule\":");
-    http_json_str(b, names[i], strlen(names[i]));
+    json_put_str(b, names[i], strlen(names[i]));
     strbuf_addf(b, ",\"decisions\":%llu,\"denials\":%llu,"
                    "\"error_bound\":%llu,\"by_decisions\":",
                 (unsigned long long)a->decisions,

@@ -24,21 +24,8 @@
  */
 #include <string.h>
 
+#include "../base/json.h"
 #include "sim_impl.h"
-
-/* s as a JSON string. */
-static void put_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p == '"' || *p == '\\')
-      fprintf(f, "\\%c", *p);
-    else if (*p < 0x20 || *p >= 0x7f)
-      fprintf(f, "\\u%04x", *p);
-    else
-      fputc(*p, f);
-  }
-  fputc('"', f);
-}
 
 /* ns as milliseconds: an integer, or a decimal fraction without trailing
    zeros (ns >= 0). */
@@ -67,7 +54,7 @@ static void put_fleet(FILE *f, const sim_fleet *fl) {
           fl->nodes, lb[fl->lb], mode[fl->mode]);
   put_ms(f, fl->sync_ns);
   fprintf(f, ",\"on_store_error\":\"%s\",\"text\":", onerr[fl->on_error]);
-  put_str(f, fl->text);
+  json_bytes_file(f, fl->text);
   fputc('}', f);
 }
 
@@ -75,11 +62,11 @@ void sim_json_head(const run_state *rs) {
   const sim_scenario *sc = rs->sc;
   FILE *f = rs->opts->json;
   fputs("{\"description\":", f);
-  put_str(f, sc->description);
+  json_bytes_file(f, sc->description);
   fputs(",\"keys\":[", f);
   for (size_t k = 0; k < sc->nkeys; k++) {
     if (k) fputc(',', f);
-    put_str(f, sc->keys[k]);
+    json_bytes_file(f, sc->keys[k]);
   }
   fputs("],\"fleet\":", f);
   put_fleet(f, &sc->fleet);
@@ -87,9 +74,9 @@ void sim_json_head(const run_state *rs) {
   for (int p = 0; p < sc->npol; p++) {
     const sl_policy *pol = &sc->pol[p].pol;
     fprintf(f, "%s{\"name\":", p ? "," : "");
-    put_str(f, sc->pol[p].name);
+    json_bytes_file(f, sc->pol[p].name);
     fputs(",\"spec\":", f);
-    put_str(f, sc->pol[p].spec);
+    json_bytes_file(f, sc->pol[p].spec);
     fprintf(f, ",\"algorithm\":\"%s\",\"limit\":%u,\"burst\":%u,"
                "\"capacity\":%lld,\"period_ms\":",
             sl_algo_name(pol->algo), pol->limit, pol->burst,
@@ -133,7 +120,7 @@ void sim_json_tail(const run_state *rs) {
              sc->pol[p].name, (unsigned long long)rs->allowed[p],
              (unsigned long long)rs->denied[p], (long long)rs->win[p].worst);
     fprintf(f, "%s{\"policy\":", p ? "," : "");
-    put_str(f, sc->pol[p].name);
+    json_bytes_file(f, sc->pol[p].name);
     fprintf(f, ",\"allowed\":%llu,\"denied\":%llu,\"delayed\":%llu,"
                "\"max_in_window\":%lld,\"limit\":%u,\"period_ms\":",
             (unsigned long long)rs->allowed[p],
@@ -144,7 +131,7 @@ void sim_json_tail(const run_state *rs) {
     fputs(",\"max_delay_ms\":", f);
     put_ms(f, rs->max_delay[p]);
     fputs(",\"line\":", f);
-    put_str(f, line);
+    json_bytes_file(f, line);
     fputc('}', f);
   }
   fputs("]}\n", f);
