@@ -149,6 +149,7 @@ static void node_close(node *n) {
   release(c, n->inflight, n->inflight_cap);
   n->inflight = NULL;
   n->state = RC_NODE_DOWN;
+  n->prev_worked = n->worked;
   n->worked = 0;
 }
 
@@ -159,6 +160,7 @@ static void node_close(node *n) {
 static void node_fail(node *n, const char *why) {
   rc_client *c = n->c;
   node_close(n);
+  n->prev_worked = 0; /* (the probe after the breaker gets no grace) */
   n->w.len = 0;
   rt_node_failed(&c->rt, n->idx, clock_mono_ns());
   pending *lists[2] = {n->head, n->qhead};
@@ -709,11 +711,13 @@ static int node_connect(node *n) {
  * so that it is decided on Redis's state and charged at most once; a
  * call that charges nothing (a dry check, CLUSTER SLOTS, a reset's
  * UNLINK or PUBLISH, which are safe to repeat) goes again as it is. A
- * call lost a second time fails. Says so (info) at most once per breaker
- * interval when calls were in flight; an idle connection closed is
- * routine (Redis's `timeout`) and goes unsaid.
+ * call sent `most` times already fails: once, or twice when this is the
+ * fresh connection that conn_lost lets be lost (its calls were sent again
+ * at most once, so a call goes on at most three connections). Says so
+ * (info) at most once per breaker interval when calls were in flight; an
+ * idle connection closed is routine (Redis's `timeout`) and goes unsaid.
  */
-static void node_lost(node *n, const char *why) {
+static void node_lost(node *n, const char *why, int most) {
   rc_client *c = n->c;
   pending *sent = n->head;
   n->head = n->tail = NULL;
@@ -722,16 +726,16 @@ static void node_lost(node *n, const char *why) {
   int again = 0;
   for (pending *p = sent, *next; p; p = next) {
     next = p->next;
-    if (p->internal || p->answered || p->again) {
+    if (p->internal || p->answered || p->again >= most) {
       finish(c, p, NULL, why); /* (the new connection has its handshake) */
       continue;
     }
-    p->again = 1;
+    p->again++;
     again++;
     rc_split *sp = rc_batch_dry(p->cmd, p->len);
     if (!sp)
       send_to(c, n->idx, p);
-    else if (split_send(c, p, sp, 1))
+    else if (split_send(c, p, sp, p->again))
       finish(c, p, NULL, "out of memory");
   }
   int64_t now = clock_mono_ns();
@@ -745,12 +749,29 @@ static void node_lost(node *n, const char *why) {
     node_fail(n, "cannot connect");
 }
 
-/* n's connection is gone (read or write): lost (node_lost) when it had
-   worked, else a failure of the node (a fresh connection that never
-   answered: the breaker opens). */
+/*
+ * n's connection is gone (read or write; it was established: conn_lost
+ * is only called after on_connect). Lost (node_lost) when it had worked
+ * (it had answered), and also when it never answered but the connection
+ * before it had: a CLIENT KILL repeated quickly can land on the
+ * reconnection before its handshake's reply, and a healthy Redis must not
+ * look dead. That grace is one connection long (node_close clears
+ * prev_worked): a second connection in a row closed before any reply is
+ * a failure of the node (the breaker opens), as is a fresh connection
+ * whose node had no working one before it (node_fail clears prev_worked),
+ * so a server that closes every connection at once (maxclients, a proxy
+ * without its backend, protected mode) still opens the breaker at the
+ * first or second. A server that says why before it closes (maxclients'
+ * "-ERR max number of clients reached") fails the node on that reply
+ * (internal_reply), before its close comes here.
+ */
 static void conn_lost(node *n, const char *why) {
-  if (n->worked && !n->c->freeing)
-    node_lost(n, why);
+  if (n->c->freeing)
+    node_fail(n, why);
+  else if (n->worked)
+    node_lost(n, why, 1);
+  else if (n->prev_worked)
+    node_lost(n, why, 2);
   else
     node_fail(n, why);
 }

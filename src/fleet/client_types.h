@@ -36,7 +36,9 @@ typedef struct pending {
   rt_call rt;   /* its routing: slot, redirects, ASKING, deadline */
   int internal; /* handshake / ASKING / SCRIPT LOAD: no callback */
   int probe;    /* the handshake's SL.VERSION (the module's build) */
-  int again;    /* sent again after its connection was lost (once) */
+  int again;    /* times sent again after its connection was lost (once;
+                   twice when the second loss was a fresh connection's:
+                   conn_lost) */
   int answered; /* its callback (or split) was told: the reply is dropped */
   /* A SCRIPT LOAD after NOSCRIPT: the command queued behind it that waits
      for the script (it cannot be answered before the load is). */
@@ -69,6 +71,8 @@ typedef struct node {
   rc_sock *sock;
   int state;                   /* RC_NODE_* */
   int worked;                  /* this connection has had a reply */
+  int prev_worked;             /* the connection before it had one, and
+                                  this one may be lost once (conn_lost) */
   int native;                  /* the module is loaded: SL.DECIDE, not
                                   EVALSHA (asked at each connect) */
   redisReader *reader;

@@ -841,8 +841,10 @@ static void a_call_in_flight_when_redis_closes_is_checked_again(void **state) {
 }
 
 /* A call goes again once: lost with its second connection too (which
-   had answered its handshake), it fails, still without the breaker; a
-   new connection that dies before any reply is a failure of the node. */
+   had answered its handshake), it fails, still without the breaker. The
+   next connection, dead before any reply, is let go once (the one before
+   it had worked: conn_lost); a second such connection in a row is a
+   failure of the node. */
 static void a_call_lost_twice_fails_and_a_fresh_connection_opens_the_breaker(
     void **state) {
   (void)state;
@@ -861,11 +863,94 @@ static void a_call_lost_twice_fails_and_a_fresh_connection_opens_the_breaker(
   outcome d = {0};
   send_get(c, -1, "d", &d);
   rc_flush(c);
-  fake_sock *f = sock_of(c, 0);
-  f->on_connect(f->ud, NULL);
-  closed_by_redis(c, 0); /* before its handshake's reply */
+  for (int i = 0; i < 2; i++) {
+    fake_sock *f = sock_of(c, 0);
+    f->on_connect(f->ud, NULL);
+    closed_by_redis(c, 0); /* before its handshake's reply */
+  }
   assert_int_equal(d.type, -1);
   assert_int_equal(downs, 1);
+  assert_true(rt_node_down(rc_client_router(c), 0, fake_ns));
+  rc_client_free(c);
+}
+
+/* Connects node nd's new connection and has Redis close it before any
+   reply (a CLIENT KILL landing on the reconnection's handshake). */
+static void killed_before_its_first_reply(rc_client *c, int nd) {
+  fake_sock *f = sock_of(c, nd);
+  assert_int_equal(node_state(c, nd), RC_NODE_CONNECTING);
+  f->on_connect(f->ud, NULL);
+  assert_non_null(strstr(f->out, "SCRIPT"));
+  closed_by_redis(c, nd);
+}
+
+/* CLIENT KILL repeated quickly: the connection that replaced a killed one
+   is killed too, before its first reply. The node's connection before it
+   had worked, so that is no failure either: no breaker, no warning, and
+   the calls on it go again on a third connection (a charging decision as
+   a dry check) and are decided by Redis — both the call that was new on
+   it and the one already sent again after the first kill. */
+static void a_fresh_connection_killed_after_a_working_one_is_no_failure(
+    void **state) {
+  (void)state;
+  rc_client *c = client_of(1, 100);
+  served_by(c, -1, "a", 0);
+  outcome one = {0}, b = {0};
+  size_t len;
+  char *cmd = script_call(0, &len);
+  assert_int_equal(rc_send(c, -1, cmd, len, record, &one), 0);
+  rc_flush(c);
+  closed_by_redis(c, 0); /* one in flight: sent again, dry */
+  send_get(c, -1, "b", &b);
+  rc_flush(c);
+  killed_before_its_first_reply(c, 0);
+  assert_int_equal(downs, 0);
+  assert_false(rt_node_down(rc_client_router(c), 0, fake_ns));
+  assert_int_equal(one.calls + b.calls, 0);
+  connect_node(c, 0); /* the third connection: at once */
+  assert_int_equal(sent(c, 0, DRY), 1);
+  assert_int_equal(sent(c, 0, "$1\r\nb\r\n"), 1);
+  feed(c, 0, DECIDED REPLY);
+  assert_int_equal(one.calls, 1);
+  assert_int_equal(one.type, REDIS_REPLY_ARRAY);
+  assert_int_equal(b.calls, 1);
+  assert_int_equal(b.type, REDIS_REPLY_STRING);
+  assert_int_equal(downs, 0);
+  rc_client_free(c);
+}
+
+/* A server that closes every connection before answering (a proxy with
+   no backend, protected mode) opens the breaker at the first connection
+   when none had worked before, and says so; one that says why before it
+   closes (Redis at maxclients) fails the node on that reply, even right
+   after a working connection, and the warning carries its words. */
+static void a_server_that_closes_every_connection_opens_the_breaker(
+    void **state) {
+  (void)state;
+  rc_client *c = client_of(1, 100);
+  outcome d = {0};
+  send_get(c, -1, "d", &d);
+  rc_flush(c);
+  killed_before_its_first_reply(c, 0);
+  assert_int_equal(d.calls, 1);
+  assert_int_equal(d.type, -1);
+  assert_int_equal(downs, 1);
+  assert_true(rt_node_down(rc_client_router(c), 0, fake_ns));
+  rc_client_free(c);
+
+  c = client_of(1, 100);
+  served_by(c, -1, "a", 0);
+  closed_by_redis(c, 0);
+  outcome e = {0};
+  send_get(c, -1, "e", &e);
+  rc_flush(c);
+  fake_sock *f = sock_of(c, 0);
+  f->on_connect(f->ud, NULL);
+  feed(c, 0, "-ERR max number of clients reached\r\n");
+  assert_int_equal(e.calls, 1);
+  assert_int_equal(e.type, -1);
+  assert_int_equal(downs, 1);
+  assert_non_null(strstr(last_log, "max number of clients reached"));
   assert_true(rt_node_down(rc_client_router(c), 0, fake_ns));
   rc_client_free(c);
 }
@@ -1037,6 +1122,9 @@ int main(void) {
       cmocka_unit_test(a_call_in_flight_when_redis_closes_is_checked_again),
       cmocka_unit_test(
           a_call_lost_twice_fails_and_a_fresh_connection_opens_the_breaker),
+      cmocka_unit_test(
+          a_fresh_connection_killed_after_a_working_one_is_no_failure),
+      cmocka_unit_test(a_server_that_closes_every_connection_opens_the_breaker),
       cmocka_unit_test(a_request_is_answered_within_the_timeout_of_its_arrival),
       cmocka_unit_test(a_retried_request_past_its_deadline_fails_alone),
       cmocka_unit_test(a_silent_node_still_fails_after_a_retry),
