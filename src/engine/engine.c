@@ -277,7 +277,9 @@ static const metric_def engine_metric_defs[M_COUNT] = {
                           NULL},
     [M_GRPC_REQUESTS] = {"sluice_grpc_calls_total", NULL, METRIC_COUNTER,
                          METRIC_THREADS, METRIC_GROUP_DAEMON,
-                         "gRPC calls answered (--grpc), every method."},
+                         "gRPC calls answered (--grpc), every method, "
+                         "when the answer's last frame is sent (not a call "
+                         "its client reset first)."},
     [M_GRPC_ERRORS] = {"sluice_grpc_errors_total", NULL, METRIC_COUNTER,
                        METRIC_THREADS, METRIC_GROUP_DAEMON,
                        "gRPC calls answered with a status other than OK "

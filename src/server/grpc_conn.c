@@ -208,15 +208,21 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
   return 0;
 }
 
-/* A response sent whole before the request was: the rest of it is not
-   wanted (RST_STREAM NO_ERROR, as gRPC's servers do). */
+/* A response's last frame went out: the call is answered, and counted
+   so (one whose answer never goes out, its stream reset by the client or
+   its connection closed first, is not). A response sent whole before the
+   request was: the rest of it is not wanted (RST_STREAM NO_ERROR, as
+   gRPC's servers do). */
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f,
                          void *ud) {
   if ((f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) ||
       !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
     return 0;
   grpc_stream *s = stream_of(ud, f->hd.stream_id);
-  if (s && !s->remote_closed)
+  if (!s) return 0;
+  engine_count(s->w->et, EC_GRPC_REQUESTS, 1);
+  if (s->status != RPC_OK) engine_count(s->w->et, EC_GRPC_ERRORS, 1);
+  if (!s->remote_closed)
     nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
   return 0;
 }
@@ -290,10 +296,8 @@ static size_t percent_encode(const char *msg, char *out, size_t cap) {
 void grpc_respond(grpc_stream *s, int status, const char *msg, uint8_t *body,
                   size_t len) {
   grpc_conn *c = s->c;
-  engine_thread *et = s->w->et;
   s->answered = 1;
-  engine_count(et, EC_GRPC_REQUESTS, 1);
-  if (status != RPC_OK) engine_count(et, EC_GRPC_ERRORS, 1);
+  s->status = status;
   char st[16], code[12], enc[768];
   snprintf(st, sizeof st, "%d", s->http_status);
   snprintf(code, sizeof code, "%d", status);

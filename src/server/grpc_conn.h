@@ -56,6 +56,7 @@ typedef struct grpc_stream {
   char small[256];
   int remote_closed;    /* the client's END_STREAM came */
   int answered;         /* a response was submitted */
+  int status;           /* ... with this gRPC status (counted when sent) */
   struct grpc_call *call;   /* a decision waiting for Redis, or NULL */
   h2o_linklist_t wait_link; /* in grpc_worker.waiting while it waits */
   uint8_t *out;             /* the response message (malloc'd) */
@@ -69,7 +70,8 @@ typedef struct grpc_stream {
  * none) and, when body is not NULL, the response message (len bytes,
  * malloc'd, now the stream's), as headers, one DATA frame and trailers; a
  * failure without a body is a trailers-only response. Sent from the loop
- * (now, or after the read being handled). Counted in the gRPC metrics.
+ * (now, or after the read being handled). Counted in the gRPC metrics
+ * once its last frame is sent.
  */
 void grpc_respond(grpc_stream *s, int status, const char *msg, uint8_t *body,
                   size_t len);

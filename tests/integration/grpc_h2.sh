@@ -1,0 +1,40 @@
+#!/bin/sh
+# grpc_h2.sh — sluice's gRPC transport (src/server/grpc_conn.c) under what
+# a gRPC library never sends on purpose, with grpc_h2.py's hand-made
+# HTTP/2 frames: the calls the metrics count (a call reset by its client
+# before its answer went out is not answered).
+#
+#   SLUICE=build/sluice sh tests/integration/grpc_h2.sh   (make integration)
+
+. "$(dirname "$0")/serve_lib.sh"
+lib_init grpc_h2
+
+PYH="$PY $(dirname "$0")/grpc_h2.py"
+
+# run_py ARGS... — runs grpc_h2.py; every line it prints is a check.
+run_py() {
+  timeout 60 $PYH "$@" >"$tmp/py.out" 2>"$tmp/py.err"
+  _rc=$?
+  while IFS= read -r _l; do
+    case "$_l" in
+      PASS*) pass ;;
+      FAIL*) fail "grpc_h2 $1: ${_l#FAIL }" ;;
+    esac
+  done <"$tmp/py.out"
+  if [ $_rc -ne 0 ]; then
+    fail "grpc_h2 $1: the client exited $_rc: $(tail -n 5 "$tmp/py.err")"
+  fi
+}
+
+# 1. sluice_grpc_calls_total and sluice_grpc_errors_total count the calls
+#    answered: not one reset by its client before its answer was sent.
+sv_start c -t 1 || lib_finish
+run_py calls "$GRPC" "$URL"
+sv_stop c
+
+lib_finish
+run_py linger "$GRPC" "$PID"
+sv_wait_exit l
+eq "the daemon stopped (exit status 0)" 0 "$sv_rc"
+
+lib_finish
