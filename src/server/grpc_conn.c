@@ -27,7 +27,9 @@
  * The connections count against --max-grpc-connections and
  * --max-connections (worker.c admits them); a connection from which
  * nothing is read for GRPC_IDLE_MS (no call, or a request that never
- * ends) is closed with a GOAWAY.
+ * ends) is closed with a GOAWAY. A connection that ends well lingers
+ * (conn_end): its side shut, the client's last bytes read and dropped
+ * for a bounded time, so that its close sends no reset.
  *
  * A stream is freed only by nghttp2's stream-close callback or by its
  * connection's close; grpc_call_end is told first, so a decision still
@@ -36,6 +38,7 @@
 #include <nghttp2/nghttp2.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "grpc_conn.h"
 #include "grpc_msg.h"
@@ -331,20 +334,92 @@ void grpc_respond(grpc_stream *s, int status, const char *msg, uint8_t *body,
 static void on_read(h2o_socket_t *sock, const char *err);
 static int conn_feed(grpc_conn *c);
 
-static void conn_close(grpc_conn *c) {
-  worker *w = c->gw->w;
+/* Frees c, all but its socket (returned); c's streams are told first. */
+static h2o_socket_t *conn_release(grpc_conn *c) {
+  h2o_socket_t *sock = c->sock;
   while (!h2o_linklist_is_empty(&c->streams))
     stream_free(H2O_STRUCT_FROM_MEMBER(grpc_stream, link, c->streams.next));
   if (h2o_timeout_is_linked(&c->idle)) h2o_timeout_unlink(&c->idle);
   nghttp2_session_del(c->ng);
   h2o_linklist_unlink(&c->link);
-  h2o_socket_close(c->sock);
   strbuf_free(&c->out);
   free(c);
+  return sock;
+}
+
+/* A connection of w is gone: its socket closed, it is uncounted. */
+static void conn_gone(worker *w, h2o_socket_t *sock) {
+  h2o_socket_close(sock);
   w->grpc_conns--;
   atomic_fetch_sub(&w->srv->connections, 1);
   atomic_fetch_sub(&w->srv->grpc_open, 1);
   engine_connections(w->et, LST_GRPC, -1);
+}
+
+/* Closes c at once: an error, a write that failed or never ends, a stop
+   past its grace. */
+static void conn_close(grpc_conn *c) {
+  worker *w = c->gw->w;
+  conn_gone(w, conn_release(c));
+}
+
+/*
+ * The lingering close (nginx's lingering_close, for the same reason): a
+ * socket closed while the client's bytes wait unread in it makes the
+ * kernel send a reset, and a reset can destroy the GOAWAY and the answers
+ * just written before the client reads them. So a connection that ends
+ * well (its last frames written) shuts its sending side (a FIN after
+ * them), then reads and drops what the client still sends until it
+ * closes too, GRPC_LINGER_MS pass or GRPC_LINGER_BYTES came: then it is
+ * closed. It counts as a connection meanwhile (its worker's stop waits
+ * for it, within --shutdown-grace).
+ */
+typedef struct grpc_linger {
+  h2o_linklist_t link; /* grpc_worker.lingering */
+  worker *w;
+  h2o_socket_t *sock;
+  size_t bytes; /* read and dropped so far */
+  h2o_timeout_entry_t timer;
+} grpc_linger;
+
+static void linger_close(grpc_linger *l) {
+  if (h2o_timeout_is_linked(&l->timer)) h2o_timeout_unlink(&l->timer);
+  h2o_linklist_unlink(&l->link);
+  conn_gone(l->w, l->sock);
+  free(l);
+}
+
+static void on_linger_read(h2o_socket_t *sock, const char *err) {
+  grpc_linger *l = sock->data;
+  if (!err) {
+    l->bytes += sock->input->size;
+    h2o_buffer_consume(&sock->input, sock->input->size);
+  }
+  if (err || l->bytes > GRPC_LINGER_BYTES) linger_close(l);
+}
+
+static void on_linger_timeout(h2o_timeout_entry_t *e) {
+  linger_close(H2O_STRUCT_FROM_MEMBER(grpc_linger, timer, e));
+}
+
+/* Closes c, whose last frames are written, lingering (above). */
+static void conn_end(grpc_conn *c) {
+  grpc_worker *gw = c->gw;
+  h2o_socket_t *sock = conn_release(c);
+  grpc_linger *l = calloc(1, sizeof *l);
+  if (!l || shutdown(h2o_socket_get_fd(sock), SHUT_WR)) {
+    free(l);
+    conn_gone(gw->w, sock);
+    return;
+  }
+  l->w = gw->w;
+  l->sock = sock;
+  l->timer.cb = on_linger_timeout;
+  sock->data = l;
+  h2o_linklist_insert(&gw->lingering, &l->link);
+  h2o_timeout_link(gw->w->loop, &gw->linger_timeout, &l->timer);
+  h2o_buffer_consume(&sock->input, sock->input->size);
+  h2o_socket_read_start(sock, on_linger_read);
 }
 
 /* Closes c when neither side has anything more to say: nghttp2 wants
@@ -356,7 +431,7 @@ static int conn_maybe_close(grpc_conn *c) {
              !nghttp2_session_want_write(c->ng);
   if (c->goaway && !c->nstreams && !nghttp2_session_want_write(c->ng))
     done = 1;
-  if (done) conn_close(c);
+  if (done) conn_end(c);
   return done;
 }
 
@@ -378,7 +453,7 @@ static void on_written(h2o_socket_t *sock, const char *err) {
   idle_rearm(c);
   conn_send(c);
   if (c->dead && !c->writing) {
-    conn_close(c);
+    conn_end(c);
     return;
   }
   if (c->paused && !c->dead &&
@@ -427,7 +502,7 @@ static int conn_feed(grpc_conn *c) {
       c->dead = 1;
       conn_send(c);
       if (c->writing) return 0;
-      conn_close(c);
+      conn_end(c);
       return 1;
     }
     h2o_buffer_consume(&sock->input, (size_t)r);
@@ -458,9 +533,13 @@ static void on_read(h2o_socket_t *sock, const char *err) {
 static void on_idle(h2o_timeout_entry_t *e) {
   grpc_conn *c = H2O_STRUCT_FROM_MEMBER(grpc_conn, idle, e);
   /* A write stuck all this time (the client reads nothing), or a GOAWAY
-     the last time: closed at once. Else a GOAWAY, and one more period. */
-  if (c->writing || c->idle_fired) {
+     the last time: closed (at once; lingering). Else a GOAWAY, and one more period. */
+  if (c->writing) {
     conn_close(c);
+    return;
+  }
+  if (c->idle_fired) {
+    conn_end(c);
     return;
   }
   c->idle_fired = 1;
@@ -568,7 +647,9 @@ void grpc_worker_start(worker *w) {
   gw->w = w;
   h2o_linklist_init_anchor(&gw->conns);
   h2o_linklist_init_anchor(&gw->waiting);
+  h2o_linklist_init_anchor(&gw->lingering);
   h2o_timeout_init(w->loop, &gw->idle_timeout, GRPC_IDLE_MS);
+  h2o_timeout_init(w->loop, &gw->linger_timeout, GRPC_LINGER_MS);
   h2o_timeout_init(w->loop, &gw->tick_timeout, 10);
   w->grpc = gw;
 }
@@ -578,8 +659,12 @@ void grpc_worker_dispose(worker *w) {
   if (!gw) return;
   while (!h2o_linklist_is_empty(&gw->conns))
     conn_close(H2O_STRUCT_FROM_MEMBER(grpc_conn, link, gw->conns.next));
+  while (!h2o_linklist_is_empty(&gw->lingering))
+    linger_close(
+        H2O_STRUCT_FROM_MEMBER(grpc_linger, link, gw->lingering.next));
   if (h2o_timeout_is_linked(&gw->tick)) h2o_timeout_unlink(&gw->tick);
   h2o_timeout_dispose(w->loop, &gw->idle_timeout);
+  h2o_timeout_dispose(w->loop, &gw->linger_timeout);
   h2o_timeout_dispose(w->loop, &gw->tick_timeout);
   rls_arena_free(gw->arena);
   free(gw);

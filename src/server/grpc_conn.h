@@ -13,6 +13,11 @@
 #define GRPC_IDLE_MS 300000 /* a connection nothing is read from closes */
 #define GRPC_CONN_BUFFERED (4u << 20) /* request bytes held, a connection */
 #define GRPC_PATH_SHOWN 200         /* of an unknown method's path, bytes */
+/* A connection closed gracefully reads and drops what its client still
+   sends for at most this long, and this much, before its socket closes
+   (grpc_conn.c's lingering close). */
+#define GRPC_LINGER_MS 2000
+#define GRPC_LINGER_BYTES (1u << 20)
 
 /* The length a message's 5-byte gRPC prefix p declares (big-endian, after
    the compressed flag). */
@@ -26,7 +31,8 @@ typedef struct grpc_worker {
   worker *w;
   h2o_linklist_t conns;   /* open connections (grpc_conn) */
   h2o_linklist_t waiting; /* streams whose decision waits, with a deadline */
-  h2o_timeout_t idle_timeout, tick_timeout;
+  h2o_linklist_t lingering; /* sockets closing gracefully (grpc_linger) */
+  h2o_timeout_t idle_timeout, tick_timeout, linger_timeout;
   h2o_timeout_entry_t tick; /* the deadlines' check, while any wait */
   struct rls_arena *arena;  /* decisions that never wait decode in it */
 } grpc_worker;

@@ -2,7 +2,9 @@
 # grpc_h2.sh — sluice's gRPC transport (src/server/grpc_conn.c) under what
 # a gRPC library never sends on purpose, with grpc_h2.py's hand-made
 # HTTP/2 frames: the calls the metrics count (a call reset by its client
-# before its answer went out is not answered).
+# before its answer went out is not answered), and a graceful stop while
+# the client keeps sending (the GOAWAY and the answers arrive, then a FIN,
+# not a reset).
 #
 #   SLUICE=build/sluice sh tests/integration/grpc_h2.sh   (make integration)
 
@@ -32,7 +34,11 @@ sv_start c -t 1 || lib_finish
 run_py calls "$GRPC" "$URL"
 sv_stop c
 
-lib_finish
+# 2. SIGTERM while a client floods its connection: the daemon shuts its
+#    side (FIN) once the GOAWAY and the answers are written, and reads
+#    what still comes for a while before it closes (a close with unread
+#    bytes would send a reset, which can destroy them at the client).
+sv_start l -t 1 --shutdown-grace 5000 || lib_finish
 run_py linger "$GRPC" "$PID"
 sv_wait_exit l
 eq "the daemon stopped (exit status 0)" 0 "$sv_rc"
