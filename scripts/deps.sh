@@ -19,7 +19,7 @@ build="gcc make binutils libc6-dev libsodium-dev libcmocka-dev libh2o-evloop-dev
 bench="golang-go golang-golang-x-time-dev"
 bench_server="redis-server redis-tools nginx wrk nghttp2-client valgrind"
 fuzz="clang libclang-rt-dev"
-test="python3 curl golang-go redis-server redis-tools nginx wrk pkgconf groff-base nodejs npm python3-redis chromium python3-grpcio python3-protobuf protobuf-compiler prometheus systemd"
+test="python3 curl golang-go redis-server redis-tools nginx wrk pkgconf groff-base nodejs npm python3-redis chromium python3-grpcio python3-protobuf protobuf-compiler prometheus systemd iproute2"
 
 [ $# -gt 0 ] || set -- build
 want=""

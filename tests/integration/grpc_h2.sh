@@ -4,11 +4,13 @@
 # HTTP/2 frames: the calls the metrics count (a call reset by its client
 # before its answer went out is not answered), and a graceful stop while
 # the client keeps sending (the GOAWAY and the answers arrive, then a FIN,
-# not a reset).
+# not a reset); the kernel memory a client that never reads makes the
+# daemon's side of its connection hold.
 #
 #   SLUICE=build/sluice sh tests/integration/grpc_h2.sh   (make integration)
 
 . "$(dirname "$0")/serve_lib.sh"
+lib_tools="$lib_tools ss"
 lib_init grpc_h2
 
 PYH="$PY $(dirname "$0")/grpc_h2.py"
@@ -42,5 +44,24 @@ sv_start l -t 1 --shutdown-grace 5000 || lib_finish
 run_py linger "$GRPC" "$PID"
 sv_wait_exit l
 eq "the daemon stopped (exit status 0)" 0 "$sv_rc"
+
+# 3. A client that sends and never reads: the daemon stops reading it,
+#    and the socket's buffers hold at most what GRPC_SOCK_BUFFER asks
+#    (128 KiB each way, doubled by the kernel), where Linux would grow
+#    them to tcp_rmem's and tcp_wmem's maximum (MiBs) otherwise. ss(8)
+#    shows the daemon's side: rb and tb, the receive and send buffers.
+sv_start f -t 1 || lib_finish
+"$PY" "$(dirname "$0")/h2_flood.py" "$GRPC" 4 1000000 >"$tmp/flood.n" &
+flood=$!
+lib_track $flood
+sleep 2.5
+ss -tmHn state established "sport = :$GRPC" >"$tmp/ss"
+wait $flood
+for b in rb tb; do
+  v=$(grep -o "[(,]$b[0-9]*" "$tmp/ss" | tr -dc '0-9\n' | sort -n | tail -n 1)
+  in_range "never reading: the daemon's socket $b at most 256 KiB" \
+    1 262144 "${v:-0}"
+done
+sv_stop f
 
 lib_finish
