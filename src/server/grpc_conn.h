@@ -15,9 +15,11 @@
 #define GRPC_PATH_SHOWN 200         /* of an unknown method's path, bytes */
 /* A connection closed gracefully reads and drops what its client still
    sends for at most this long, and this much, before its socket closes
-   (grpc_conn.c's lingering close). */
+   (grpc_conn.c's lingering close). The bytes count what was in flight
+   when it began: up to a client's send buffer (tcp_wmem's maximum, 4 MiB
+   by default) and our receive buffer. */
 #define GRPC_LINGER_MS 2000
-#define GRPC_LINGER_BYTES (1u << 20)
+#define GRPC_LINGER_BYTES (8u << 20)
 /* A connection's socket buffers, each way, as SO_RCVBUF and SO_SNDBUF
    ask (the kernel doubles it for its bookkeeping: 256 KiB held at most). */
 #define GRPC_SOCK_BUFFER (128 << 10)
