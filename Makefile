@@ -403,6 +403,16 @@ build/fuzz/rls_fuzz: FUZZ_CFLAGS += -Ibuild/gen
 build/fuzz/rls_fuzz: LIBS += -lprotobuf-c
 build/fuzz/rls_fuzz: $(PB_C) src/server/grpc_msg.c src/server/limit_headers.c
 
+# The gRPC transport's harness: HTTP/2 through grpc_conn.c's nghttp2
+# session in memory (no socket), its calls decided and answered by
+# grpc_server.c (h2o's library linked, its loop never run).
+GRPC_FUZZ_SRC = src/server/grpc_conn.c src/server/grpc_server.c \
+  src/server/grpc_msg.c src/server/limit_headers.c
+build/fuzz/grpc_h2_fuzz: FUZZ_SRV += $(GRPC_FUZZ_SRC) $(PB_C)
+build/fuzz/grpc_h2_fuzz: FUZZ_CFLAGS += -Ibuild/gen
+build/fuzz/grpc_h2_fuzz: LIBS += -lprotobuf-c -lnghttp2 -lh2o-evloop -lssl
+build/fuzz/grpc_h2_fuzz: $(PB_C) $(GRPC_FUZZ_SRC)
+
 # The proto3 JSON mapping's harness: pb_json.c and protoc-c's code.
 build/fuzz/pbjson_fuzz: FUZZ_SRV += src/server/pb_json.c $(PB_C)
 build/fuzz/pbjson_fuzz: FUZZ_CFLAGS += -Ibuild/gen

@@ -351,7 +351,7 @@ static h2o_socket_t *conn_release(grpc_conn *c) {
 
 /* A connection of w is gone: its socket closed, it is uncounted. */
 static void conn_gone(worker *w, h2o_socket_t *sock) {
-  h2o_socket_close(sock);
+  if (sock) h2o_socket_close(sock);
   w->grpc_conns--;
   atomic_fetch_sub(&w->srv->connections, 1);
   atomic_fetch_sub(&w->srv->grpc_open, 1);
@@ -408,7 +408,7 @@ static void on_linger_timeout(h2o_timeout_entry_t *e) {
 static void conn_end(grpc_conn *c) {
   grpc_worker *gw = c->gw;
   h2o_socket_t *sock = conn_release(c);
-  grpc_linger *l = calloc(1, sizeof *l);
+  grpc_linger *l = sock ? calloc(1, sizeof *l) : NULL;
   if (!l || shutdown(h2o_socket_get_fd(sock), SHUT_WR)) {
     free(l);
     conn_gone(gw->w, sock);
@@ -479,44 +479,64 @@ static void conn_send(grpc_conn *c) {
     if (n <= 0) break; /* (an error: want_write goes 0 and c closes) */
     strbuf_add(&c->out, data, (size_t)n);
   }
+  if (!c->sock) { /* (grpc_conn_memory's: nowhere to write; more, when
+                       the chunk filled up) */
+    int more = c->out.len >= OUT_CHUNK;
+    c->out.len = 0;
+    if (more) conn_send(c);
+    return;
+  }
   if (!c->out.len || c->out.oom) return;
   h2o_iovec_t v = h2o_iovec_init(c->out.p, c->out.len);
   c->writing = 1;
   h2o_socket_write(c->sock, &v, 1, on_written);
 }
 
-/* Feeds what c's socket read to nghttp2, IN_SLICE bytes at a time,
-   writing between slices, until all is taken or too many frames wait to
-   go out behind a write in flight: then reading stops (c->paused) and the
-   rest stays in the socket's buffer, fed when the queue has drained
-   (on_written). 1: c was closed (a protocol error, nothing to write). */
-static int conn_feed(grpc_conn *c) {
-  h2o_socket_t *sock = c->sock;
-  while (sock->input->size > 0) {
-    size_t n = sock->input->size < IN_SLICE ? sock->input->size : IN_SLICE;
+/* Feeds bytes[0..len) to c's nghttp2 IN_SLICE bytes at a time, writing
+   between slices, until all is taken or too many frames wait to go out
+   behind a write in flight: then c->paused (the rest is fed when the
+   queue has drained, on_written). *used: the bytes taken. 1: a protocol
+   error (nghttp2 queued a GOAWAY where it could: conn_fail says it). */
+static int feed(grpc_conn *c, const uint8_t *bytes, size_t len,
+                size_t *used) {
+  *used = 0;
+  while (*used < len) {
+    size_t n = len - *used < IN_SLICE ? len - *used : IN_SLICE;
     c->in_recv = 1;
-    ssize_t r =
-        nghttp2_session_mem_recv(c->ng, (const uint8_t *)sock->input->bytes, n);
+    ssize_t r = nghttp2_session_mem_recv(c->ng, bytes + *used, n);
     c->in_recv = 0;
-    if (r < 0) { /* nghttp2 queued a GOAWAY where it could: say it, close */
-      h2o_buffer_consume(&sock->input, sock->input->size);
-      h2o_socket_read_stop(sock);
-      c->dead = 1;
-      conn_send(c);
-      if (c->writing) return 0;
-      conn_end(c);
-      return 1;
-    }
-    h2o_buffer_consume(&sock->input, (size_t)r);
+    if (r < 0) return 1;
+    *used += (size_t)r;
     conn_send(c);
     if (c->writing &&
         nghttp2_session_get_outbound_queue_size(c->ng) > OUTQ_MAX) {
       c->paused = 1;
-      h2o_socket_read_stop(sock);
       return 0;
     }
   }
   return 0;
+}
+
+/* c broke the protocol: its GOAWAY written, it closes (at once when that
+   is done already). 1: c was closed. */
+static int conn_fail(grpc_conn *c) {
+  c->dead = 1;
+  conn_send(c);
+  if (c->writing) return 0;
+  conn_end(c);
+  return 1;
+}
+
+/* Feeds what c's socket read to nghttp2 (feed); reading stops while c is
+   paused, and for good at a protocol error. 1: c was closed. */
+static int conn_feed(grpc_conn *c) {
+  h2o_socket_t *sock = c->sock;
+  size_t used;
+  int bad = feed(c, (const uint8_t *)sock->input->bytes, sock->input->size,
+                 &used);
+  h2o_buffer_consume(&sock->input, bad ? sock->input->size : used);
+  if (bad || c->paused) h2o_socket_read_stop(sock);
+  return bad ? conn_fail(c) : 0;
 }
 
 static void on_read(h2o_socket_t *sock, const char *err) {
@@ -624,6 +644,36 @@ void grpc_accept(worker *w, h2o_socket_t *sock) {
   conn_send(c); /* the server's preface: SETTINGS */
   h2o_socket_read_start(sock, on_read);
 }
+
+/* ---- a connection in memory (fuzz/grpc_h2_fuzz.c) ---- */
+
+grpc_conn *grpc_conn_memory(worker *w) {
+  grpc_conn *c = calloc(1, sizeof *c);
+  if (!c || session_new(c, &w->srv->o)) {
+    if (c && c->ng) nghttp2_session_del(c->ng);
+    free(c);
+    return NULL;
+  }
+  c->gw = w->grpc;
+  c->out = (strbuf)STRBUF_INIT;
+  h2o_linklist_init_anchor(&c->streams);
+  h2o_linklist_insert(&w->grpc->conns, &c->link);
+  /* counted as grpc_accept's are, so that its close uncounts it */
+  w->grpc_conns++;
+  atomic_fetch_add(&w->srv->connections, 1);
+  atomic_fetch_add(&w->srv->grpc_open, 1);
+  engine_connections(w->et, LST_GRPC, 1);
+  conn_send(c);
+  return c;
+}
+
+int grpc_conn_input(grpc_conn *c, const uint8_t *bytes, size_t len) {
+  size_t used;
+  if (feed(c, bytes, len, &used)) return conn_fail(c) ? -1 : 0;
+  return conn_maybe_close(c) ? -1 : 0;
+}
+
+void grpc_conn_drop(grpc_conn *c) { conn_close(c); }
 
 /* ---- the worker's ---- */
 

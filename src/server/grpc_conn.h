@@ -87,6 +87,19 @@ typedef struct grpc_stream {
 void grpc_respond(grpc_stream *s, int status, const char *msg, uint8_t *body,
                   size_t len);
 
+/* ---- grpc_conn.c, for fuzz/grpc_h2_fuzz.c ---- */
+
+/* A connection of w (whose w->grpc is started) with no socket: what its
+   client sends is given to grpc_conn_input, what it would send back is
+   made and dropped. NULL out of memory. */
+grpc_conn *grpc_conn_memory(worker *w);
+/* Feeds len bytes a client sent to c, as a socket's read would, and sends
+   what comes of them. -1: c ended (a protocol error, or nothing more to
+   say either way) and is freed; else 0. */
+int grpc_conn_input(grpc_conn *c, const uint8_t *bytes, size_t len);
+/* Closes c (freed, uncounted). */
+void grpc_conn_drop(grpc_conn *c);
+
 /* ---- grpc_server.c, for grpc_conn.c ---- */
 
 /* One request header of s (lowercase name, as nghttp2 checked it). */
