@@ -26,14 +26,17 @@
 lib_tools="$lib_tools redis-cli"
 lib_init denylog
 
+# Sliding logs over an hour: no window boundary that a slow run could
+# cross between a key's requests (a minute's fixed window, crossed, let
+# a request through that the checks count as denied).
 cat >"$tmp/api.yaml" <<'YAML'
 domain: api
 descriptors:
   - key: user
-    rate_limit: {unit: minute, requests_per_unit: 3}
+    rate_limit: {policy: "sliding_log:3/h"}
   - key: shadow
     shadow_mode: true
-    rate_limit: {unit: minute, requests_per_unit: 1}
+    rate_limit: {policy: "sliding_log:1/h"}
 YAML
 
 # load URL PATH... — GETs each path on one keep-alive connection; prints
@@ -101,7 +104,7 @@ why=$(checkjson "$tmp/d.log" '
       == [{"user": "alice"}, {"user": "alice"}]
   and all(l["mode"] == "enforced" and l["remaining"] == 0
           and l["retry_after_ms"] > 0 and l["client"] == "127.0.0.1"
-          and l["policy"] == "fixed_window:3/m" and l["domain"] == "api"
+          and l["policy"] == "sliding_log:3/h" and l["domain"] == "api"
           and l["time"].endswith("Z")
           for l in ls if l["rule"] == "api.user")
   and [l["mode"] for l in ls if l["rule"] == "api.shadow"] == ["shadow"]
@@ -205,7 +208,7 @@ sv_stop sampled
 
 # ---- the queue: records that wrap, values that need escaping ----
 # 100 values of 0 to ~900 bytes with every kind of byte JSON escapes, each
-# asked 4 times over RESP (user: 3/m, so one denial each): ~55 KB of
+# asked 4 times over RESP (user: 3/h, so one denial each): ~55 KB of
 # records through the smallest queue (4 KiB). Each line written is JSON
 # whose value is the one sent, byte for byte; the rest are counted as
 # dropped for a full queue; none is lost otherwise.
