@@ -24,8 +24,8 @@
  * and SETTINGS entries, and, in Debian 12's libnghttp2 1.52.0-1+deb12u1
  * and deb12u2 (backported fixes of CVE-2023-44487 and CVE-2024-28182;
  * upstream 1.57 and 1.61), resets per second and CONTINUATION frames.
- * Each socket's kernel buffers are GRPC_SOCK_BUFFER each way, not what
- * Linux's autotuning would grow them to.
+ * Each socket's kernel buffers are LISTEN_SOCK_BUFFER each way (listen.h,
+ * for every listener), not what Linux's autotuning would grow them to.
  * The connections count against --max-grpc-connections and
  * --max-connections (worker.c admits them); a connection from which
  * nothing is read for GRPC_IDLE_MS (no call, or a request that never
@@ -624,13 +624,6 @@ void grpc_accept(worker *w, h2o_socket_t *sock) {
     h2o_socket_close(sock);
     return;
   }
-  /* Each socket's kernel buffers bounded (docs/hardening.md): Linux grows
-     them as it sees fit otherwise (tcp_rmem and tcp_wmem's maximum, MiBs),
-     and a client that sends without reading keeps them full while this
-     connection stops reading (paused) and its answers wait. */
-  int buf = GRPC_SOCK_BUFFER, fd = h2o_socket_get_fd(sock);
-  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
-  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
   c->gw = w->grpc;
   c->sock = sock;
   c->out = (strbuf)STRBUF_INIT;

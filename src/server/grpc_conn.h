@@ -20,9 +20,6 @@
    by default) and our receive buffer. */
 #define GRPC_LINGER_MS 2000
 #define GRPC_LINGER_BYTES (8u << 20)
-/* A connection's socket buffers, each way, as SO_RCVBUF and SO_SNDBUF
-   ask (the kernel doubles it for its bookkeeping: 256 KiB held at most). */
-#define GRPC_SOCK_BUFFER (128 << 10)
 
 /* The length a message's 5-byte gRPC prefix p declares (big-endian, after
    the compressed flag). */

@@ -80,6 +80,10 @@ int listen_on(const char *addr, int port_override, int *bound_port,
       }
     }
     setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    int buf = LISTEN_SOCK_BUFFER; /* (before listen: the connections'
+                                     window is offered from it) */
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
     if (bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, SOMAXCONN)) {
       log_msg("error", "cannot listen on %s: %s", addr, strerror(errno));
       close(fd);

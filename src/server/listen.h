@@ -13,12 +13,21 @@
 
 #include "server.h"
 
+/* Each connection's kernel socket buffers, each way (SO_RCVBUF and
+   SO_SNDBUF; the kernel counts twice this): set on the listening socket,
+   whose connections inherit them. Linux would otherwise grow them to
+   tcp_rmem's and tcp_wmem's maximum (MiBs) for a client that sends and
+   never reads, while sluice stops reading it and its answers wait.
+   Requests and answers are small: this is many of them in flight. */
+#define LISTEN_SOCK_BUFFER (128 << 10)
+
 /*
  * A listening socket on addr (port `port_override` instead of addr's when
  * > 0): its fd, with the port it got in *bound_port; or -1 after logging
- * why. `probe` first binds once without SO_REUSEPORT, so that a port
- * another process holds is an error ("address in use") rather than a port
- * silently shared with it.
+ * why. Its connections' buffers are LISTEN_SOCK_BUFFER. `probe` first
+ * binds once without SO_REUSEPORT, so that a port another process holds
+ * is an error ("address in use") rather than a port silently shared with
+ * it.
  */
 int listen_on(const char *addr, int port_override, int *bound_port,
               int probe);

@@ -46,7 +46,7 @@ sv_wait_exit l
 eq "the daemon stopped (exit status 0)" 0 "$sv_rc"
 
 # 3. A client that sends and never reads: the daemon stops reading it,
-#    and the socket's buffers hold at most what GRPC_SOCK_BUFFER asks
+#    and the socket's buffers hold at most what LISTEN_SOCK_BUFFER asks
 #    (128 KiB each way, doubled by the kernel), where Linux would grow
 #    them to tcp_rmem's and tcp_wmem's maximum (MiBs) otherwise. ss(8)
 #    shows the daemon's side: rb and tb, the receive and send buffers.
