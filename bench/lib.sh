@@ -1,10 +1,10 @@
 #!/bin/sh
-# lib.sh — what bench/server/run.sh and bench/fleet/run.sh share (POSIX sh,
-# sourced): their temporary directory and the processes they started
-# (stopped on exit), free ports, a daemon's ports from its ready file,
-# polling, CPU accounting, and waiting for
-# a quiet machine. The caller sets BENCH (its name, for messages) and
-# NOISE first; TCK, tmp and pids are set here.
+# lib.sh — what the bench scripts share (POSIX sh, sourced): their
+# temporary directory and the processes they started (stopped on exit),
+# free ports, a daemon's ports from its ready file, polling, CPU
+# accounting, waiting for a quiet machine, and the rounds of runs. The
+# caller sets BENCH (its name, for messages) and NOISE first; TCK, tmp
+# and pids are set here.
 
 tmp=$(mktemp -d)
 pids=""
@@ -46,11 +46,11 @@ free_port() {
 ready_port() {
   sed -n "s/.*\"$2\": \"[^\"]*:\([0-9]*\)\".*/\1/p" "$1"
 }
-# Polls COMMAND... up to 10 s.
+# Polls COMMAND... up to WAIT_TENTHS tenths of a second (default 100).
 wait_for() {
   i=0
   until "$@" >/dev/null 2>&1; do
-    i=$((i + 1)); [ $i -lt 100 ] || return 1; sleep 0.1
+    i=$((i + 1)); [ $i -lt "${WAIT_TENTHS:-100}" ] || return 1; sleep 0.1
   done
 }
 now() { date +%s.%N; }
@@ -110,5 +110,37 @@ wait_quiet() {
       'BEGIN { exit !(((b - a) + (j - i)) / t / 0.5 <= noise) }' && return 0
     [ "$(patience)" -gt 0 ] || return 0
     sleep 1; spend 2
+  done
+}
+
+# run_rounds WARMUP_WHAT — the measuring: a warm-up round (round 0, whose
+# runs are not counted; WARMUP_WHAT says what it is for), then rounds 1
+# to $R, each running every configuration of $tmp/configs once, in order,
+# with the caller's run_config LINE (which reads ROUND), after waiting for
+# a quiet machine; a run marked noisy is run again (3 tries, while the
+# patience lasts). Every run's line is printed and kept in $tmp/runs.txt;
+# the caller's check_alive runs after each round.
+run_rounds() {
+  echo "$PATIENCE" >"$tmp/patience"
+  : >"$tmp/runs.txt"
+  ROUND=0
+  while [ $ROUND -le "$R" ]; do
+    [ $ROUND -eq 0 ] && echo "# warm-up ($1; not counted)" || echo "# round $ROUND of $R"
+    # (no pipeline here: a signal's trap runs as soon as the current run ends)
+    while IFS= read -r cfg; do
+      try=1
+      while :; do
+        wait_quiet
+        out=$(run_config "$cfg")
+        echo "$out"
+        echo "$out" >>"$tmp/runs.txt"
+        case "$out" in *" noisy"*) ;; *) break ;; esac
+        [ $ROUND -gt 0 ] && [ $try -lt 3 ] && [ "$(patience)" -gt 0 ] || break
+        spend "$S"
+        try=$((try + 1))
+      done
+    done <"$tmp/configs"
+    ROUND=$((ROUND + 1))
+    check_alive
   done
 }

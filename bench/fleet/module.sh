@@ -28,29 +28,14 @@ MODULE=${MODULE:-build/sluice-redis.so}
 N=${BENCH_N:-300000}
 REPEAT=${BENCH_REPEAT:-3}
 here=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d /tmp/sluice-bench-module.XXXXXX)
-pids=""
-cleanup() {
-  for p in $pids; do kill "$p" 2>/dev/null; done
-  for p in $pids; do wait "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-
-port() {
-  python3 -c 'import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+BENCH=bench-fleet
+. "$here/../lib.sh"
+# wait_port PORT: until a Redis (or sluice's RESP) answers PING there.
 wait_port() {
-  i=0
-  until redis-cli -p "$1" PING >/dev/null 2>&1; do
-    i=$((i + 1))
-    [ $i -gt 100 ] && { echo "module.sh: port $1 never answered" >&2; exit 1; }
-    sleep 0.1
-  done
+  wait_for redis-cli -p "$1" PING || die "port $1 never answered"
 }
 
-rm_port=$(port); rp_port=$(port)
+rm_port=$(free_port); rp_port=$(free_port)
 redis-server --port "$rm_port" --bind 127.0.0.1 --save '' --appendonly no \
   --loadmodule "$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE")" \
   >"$tmp/rm.log" 2>&1 &
@@ -59,7 +44,7 @@ redis-server --port "$rp_port" --bind 127.0.0.1 --save '' --appendonly no \
   >"$tmp/rp.log" 2>&1 &
 pids="$pids $!"
 wait_port "$rm_port"; wait_port "$rp_port"
-sm_port=$(port); sp_port=$(port)
+sm_port=$(free_port); sp_port=$(free_port)
 "$SLUICE" serve --grpc off --store "redis://127.0.0.1:$rm_port" --http off \
   --resp "127.0.0.1:$sm_port" -t 1 --redis-timeout 5000 >"$tmp/sm.log" 2>&1 &
 pids="$pids $!"

@@ -23,26 +23,13 @@ SLUICE=${SLUICE:-build/sluice}
 MODULE=$(cd "$(dirname "${MODULE:-build/sluice-redis.so}")" && pwd)/$(basename "${MODULE:-build/sluice-redis.so}")
 CALLS=${CALLS:-2000}
 here=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d /tmp/sluice-bench-cpu.XXXXXX)
-pids=""
-cleanup() {
-  for p in $pids; do kill "$p" 2>/dev/null; done
-  for p in $pids; do wait "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-command -v valgrind >/dev/null || { echo "module_cpu.sh: no valgrind" >&2; exit 1; }
-port() {
-  python3 -c 'import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+BENCH=bench-fleet
+. "$here/../lib.sh"
+need valgrind
+WAIT_TENTHS=600 # (a redis-server under valgrind starts slowly)
+# up PORT: until a Redis (or sluice's RESP) answers PING there.
 up() {
-  i=0
-  until redis-cli -p "$1" PING >/dev/null 2>&1; do
-    i=$((i + 1))
-    [ $i -gt 300 ] && { echo "module_cpu.sh: port $1 never answered" >&2; exit 1; }
-    sleep 0.2
-  done
+  wait_for redis-cli -p "$1" PING || die "port $1 never answered"
 }
 bench() { redis-benchmark -p "$1" -c 1 -P 1 -r 1000 -n "$2" "$@" >/dev/null 2>&1; }
 
@@ -51,7 +38,7 @@ bench() { redis-benchmark -p "$1" -c 1 -P 1 -r 1000 -n "$2" "$@" >/dev/null 2>&1
 run() {
   _n=$1 _mod=$2 _kind=$3 _fn=$4 _stat=$5 _c=${6:-1} _reqs=${7:-$CALLS}
   _div=""
-  rp=$(port)
+  rp=$(free_port)
   set --
   [ "$_mod" = 1 ] && set -- --loadmodule "$MODULE"
   valgrind --tool=callgrind --callgrind-out-file="$tmp/$_n.cg" \
@@ -62,7 +49,7 @@ run() {
   up "$rp"
   case $_kind in
   daemon)
-    sp=$(port)
+    sp=$(free_port)
     "$SLUICE" serve --grpc off --store "redis://127.0.0.1:$rp" --http off \
       --resp "127.0.0.1:$sp" -t 1 --redis-timeout 5000 >"$tmp/$_n.sl" 2>&1 &
     dp=$!
@@ -109,7 +96,7 @@ run tl 1 lua evalShaCommand evalsha
 whole() {
   _t=0
   for _r in 1 3; do
-    rp=$(port)
+    rp=$(free_port)
     valgrind --tool=callgrind --callgrind-out-file="$tmp/w.cg" redis-server \
       --port "$rp" --bind 127.0.0.1 --save '' --appendonly no \
       --loadmodule "$MODULE" >/dev/null 2>&1 &

@@ -373,29 +373,8 @@ check_alive() {
 }
 
 echo "# redis-benchmark -r $KEYS; policy $POLICY; best of $R runs of ~${S} s; one redis-server (port $redis_port)"
-echo "$PATIENCE" >"$tmp/patience"
 : >"$tmp/gone.txt"
-: >"$tmp/runs.txt"
-ROUND=0
-while [ $ROUND -le "$R" ]; do
-  [ $ROUND -eq 0 ] && echo "# warm-up (sizes the runs; not counted)" || echo "# round $ROUND of $R"
-  # (no pipeline here: a signal's trap runs as soon as the current run ends)
-  while IFS= read -r cfg; do
-    try=1
-    while :; do
-      wait_quiet
-      out=$(run_config "$cfg")
-      echo "$out"
-      echo "$out" >>"$tmp/runs.txt"
-      case "$out" in *" noisy"*) ;; *) break ;; esac
-      [ $ROUND -gt 0 ] && [ $try -lt 3 ] && [ "$(patience)" -gt 0 ] || break
-      spend "$S"
-      try=$((try + 1))
-    done
-  done <"$tmp/configs"
-  ROUND=$((ROUND + 1))
-  check_alive
-done
+run_rounds "sizes the runs"
 
 echo "# noise: $(grep -v '^#' "$tmp/runs.txt" | grep -c ' noisy$' || true) of $(grep -vc '^#' "$tmp/runs.txt" || true) measured runs noisy; $(grep -v '^#' "$tmp/runs.txt" | grep -c ' degraded' || true) degraded; waiting budget left $(patience) of $PATIENCE s"
 echo "# denials (the policy keeps every key live and never empty: there should be none)"

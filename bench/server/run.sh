@@ -389,28 +389,7 @@ check_alive() {
 }
 
 echo "# RESP: redis-benchmark -c 50 -r $KEYS --threads $CLIENT_THREADS; HTTP: wrk -t1 -c50, $KEYS keys; policy $POLICY; best of $R"
-echo "$PATIENCE" >"$tmp/patience"
-: >"$tmp/runs.txt"
-ROUND=0
-while [ $ROUND -le "$R" ]; do
-  [ $ROUND -eq 0 ] && echo "# warm-up (fills the key tables; not counted)" || echo "# round $ROUND of $R"
-  # (no pipeline here: a signal's trap runs as soon as the current run ends)
-  while IFS= read -r cfg; do
-    try=1
-    while :; do
-      wait_quiet
-      out=$(run_config "$cfg")
-      echo "$out"
-      echo "$out" >>"$tmp/runs.txt"
-      case "$out" in *" noisy"*) ;; *) break ;; esac
-      [ $ROUND -gt 0 ] && [ $try -lt 3 ] && [ "$(patience)" -gt 0 ] || break
-      spend "$S"
-      try=$((try + 1))
-    done
-  done <"$tmp/configs"
-  ROUND=$((ROUND + 1))
-  check_alive
-done
+run_rounds "fills the key tables"
 
 echo "# noise: $(grep -v '^#' "$tmp/runs.txt" | grep -c ' noisy$' || true) of $(grep -vc '^#' "$tmp/runs.txt" || true) measured runs noisy; waiting budget left $(patience) of $PATIENCE s"
 echo "# denials (the policy keeps every key live and never full: there should be none)"
