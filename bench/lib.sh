@@ -19,7 +19,9 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
+# (PIPE too: a reader that stops early, as `| head`, must not leave the
+# servers running)
+trap 'exit 130' INT TERM HUP PIPE
 
 die() { echo "$BENCH: $*" >&2; exit 1; }
 # need TOOL... — each must be on PATH (make $BENCH installs them).
