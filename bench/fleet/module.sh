@@ -17,7 +17,12 @@
 #           RESP SL.THROTTLE, once in front of each Redis: SL.DECIDE
 #           (module detected) against EVALSHA of decide.lua (Lua path)
 # and, from INFO commandstats, Redis's CPU per exact decision (usec of
-# sl.decide or evalsha over the decisions the daemon sent). Targets
+# sl.decide or evalsha over the decisions the daemon sent). And each
+# figure once more from the CPU time the redis-server process spent
+# (/proc: user and system), per request or per decision: where Redis is
+# the bottleneck its rate is the inverse, whoever limited the rates
+# measured (one redis-benchmark thread parses six integers a reply for
+# SL.THROTTLE, one for INCR, and is often the limit). Targets
 # (issue 19): module >= 4x lua, module >= 0.7x incr, CPU per decision with
 # the module <= 0.3x the Lua path's, daemon on the module >= 1.3x the Lua
 # path. The machine is shared: the ratios, measured side by side, are
