@@ -120,6 +120,19 @@ in_window() {
   return 1
 }
 
+# clear_of_turn SECONDS MARGIN — returns once at least MARGIN seconds are
+# left of the running window of SECONDS aligned to the epoch (a fixed
+# window's, an envoy unit's, a UTC day's), sleeping into the next window
+# when fewer are: for counts that span a part of a script too long, or
+# too entangled with daemons' starts, for in_window's retries.
+clear_of_turn() {
+  _ct=$(($1 * 1000))
+  _cl=$((_ct - $(now_ms) % _ct))
+  if [ $_cl -lt $(($2 * 1000)) ]; then
+    sleep "$(awk -v ms=$_cl 'BEGIN { printf "%.3f", ms / 1000 + 0.05 }')"
+  fi
+}
+
 # ---------------------------------------------------------------------------
 # daemons
 
