@@ -732,9 +732,14 @@ want_hdr "algorithm/burst: RateLimit-Policy w = a full refill (2 h)" \
 # rate_limits: 2 per second and 5 per day on one descriptor. Three requests
 # in one second: the third is denied by the per-second limit and must not
 # consume the daily one; the next second a request sees 3 - 1 = 2 left.
+# Only the three requests must fit in one second (in_window), the checks
+# of the third's answer come after: under a sanitizer the checks' own
+# python calls made most attempts straddle a second.
 multi() {
   multi_key=m$1
   for i in 1 2 3; do get "$E/v1/check?domain=ext&multi=m$1"; done
+}
+if in_window 1 multi; then
   want_code "rate_limits: the third in one second is denied" 429
   eq "rate_limits: denied by the per-second limit" \
     '["OVER_LIMIT",2,0,"ext.multi#0"]' "$(st 0 "$FIG")"
@@ -742,8 +747,7 @@ multi() {
     '"daily";r=3' "$(rl_item RateLimit daily | sed 's/;t=.*//')"
   eq "rate_limits: both policies in RateLimit-Policy" \
     '"ext.multi#0";q=2;w=1, "daily";q=5;w=86400' "$(hdr RateLimit-Policy)"
-}
-in_window 1 multi
+fi
 sleep 1
 get "$E/v1/check?domain=ext&multi=$multi_key"
 want_code "rate_limits: next second, allowed again" 200
