@@ -173,7 +173,9 @@ get "$URL/v1/check?domain=edge&slow=s"
 curl -s -o "$tmp/held.json" --max-time 20 \
   "$URL/v1/check?domain=edge&slow=s&wait=1" &
 held_pid=$!
-sleep 0.3
+# Held first, then the reload (a fixed sleep let a slow curl start arrive
+# after the reload, at a domain no longer there: a 404, not the check).
+waitfor 50 waiting_is 1
 reload_away s "$tmp/edge.yaml"
 wait $held_pid
 cp "$tmp/held.json" "$tmp/b"

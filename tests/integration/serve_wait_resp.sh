@@ -80,7 +80,10 @@ in_range "SL.CHECK WAIT: the 3rd comes >= 180 ms after the send" 180 5000 \
 printf 'SL.CHECK edge slow s WAIT\nSL.CHECK edge slow s WAIT\nSL.CHECK edge slow s WAIT\n' |
   $WR "$RESP" 20 >"$tmp/out.reload" &
 wr_pid=$!
-sleep 0.3
+# Held first, then the reload (a fixed sleep let a slow start send the
+# commands after the reload, to a domain no longer there).
+held() { [ "$(metric 'sluice_waiting')" -ge 1 ] 2>/dev/null; }
+waitfor 50 held
 reload_away r "$tmp/edge.yaml"
 wait $wr_pid
 sed 's/^/    /' "$tmp/out.reload"
