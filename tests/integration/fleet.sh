@@ -637,11 +637,13 @@ eq "approx: the fleet's state is in Redis" 1 \
 sv_use z1
 snap "$tmp/r0"
 rk=approx-r$(now_ms)
+# A sliding log over an hour: the checks below count z1's 30 and z2's 1
+# over seconds of waits, which an hour's fixed window could end in between.
 rs_kill main STOP
 # rk_batch N: N requests for rk on z1, their allowed flags appended to
 # $tmp/r.allowed.
 rk_batch() {
-  for i in $(seq "$1"); do rcli "$RESP" SL.THROTTLE "$rk" fixed_window:100/h; done |
+  for i in $(seq "$1"); do rcli "$RESP" SL.THROTTLE "$rk" sliding_log:100/h; done |
     cut -d' ' -f1 >>"$tmp/r.allowed"
 }
 # 15 before the sync's call to the hung Redis gives up, 15 after: those
@@ -679,11 +681,11 @@ eq "retry: z1 lost nothing (sluice_sync_lost_cost_total)" 0 \
   "$(mdelta sluice_sync_lost_cost_total "$tmp/r0" "$tmp/r1")"
 sv_use z2
 eq "retry: z2 allows its first request on the key" 1 \
-  "$(rcli "$RESP" SL.THROTTLE "$rk" fixed_window:100/h | cut -d' ' -f1)"
+  "$(rcli "$RESP" SL.THROTTLE "$rk" sliding_log:100/h | cut -d' ' -f1)"
 # Its sync pushes that one and learns the fleet's level: 100 - 30 - 1.
-z2_learned() { [ "$(rcli "$RESP" SL.THROTTLE "$rk" fixed_window:100/h 0 | cut -d' ' -f3)" = 69 ]; }
+z2_learned() { [ "$(rcli "$RESP" SL.THROTTLE "$rk" sliding_log:100/h 0 | cut -d' ' -f3)" = 69 ]; }
 if waitfor 30 z2_learned; then pass; else
-  fail "retry: z2's remaining is $(rcli "$RESP" SL.THROTTLE "$rk" fixed_window:100/h 0 | cut -d' ' -f3), want 69 (z1's 30 pushed late)"
+  fail "retry: z2's remaining is $(rcli "$RESP" SL.THROTTLE "$rk" sliding_log:100/h 0 | cut -d' ' -f3), want 69 (z1's 30 pushed late)"
 fi
 
 # 6b. resets in approximate mode: the key spent on every daemon (each
