@@ -24,13 +24,15 @@ r() { _p=$1; shift; timeout 5 redis-cli -h 127.0.0.1 -p "$_p" --raw "$@" 2>&1; }
 
 # ===========================================================================
 # 1. memory mode over RESP
+# (The rate is a sliding log: part 2 counts its 3 over a second or more,
+# which an hour's fixed window could end in between.)
 cat >"$tmp/c.yaml" <<'EOF'
 domain: api
 descriptors:
   - key: user
     rate_limits:
       - {name: inflight, policy: "concurrency:2:lease=10s"}
-      - {name: rate, policy: "fixed_window:3/h"}
+      - {name: rate, policy: "sliding_log:3/h"}
 EOF
 sv_start m --config "$tmp/c.yaml" || lib_finish
 P=$RESP
