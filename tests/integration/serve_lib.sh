@@ -133,6 +133,31 @@ clear_of_turn() {
   fi
 }
 
+# sock_buffers PORT PID — while process PID (a client that sends and never
+# reads) runs, polls ss(8) for the established connections on local port
+# PORT (the daemon's side) and prints the largest receive and send
+# buffers seen ("RB TB", ss's rb and tb; "0 0" when none was seen): the
+# most the kernel held for them, wherever the run was when it peaked.
+# (A process that has ended but was not waited for yet is a zombie, Z in
+# its stat: ended too. At most 60 s.)
+sock_buffers() {
+  _sb_rb=0 _sb_tb=0 _sb_n=0
+  while [ $_sb_n -lt 300 ] && kill -0 "$2" 2>/dev/null &&
+    [ "$(sed 's/.*) //' "/proc/$2/stat" 2>/dev/null | cut -c1)" != Z ]; do
+    _sb_n=$((_sb_n + 1))
+    set -- "$1" "$2" $(ss -tmHn state established "sport = :$1" 2>/dev/null |
+      awk '{ while (match($0, /[(,](rb|tb)[0-9]+/)) {
+               f = substr($0, RSTART + 1, RLENGTH - 1); $0 = substr($0, RSTART + RLENGTH)
+               v = substr(f, 3) + 0
+               if (f ~ /^rb/ && v > rb) rb = v; if (f ~ /^tb/ && v > tb) tb = v } }
+           END { print rb + 0, tb + 0 }')
+    [ "$3" -gt "$_sb_rb" ] && _sb_rb=$3
+    [ "$4" -gt "$_sb_tb" ] && _sb_tb=$4
+    sleep 0.2
+  done
+  echo "$_sb_rb $_sb_tb"
+}
+
 # ---------------------------------------------------------------------------
 # daemons
 
