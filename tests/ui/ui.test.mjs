@@ -84,6 +84,10 @@ try {
 
   await page.goto(`${URL}/ui/`, { waitUntil: "load", timeout: 20000 });
   await page.waitForSelector("body[data-ready]", { timeout: 10000 });
+  // (data-ready comes as the first scenario is sent; its run answers
+  // later, seconds later from a sanitizer-built daemon: wait for it)
+  await page.waitForFunction(() => +(document.body.dataset.runs || 0) >= 1 && !document.body.dataset.busy, { timeout: 20000 })
+    .catch(() => {});
   check("the page loads and runs its first scenario", (await page.$$("#lanes .lane")).length > 0);
 
   // The built-in example, one click.
