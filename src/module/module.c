@@ -48,8 +48,10 @@ static int reply_ints(RedisModuleCtx *ctx, const int64_t *v, int n) {
 /* Decides one check now; replies WRONGTYPE itself (returns -1). */
 static int decide_one(RedisModuleCtx *ctx, mcheck *c, sl_decision *d) {
   int all;
-  if (md_request(ctx, c, 1, MD_DECIDE, md_now(), RedisModule_Milliseconds(),
-                 d, &all)) {
+  int64_t now;
+  long long real_ms;
+  md_clock(&now, &real_ms);
+  if (md_request(ctx, c, 1, MD_DECIDE, now, real_ms, d, &all)) {
     RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     return -1;
   }
@@ -190,8 +192,10 @@ int md_cmd_cell(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   if (algo_cell_args(argc, w, len, &rate, n, msg, sizeof msg))
     return RedisModule_ReplyWithError(ctx, msg);
   sl_decision d;
-  if (md_cell(ctx, argv[1], &rate, n[3], md_now(), RedisModule_Milliseconds(),
-              &d))
+  int64_t now;
+  long long real_ms;
+  md_clock(&now, &real_ms);
+  if (md_cell(ctx, argv[1], &rate, n[3], now, real_ms, &d))
     return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
   int64_t v[5] = {!d.allowed, d.limit, d.remaining,
                   !d.allowed && d.retry_after_ns >= 0

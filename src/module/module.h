@@ -50,8 +50,10 @@ int md_cell(RedisModuleCtx *ctx, RedisModuleString *name,
             const algo_cell *rate, int64_t qty, int64_t now, long long real_ms,
             sl_decision *d);
 
-/* The time decisions use, in ns: Redis's clock, or the test clock. */
-int64_t md_now(void);
+/* The command's time: *now, in ns, for its decisions (Redis's clock, or
+   the test clock) and *real_ms, Redis's clock in ms, for its keys'
+   expiry; from one reading of the clock. */
+void md_clock(int64_t *now, long long *real_ms);
 /* The test clock: ns >= 0 replaces Redis's clock, -1 restores it. */
 void md_set_clock(int64_t ns);
 
