@@ -552,6 +552,12 @@ static void on_reply(node *n, redisReply *r) {
     internal_reply(n, p, r);
     return;
   }
+  /* The module's packed reply, read as the script's (the only string a
+     command of ours is answered with). */
+  if (r->type == REDIS_REPLY_STRING && !(r = rs_unpack(r))) {
+    finish(c, p, NULL, "out of memory");
+    return;
+  }
   const char *err = r->type == REDIS_REPLY_ERROR ? r->str : NULL;
   rt_action a = rt_on_reply(&c->rt, &p->rt, n->idx, err, err ? r->len : 0);
   switch (a.verb) {

@@ -303,7 +303,7 @@ int rs_format_batch(const rs_request *reqs, size_t n, int mode, int64_t now_ns,
     total += reqs[i].len;
     leases |= c->script_only;
   }
-  total += 5 * 24 + 7 + 40 + BULK_MAX(1 + RS_BATCH_MAX);
+  total += 5 * 24 + 7 + 40 + BULK_MAX(2 + RS_BATCH_MAX);
   char *buf = malloc(total), *p = buf;
   if (!buf) return SL_ENOMEM;
   /* EVALSHA sha nkeys, the keys, now, the requests, 3 values per key */
@@ -323,15 +323,19 @@ int rs_format_batch(const rs_request *reqs, size_t n, int mode, int64_t now_ns,
     p += reqs[i].keys_len;
   }
   p = put_bulk(p, num, now_ns < 0 ? 0 : fmt_i64(num, now_ns));
+  /* A decision or a peek asks for REPLY_P ("p"): the module then answers
+     one string (rs_unpack), the script REPLY as ever. */
+  char word[2 + RS_BATCH_MAX];
+  size_t wl = 0;
+  if (mode == RS_DECIDE || mode == RS_DRY) word[wl++] = 'p';
   if (n == 1 && mode != RS_FORCE) {
     static const char modes[] = {'0', '1', 'f', 'r', 'n'};
-    p = put_bulk(p, &modes[mode], 1);
+    word[wl++] = modes[mode];
   } else {
-    char sizes[1 + RS_BATCH_MAX];
-    sizes[0] = mode == RS_FORCE ? 'f' : 'g';
-    for (size_t i = 0; i < n; i++) sizes[1 + i] = (char)reqs[i].call->nu;
-    p = put_bulk(p, sizes, 1 + n);
+    word[wl++] = mode == RS_FORCE ? 'f' : 'g';
+    for (size_t i = 0; i < n; i++) word[wl++] = (char)reqs[i].call->nu;
   }
+  p = put_bulk(p, word, wl);
   size_t at = mode == RS_FORCE ? 0 : 1;
   for (size_t i = 0; i < n; i++) {
     rs_call *c = reqs[i].call;
@@ -400,6 +404,37 @@ int rs_native_probe(const redisReply *r) {
 }
 
 /* ---- the reply ---- */
+
+/* The most values a reply holds: now, then per request its answer and
+   six per key. */
+#define RS_REPLY_MAX (1 + RS_BATCH_MAX * (1 + 6 * (size_t)RS_CHECKS_MAX))
+
+redisReply *rs_unpack(redisReply *r) {
+  if (!r || r->type != REDIS_REPLY_STRING || r->len < 16 || r->len % 8 ||
+      r->len / 8 > RS_REPLY_MAX)
+    return r;
+  size_t n = r->len / 8;
+  redisReply *a = calloc(1, sizeof *a);
+  if (a) {
+    a->type = REDIS_REPLY_ARRAY;
+    a->element = calloc(n, sizeof *a->element);
+    a->elements = a->element ? n : 0;
+  }
+  const unsigned char *b = (const unsigned char *)r->str;
+  for (size_t i = 0; a && a->element && i < n; i++, b += 8) {
+    redisReply *e = calloc(1, sizeof *e);
+    if (!e) break;
+    uint64_t v = 0;
+    for (int x = 7; x >= 0; x--) v = v << 8 | b[x];
+    e->type = REDIS_REPLY_INTEGER;
+    e->integer = (long long)v;
+    a->element[i] = e;
+  }
+  freeReplyObject(r);
+  if (a && a->element && a->element[n - 1]) return a;
+  if (a) freeReplyObject(a); /* out of memory part of the way */
+  return NULL;
+}
 
 /* A decimal integer 0 <= v <= max from a string of len bytes. */
 static int parse_dec(const char *s, size_t len, int64_t max, int64_t *v) {

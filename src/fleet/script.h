@@ -163,6 +163,17 @@ size_t rs_native(const char *cmd, size_t len, char *hdr, size_t *hdr_len);
    module (an unknown command, an ACL's refusal): the script. */
 int rs_native_probe(const redisReply *r);
 
+/*
+ * decide.lua's REPLY_P (the Redis module's answer to a call asking for it:
+ * REPLY's values as one string of little-endian int64) as the REPLY array
+ * it packs, every value an integer, so that what reads replies (rs_parse,
+ * a split batch's join) reads both alike. Any other reply (an array, an
+ * error, a string of no whole number of values) is r itself, for rs_parse
+ * to judge. Takes r: returns it, or frees it and returns the array (NULL
+ * when out of memory).
+ */
+redisReply *rs_unpack(redisReply *r);
+
 /* Sets call's place in the reply back to that of a call of its own (a
    batch's request sent again alone). */
 void rs_call_alone(rs_call *call);

@@ -214,7 +214,7 @@ void rc_split_free(rc_split *s) {
  * decide.lua's CALL: EVALSHA sha nk KEYS[1..nk] now mode VALUES[3 nk],
  * mode = '0' (one request of every key), or 'g' or 'f' and a byte per
  * request (its number of keys, the keys consecutive, three values per
- * key). Part i: EVALSHA sha k_i its keys now mode' k_i its values, mode'
+ * key), '0' and 'g' perhaps after a 'p' (dropped in the parts). Part i: EVALSHA sha k_i its keys now mode' k_i its values, mode'
  * being mode[0] k_i, or '1' (dry: decided, not charged) when dry. Without
  * dry: a 'g' or 'f' batch of two or more requests only; with it: any 'g'
  * or '0' call (a '1' is dry already, an 'f' must charge).
@@ -234,6 +234,12 @@ static rc_split *split_as(const char *cmd, size_t len, int dry) {
   }
   if (nk == 0 || argc != 5 + 4 * nk) goto out;
   const char *mode = argv[4 + nk];
+  /* A "p" (the module's packed reply) is dropped: the parts' replies are
+     joined as arrays, whichever a part's node would have answered. */
+  if (lens[4 + nk] > 1 && mode[0] == 'p') {
+    mode++;
+    lens[4 + nk]--;
+  }
   /* One request ('0'): read as a 'g' batch of one. */
   char one[2] = {'g', (char)(uint8_t)(nk < 256 ? nk : 0)};
   int single = dry && lens[4 + nk] == 1 && mode[0] == '0';

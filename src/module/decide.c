@@ -192,11 +192,15 @@ static int parse_check(RedisModuleString **w, int force, mcheck *c) {
   return 0;
 }
 
-/* The requests' sizes from the mode word: n requests; -1 if malformed. */
+/* The requests' sizes from the mode word: n requests, and whether the
+   reply is packed (a "p" first: decide.lua's REPLY_P); -1 if malformed. */
 static int parse_mode(RedisModuleString *w, long long nk, int *mode,
-                      uint8_t *sizes, size_t *n) {
+                      uint8_t *sizes, size_t *n, int *packed) {
   size_t len;
   const char *m = RedisModule_StringPtrLen(w, &len);
+  *packed = len >= 1 && m[0] == 'p';
+  m += *packed;
+  len -= (size_t)*packed;
   if (len == 1 && (m[0] == '0' || m[0] == '1')) {
     *mode = m[0] == '1' ? MD_DRY : MD_DECIDE;
     if (nk > SL_CHECKS_MAX) return -1;
@@ -229,6 +233,48 @@ static int repeats(const mcheck *c, size_t n) {
   return 0;
 }
 
+/* v as 8 little-endian bytes at p. */
+static void put64le(unsigned char *p, int64_t v) {
+  for (int b = 0; b < 8; b++) p[b] = (unsigned char)((uint64_t)v >> (8 * b));
+}
+
+/* The six values of one key's decision in the reply (a retry of -1,
+   CL.THROTTLE's "none", is the script's 0). */
+static void key_values(const sl_decision *x, int64_t v[6]) {
+  v[0] = x->allowed;
+  v[1] = x->limit;
+  v[2] = x->remaining;
+  v[3] = x->reset_ns;
+  v[4] = x->retry_after_ns < 0 ? 0 : x->retry_after_ns;
+  v[5] = x->delay_ns;
+}
+
+/* decide.lua's REPLY_P: REPLY's values as one string of int64, one reply
+   where Redis would make 1 + nreq + 6 nk (the usual call: no
+   allocation). */
+static void reply_packed(RedisModuleCtx *ctx, int64_t now,
+                         const sl_decision *d, const int *all,
+                         const uint8_t *sizes, size_t nreq, size_t nk) {
+  size_t words = 1 + nreq + 6 * nk;
+  unsigned char small[8 * (1 + 8 + 6 * 8)];
+  unsigned char *buf =
+      words * 8 <= sizeof small ? small : RedisModule_Alloc(words * 8);
+  unsigned char *p = buf;
+  put64le(p, now);
+  p += 8;
+  for (size_t r = 0, k = 0; r < nreq; r++) {
+    put64le(p, all[r]);
+    p += 8;
+    for (size_t i = 0; i < sizes[r]; i++, k++) {
+      int64_t v[6];
+      key_values(&d[k], v);
+      for (int j = 0; j < 6; j++, p += 8) put64le(p, v[j]);
+    }
+  }
+  RedisModule_ReplyWithStringBuffer(ctx, (const char *)buf, words * 8);
+  if (buf != small) RedisModule_Free(buf);
+}
+
 /* The reply: { now, per request: allowed, six per key } or, forced,
    { now, (level, limit) '<i8i8' per key }. */
 static void reply(RedisModuleCtx *ctx, int mode, int64_t now,
@@ -254,14 +300,8 @@ static void reply(RedisModuleCtx *ctx, int mode, int64_t now,
   for (size_t r = 0; r < nreq; r++) {
     RedisModule_ReplyWithLongLong(ctx, all[r]);
     for (size_t i = 0; i < sizes[r]; i++, k++) {
-      const sl_decision *x = &d[k];
-      /* (a retry of -1, CL.THROTTLE's "none", is the script's 0) */
-      const long long v[6] = {x->allowed,
-                              x->limit,
-                              x->remaining,
-                              x->reset_ns,
-                              x->retry_after_ns < 0 ? 0 : x->retry_after_ns,
-                              x->delay_ns};
+      int64_t v[6];
+      key_values(&d[k], v);
       for (int j = 0; j < 6; j++) RedisModule_ReplyWithLongLong(ctx, v[j]);
     }
   }
@@ -293,10 +333,10 @@ int md_cmd_decide(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   int64_t nk;
   if (parse_dec(s, len, argc, &nk) || nk < 1 || argc != 4 + 4 * nk)
     return RedisModule_ReplyWithError(ctx, MALFORMED);
-  int mode;
+  int mode, packed;
   uint8_t sizes[256];
   size_t nreq;
-  if (parse_mode(argv[3 + nk], nk, &mode, sizes, &nreq))
+  if (parse_mode(argv[3 + nk], nk, &mode, sizes, &nreq, &packed))
     return RedisModule_ReplyWithError(ctx, MALFORMED);
   int64_t now;
   long long real_ms;
@@ -329,6 +369,8 @@ int md_cmd_decide(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
       err = REDISMODULE_ERRORMSG_WRONGTYPE;
   if (err)
     RedisModule_ReplyWithError(ctx, err);
+  else if (packed && mode != MD_FORCE) /* (REPLY_F is one string already) */
+    reply_packed(ctx, now, d, all, sizes, nreq, (size_t)nk);
   else
     reply(ctx, mode, now, d, all, sizes, nreq, (size_t)nk);
   if (c != c_small) RedisModule_Free(c);

@@ -651,6 +651,8 @@ static redisReply *exec_call(const char *cmd, size_t len, int n,
     die_reply("EXEC", r);
   if (r->type != REDIS_REPLY_ARRAY || r->elements != (size_t)queued)
     die_reply("EXEC", r);
+  /* The module's packed reply read as the script's, as the daemon does. */
+  if (!(r->element[0] = rs_unpack(r->element[0]))) die_reply("EXEC", NULL);
   return r;
 }
 
@@ -724,6 +726,7 @@ static redisReply *send_req(const char *cmd, size_t len, int nu,
     append_call(cmd, len);
     redisReply *r = NULL;
     if (redisGetReply(rc, (void **)&r) != REDIS_OK) die_reply("EVALSHA", r);
+    if (!(r = rs_unpack(r))) die_reply("EVALSHA", NULL);
     *out = r;
     return r;
   }
@@ -1788,6 +1791,7 @@ static int one(const char *spec, const char *key, int64_t cost, int64_t now,
   free(cmd);
   redisReply *r = NULL;
   if (redisGetReply(rc, (void **)&r) != REDIS_OK) die_reply("EVALSHA", r);
+  if (!(r = rs_unpack(r))) die_reply("EVALSHA", NULL);
   int all = 0;
   if (r->type == REDIS_REPLY_ERROR || rs_parse(&call, r, d, &all, NULL))
     die_reply("EVALSHA", r);

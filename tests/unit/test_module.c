@@ -434,6 +434,71 @@ static void decide_reports_keys_and_decides_all_or_nothing(void **state) {
   assert_int_equal(ctx.nrepl, 0);
 }
 
+/* The one bulk reply of the last call (REPLY_P) as its int64 values,
+   written as fake_reply_text writes an array's ("v0 v1 ..."). */
+static const char *packed_text(char *out, size_t cap) {
+  assert_int_equal(ctx.nreplies, 1);
+  assert_int_equal(ctx.replies[0].kind, '$');
+  long long n = ctx.replies[0].n;
+  assert_int_equal(n % 8, 0);
+  size_t at = 0;
+  for (long long i = 0; i < n / 8; i++) {
+    uint64_t v = 0;
+    for (int b = 7; b >= 0; b--)
+      v = v << 8 | (unsigned char)ctx.replies[0].s[8 * i + b];
+    at += (size_t)snprintf(out + at, cap - at, "%s%lld", i ? " " : "",
+                           (long long)v);
+    assert_true(at < cap);
+  }
+  return out;
+}
+
+/* "p" before the mode: the same values, as one string of int64. */
+static void decide_packs_its_reply_when_asked(void **state) {
+  (void)state;
+  char n1[32], n2[32], want[256], got[256];
+  nums_of("token_bucket:10/1h", 1, n1);
+  nums_of("fixed_window:1/1h", 1, n2);
+  const char *plain[] = {"2", "a", "b", "", "0", "0", "0", n1, "2", "0", n2};
+  const char *packed[] = {"2", "c", "d", "", "p0", "0", "0", n1, "2", "0", n2};
+  size_t lens[] = {1, 1, 1, 0, 1, 1, 1, 32, 1, 1, 32};
+  size_t plens[] = {1, 1, 1, 0, 2, 1, 1, 32, 1, 1, 32};
+  for (int round = 0; round < 2; round++) { /* charged, then denied */
+    checked(fake_call_bin(&ctx, "sl.decide", 11, plain, lens));
+    snprintf(want, sizeof want, "%s", fake_reply_text(&ctx));
+    checked(fake_call_bin(&ctx, "sl.decide", 11, packed, plens));
+    assert_string_equal(packed_text(got, sizeof got), want);
+  }
+  /* A batch ("pg") and a peek ("p1") alike. */
+  const char *batch[] = {"2", "e", "f", "", "g\x01\x01", "0", "0", n1,
+                         "0", "0", n1};
+  const char *pbatch[] = {"2", "g", "h", "", "pg\x01\x01", "0", "0", n1,
+                          "0", "0", n1};
+  size_t blens[] = {1, 1, 1, 0, 3, 1, 1, 32, 1, 1, 32};
+  size_t pblens[] = {1, 1, 1, 0, 4, 1, 1, 32, 1, 1, 32};
+  checked(fake_call_bin(&ctx, "sl.decide", 11, batch, blens));
+  snprintf(want, sizeof want, "%s", fake_reply_text(&ctx));
+  checked(fake_call_bin(&ctx, "sl.decide", 11, pbatch, pblens));
+  assert_string_equal(packed_text(got, sizeof got), want);
+  plain[4] = "1";
+  packed[4] = "p1";
+  checked(fake_call_bin(&ctx, "sl.decide", 11, plain, lens));
+  snprintf(want, sizeof want, "%s", fake_reply_text(&ctx));
+  checked(fake_call_bin(&ctx, "sl.decide", 11, packed, plens));
+  assert_string_equal(packed_text(got, sizeof got), want);
+  /* A forced call's reply is one string already: "p" changes nothing. */
+  packed[4] = "pf\x02";
+  plens[4] = 3;
+  checked(fake_call_bin(&ctx, "sl.decide", 11, packed, plens));
+  assert_int_equal(ctx.nreplies, 3);
+  assert_int_equal(ctx.replies[2].n, 32);
+  /* "p" alone is no mode. */
+  packed[4] = "p";
+  plens[4] = 1;
+  assert_string_equal(checked(fake_call_bin(&ctx, "sl.decide", 11, packed, plens)),
+                      "ERR sluice SL.DECIDE: malformed arguments");
+}
+
 /* SL.THROTTLE makes the library's decisions (sl_limiter_take on a memory
    store) on random traces, for every algorithm. */
 /* decide.lua's cell nums: quantity, ei, dvt, limit. */
@@ -566,6 +631,8 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(
           decide_reports_keys_and_decides_all_or_nothing, setup, teardown),
+      cmocka_unit_test_setup_teardown(decide_packs_its_reply_when_asked,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(decide_cell_is_cl_throttle, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(throttle_decides_as_the_library, setup,

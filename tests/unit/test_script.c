@@ -310,7 +310,7 @@ static void one_bucket_check_sends_its_ticks(void **state) {
   assert_word(w, 2, "1");
   assert_word(w, 3, "rl:user:42");
   assert_word(w, 4, "1767225600000000123");
-  assert_word(w, 5, "0");
+  assert_word(w, 5, "p0"); /* decide; the module's reply packed */
   assert_word(w, 6, "0"); /* token_bucket */
   assert_word(w, 7, "0"); /* not shadow */
   /* cost, cap = 25 * Wg, Lg = 10 / gcd(10, 1e9), Wg = 1e9 / gcd */
@@ -328,7 +328,7 @@ static void window_check_sends_limit_and_period_in_ms(void **state) {
   rs_call call;
   redisReply *w = format_ok(&c, 1, 1, -1, &call);
   assert_word(w, 4, "");  /* Redis TIME */
-  assert_word(w, 5, "1"); /* dry */
+  assert_word(w, 5, "p1"); /* dry */
   assert_word(w, 6, "4");
   assert_word(w, 7, "1"); /* shadow */
   assert_nums(w, 8, 1, 1000, 3600000, 0);
@@ -510,7 +510,7 @@ static void batch_puts_keys_first_and_one_byte_per_request(void **state) {
   assert_word(w, 4, "y");
   assert_word(w, 5, "x");
   assert_word(w, 6, "1767225600000000000");
-  assert_word(w, 7, "g\x02\x01"); /* 2 keys, then 1 */
+  assert_word(w, 7, "pg\x02\x01"); /* 2 keys, then 1 */
   assert_word(w, 8, "5");
   assert_nums(w, 8 + 2, 4, 1000000000, 1, 100000000); /* x: 1 + 3 */
   assert_word(w, 11, "2");
@@ -791,6 +791,68 @@ static void call_that_does_not_fit_the_reply_is_einval(void **state) {
   assert_int_equal(parse_rc(&c, two), SL_EINVAL);
 }
 
+/* A string of int64, little-endian, as the module's REPLY_P. */
+static redisReply *packed_of(const int64_t *v, size_t n) {
+  char buf[8 * 16];
+  for (size_t i = 0; i < n; i++)
+    for (int b = 0; b < 8; b++)
+      buf[8 * i + b] = (char)((uint64_t)v[i] >> (8 * b));
+  char resp[sizeof buf + 16];
+  int h = snprintf(resp, sizeof resp, "$%zu\r\n", 8 * n);
+  memcpy(resp + h, buf, 8 * n);
+  memcpy(resp + h + 8 * n, "\r\n", 2);
+  return reply_n(resp, (size_t)h + 8 * n + 2);
+}
+
+static void packed_reply_reads_as_the_array(void **state) {
+  (void)state;
+  static const uint8_t map[2] = {0, 1};
+  rs_call call = call_of(2, 2, map);
+  /* now, allowed, then six per key; a duration past 2^53 (which the
+     script sends as a decimal string) is an integer here */
+  const int64_t v[14] = {1767225600123456789, 1,
+                         1, 25, 22, 3000000000, 0, 0,
+                         1, 5, 4, INT64_C(1) << 60, 0, 7};
+  redisReply *r = rs_unpack(packed_of(v, 14));
+  assert_non_null(r);
+  assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+  assert_int_equal(r->elements, 14);
+  sl_decision out[2];
+  int allowed = 0;
+  int64_t now = 0;
+  assert_int_equal(rs_parse(&call, r, out, &allowed, &now), 0);
+  assert_int_equal(now, v[0]);
+  assert_int_equal(allowed, 1);
+  assert_int_equal(out[0].limit, 25);
+  assert_int_equal(out[0].remaining, 22);
+  assert_int_equal(out[0].reset_ns, 3000000000);
+  assert_int_equal(out[1].reset_ns, INT64_C(1) << 60);
+  assert_int_equal(out[1].delay_ns, 7);
+  freeReplyObject(r);
+  /* the same values as the script's array: the same decisions */
+  redisReply *a = reply_of("*14\r\n" NOW ":1\r\n" KEY6(1, 25, 22, 3000000000, 0, 0)
+                           KEY6(1, 5, 4, 1152921504606846976, 0, 7));
+  sl_decision ref[2];
+  assert_int_equal(rs_parse(&call, a, ref, &allowed, &now), 0);
+  assert_memory_equal(ref, out, sizeof ref);
+  /* anything else is itself, for rs_parse to judge */
+  assert_ptr_equal(rs_unpack(a), a);
+  freeReplyObject(a);
+  redisReply *odd = reply_of("$12\r\n123456789012\r\n");
+  assert_ptr_equal(rs_unpack(odd), odd);
+  assert_int_equal(rs_parse(&call, odd, out, &allowed, &now), SL_EINVAL);
+  freeReplyObject(odd);
+  redisReply *err = reply_of("-ERR no\r\n");
+  assert_ptr_equal(rs_unpack(err), err);
+  freeReplyObject(err);
+  assert_null(rs_unpack(NULL));
+  /* a short packed reply unpacks, and rs_parse refuses its length */
+  redisReply *few = rs_unpack(packed_of(v, 8));
+  assert_int_equal(few->type, REDIS_REPLY_ARRAY);
+  assert_int_equal(rs_parse(&call, few, out, &allowed, &now), SL_EINVAL);
+  freeReplyObject(few);
+}
+
 static void hand_built_trees_never_crash(void **state) {
   (void)state;
   static const uint8_t map[1] = {0};
@@ -877,6 +939,7 @@ int main(void) {
       cmocka_unit_test(malformed_replies_are_einval),
       cmocka_unit_test(call_that_does_not_fit_the_reply_is_einval),
       cmocka_unit_test(hand_built_trees_never_crash),
+      cmocka_unit_test(packed_reply_reads_as_the_array),
       cmocka_unit_test(batch_puts_keys_first_and_one_byte_per_request),
       cmocka_unit_test(batch_errors_are_einval),
       cmocka_unit_test(batch_reply_is_read_at_each_request),

@@ -297,11 +297,11 @@ static void split_refuses_what_is_no_batch(void **state) {
   assert_null(rc_batch_split(more, len + 1));
   free(more);
   /* the request sizes must add up to the keys */
-  char *mode = memmem(cmd, len, "$4\r\ng\x01\x02\x01", 8);
+  char *mode = memmem(cmd, len, "$5\r\npg\x01\x02\x01", 9);
   assert_non_null(mode);
-  mode[7] = 3;
+  mode[8] = 3;
   assert_null(rc_batch_split(cmd, len));
-  mode[7] = 0;
+  mode[8] = 0;
   assert_null(rc_batch_split(cmd, len));
   free(cmd);
   static const char get[] = "*2\r\n$3\r\nGET\r\n$1\r\nx\r\n";
