@@ -147,6 +147,8 @@ static rc_loop loop_for_next = {0};
 typedef struct outcome {
   int calls;
   int type; /* the reply's, or -1: failed */
+  size_t elements; /* an array's */
+  long long last; /* an array's last element, an integer */
   char err[128];
 } outcome;
 
@@ -154,6 +156,11 @@ static void record(void *ud, const redisReply *r, const char *err) {
   outcome *o = ud;
   o->calls++;
   o->type = r ? r->type : -1;
+  o->elements = r && r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
+  o->last = o->elements && r->element[o->elements - 1]->type ==
+                               REDIS_REPLY_INTEGER
+                ? r->element[o->elements - 1]->integer
+                : -1;
   snprintf(o->err, sizeof o->err, "%s", err ? err : "");
 }
 
@@ -1056,6 +1063,37 @@ static void the_module_is_found_at_each_connect(void **state) {
   rc_client_free(c);
 }
 
+/* The module's packed reply (decide.lua's REPLY_P, asked for by the "p"
+   every decision carries) reaches the caller as the script's array. */
+static void a_packed_reply_reaches_its_caller_as_an_array(void **state) {
+  (void)state;
+  rc_client *c = client_of(1, 100);
+  outcome o = {0};
+  send_call(c, &o); /* connects: queued behind the handshake */
+  fake_sock *f = sock_of(c, 0);
+  f->on_connect(f->ud, NULL);
+  feed(c, 0, LOADED);
+  feed(c, 0, module_version(rs_script_sha()));
+  feed(c, 0, REPLY);
+  send_call(c, &o);
+  assert_int_equal(sent_bin(c, 0, DECIDE_WORD), 1);
+  assert_int_equal(sent_bin(c, 0, "$2\r\np0\r\n"), 2); /* both calls */
+  /* now, the request's answer, six figures: little-endian int64 */
+  const long long v[8] = {1767225600000000000, 1, 1, 10, 9, 100000000, 0, 7};
+  char resp[8 * 8 + 16];
+  size_t at = (size_t)snprintf(resp, sizeof resp, "$64\r\n");
+  for (int i = 0; i < 8; i++)
+    for (int b = 0; b < 8; b++)
+      resp[at++] = (char)((unsigned long long)v[i] >> (8 * b));
+  memcpy(resp + at, "\r\n", 2);
+  f->on_read(f->ud, NULL, resp, at + 2);
+  assert_int_equal(o.calls, 2);
+  assert_int_equal(o.type, REDIS_REPLY_ARRAY);
+  assert_int_equal(o.elements, 8);
+  assert_int_equal(o.last, 7);
+  rc_client_free(c);
+}
+
 static int wakes;
 static void count_wake(void *ud) {
   assert_ptr_equal(ud, &wakes);
@@ -1140,6 +1178,7 @@ int main(void) {
       cmocka_unit_test(
           a_shared_map_never_routes_to_a_node_this_client_has_down),
       cmocka_unit_test(the_module_is_found_at_each_connect),
+      cmocka_unit_test(a_packed_reply_reaches_its_caller_as_an_array),
       cmocka_unit_test(a_queued_command_asks_for_a_flush),
       cmocka_unit_test(a_module_of_another_build_gets_the_script),
   };
