@@ -21,6 +21,7 @@
 #include "../algo/algo.h"
 #include "../algo/cell.h"
 #include "../base/fmt.h"
+#include "../base/le.h"
 
 /* decide.lua, embedded (the Makefile makes script.o depend on it). */
 __asm__(".section .rodata\n"
@@ -136,9 +137,7 @@ static int same_policy(const algo_policy *a, const algo_policy *b) {
 /* Four int64 into 32 bytes, little-endian (decide.lua's '<i8i8i8i8'). */
 static void put_nums(char *buf, int64_t a, int64_t b, int64_t c, int64_t d) {
   const int64_t v[4] = {a, b, c, d};
-  for (int i = 0; i < 4; i++)
-    for (int k = 0; k < 8; k++)
-      buf[8 * i + k] = (char)(((uint64_t)v[i] >> (8 * k)) & 0xff);
+  for (int i = 0; i < 4; i++) le_put64(buf + 8 * i, (uint64_t)v[i]);
 }
 
 /* Appends the RESP bulk string of b[0..n) at p; returns the end. */
@@ -424,10 +423,8 @@ redisReply *rs_unpack(redisReply *r) {
   for (size_t i = 0; a && a->element && i < n; i++, b += 8) {
     redisReply *e = calloc(1, sizeof *e);
     if (!e) break;
-    uint64_t v = 0;
-    for (int x = 7; x >= 0; x--) v = v << 8 | b[x];
     e->type = REDIS_REPLY_INTEGER;
-    e->integer = (long long)v;
+    e->integer = (long long)le_get64(b);
     a->element[i] = e;
   }
   freeReplyObject(r);
@@ -474,10 +471,7 @@ static int parse_forced(const rs_call *call, const redisReply *r,
     return SL_EINVAL;
   for (size_t u = 0; u < call->nu; u++) {
     const unsigned char *b = (const unsigned char *)lv->str + 16 * (call->at + u);
-    uint64_t v[2] = {0, 0};
-    for (int w = 0; w < 2; w++)
-      for (int x = 7; x >= 0; x--) v[w] = v[w] << 8 | b[8 * w + x];
-    int64_t level = (int64_t)v[0], limit = (int64_t)v[1];
+    int64_t level = (int64_t)le_get64(b), limit = (int64_t)le_get64(b + 8);
     /* signed, at least -2^53 (algo_fill_max) */
     if (level < -(INT64_C(1) << 53) || level > SL_LIMIT_MAX || limit <= 0 ||
         limit > SL_LIMIT_MAX)

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../base/fmt.h"
+#include "../base/le.h"
 #include "module.h"
 #include "state.h"
 
@@ -99,11 +100,6 @@ int md_request(RedisModuleCtx *ctx, const mcheck *c, size_t n, int mode,
 
 /* ---- SL.DECIDE's arguments ---- */
 
-static int64_t get64le(const unsigned char *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-  return (int64_t)v;
-}
 
 /* A decimal 0 <= v < max of s[0..n); -1 when it is not one. */
 static int parse_dec(const char *s, size_t n, int64_t max, int64_t *v) {
@@ -158,7 +154,7 @@ static int parse_check(RedisModuleString **w, int force, mcheck *c) {
       ln != 32)
     return -1;
   int64_t v[4];
-  for (int i = 0; i < 4; i++) v[i] = get64le(nums + 8 * i);
+  for (int i = 0; i < 4; i++) v[i] = (int64_t)le_get64(nums + 8 * i);
   c->shadow = ls == 1 && sh[0] == '1';
   if (cell) return parse_cell(v, force, c);
   sl_algo algo = (sl_algo)(a[0] - '0');
@@ -233,11 +229,6 @@ static int repeats(const mcheck *c, size_t n) {
   return 0;
 }
 
-/* v as 8 little-endian bytes at p. */
-static void put64le(unsigned char *p, int64_t v) {
-  for (int b = 0; b < 8; b++) p[b] = (unsigned char)((uint64_t)v >> (8 * b));
-}
-
 /* The six values of one key's decision in the reply (a retry of -1,
    CL.THROTTLE's "none", is the script's 0). */
 static void key_values(const sl_decision *x, int64_t v[6]) {
@@ -260,15 +251,15 @@ static void reply_packed(RedisModuleCtx *ctx, int64_t now,
   unsigned char *buf =
       words * 8 <= sizeof small ? small : RedisModule_Alloc(words * 8);
   unsigned char *p = buf;
-  put64le(p, now);
+  le_put64(p, now);
   p += 8;
   for (size_t r = 0, k = 0; r < nreq; r++) {
-    put64le(p, all[r]);
+    le_put64(p, all[r]);
     p += 8;
     for (size_t i = 0; i < sizes[r]; i++, k++) {
       int64_t v[6];
       key_values(&d[k], v);
-      for (int j = 0; j < 6; j++, p += 8) put64le(p, v[j]);
+      for (int j = 0; j < 6; j++, p += 8) le_put64(p, v[j]);
     }
   }
   RedisModule_ReplyWithStringBuffer(ctx, (const char *)buf, words * 8);
@@ -285,11 +276,10 @@ static void reply(RedisModuleCtx *ctx, int mode, int64_t now,
     RedisModule_ReplyWithArray(ctx, 2);
     RedisModule_ReplyWithStringBuffer(ctx, num, fmt_i64(num, now));
     unsigned char *lv = RedisModule_Alloc(16 * nk);
-    for (size_t i = 0; i < nk; i++)
-      for (int b = 0; b < 8; b++) {
-        lv[16 * i + b] = (unsigned char)((uint64_t)d[i].remaining >> (8 * b));
-        lv[16 * i + 8 + b] = (unsigned char)((uint64_t)d[i].limit >> (8 * b));
-      }
+    for (size_t i = 0; i < nk; i++) {
+      le_put64(lv + 16 * i, (uint64_t)d[i].remaining);
+      le_put64(lv + 16 * i + 8, (uint64_t)d[i].limit);
+    }
     RedisModule_ReplyWithStringBuffer(ctx, (const char *)lv, 16 * nk);
     RedisModule_Free(lv);
     return;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../base/fmt.h"
+#include "../base/le.h"
 #include "repl.h"
 
 /* decide.lua's layouts, in bytes. */
@@ -21,31 +22,14 @@
 #define ENT_LEN 16  /* '<i8i4I4': one sliding_log entry */
 #define MS INT64_C(1000000)
 
-static void put64(unsigned char *p, int64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (unsigned char)((uint64_t)v >> (8 * i));
-}
-static void put32(unsigned char *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static int64_t get64(const unsigned char *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-  return (int64_t)v;
-}
-static uint32_t get32(const unsigned char *p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
-  return v;
-}
-
 /* An instant as (ms, ns within the ms) at p (12 bytes), and back. */
 static void put_time(unsigned char *p, int64_t t) {
   int64_t ms = t / MS - (t % MS < 0);
-  put64(p, ms);
-  put32(p + 8, (uint32_t)(int32_t)(t - ms * MS));
+  le_put64(p, ms);
+  le_put32(p + 8, (uint32_t)(int32_t)(t - ms * MS));
 }
 static int64_t get_time(const unsigned char *p) {
-  return get64(p) * MS + (int32_t)get32(p + 8);
+  return (int64_t)le_get64(p) * MS + (int32_t)le_get32(p + 8);
 }
 
 /* The string layout's length for algorithm a (not sliding_log). */
@@ -63,8 +47,8 @@ static int ms_ok(int64_t ms) {
   return ms >= 0 && ms < (SL_TIME_MAX_NS + (SL_TIME_MAX_NS >> 1)) / MS;
 }
 static int time_ok(const unsigned char *p) {
-  int32_t sub = (int32_t)get32(p + 8);
-  return ms_ok(get64(p)) && sub >= 0 && sub < MS;
+  int32_t sub = (int32_t)le_get32(p + 8);
+  return ms_ok((int64_t)le_get64(p)) && sub >= 0 && sub < MS;
 }
 
 /*
@@ -101,16 +85,16 @@ static int load_string(mkey *m, const algo_policy *p) {
   switch (p->pub.algo) {
   case SL_FIXED_WINDOW:
   case SL_SLIDING_WINDOW:
-    if (!ms_ok(get64(v))) return -1;
-    m->st.a = get64(v) * MS;
-    m->st.b = get32(v + 8);
+    if (!ms_ok((int64_t)le_get64(v))) return -1;
+    m->st.a = (int64_t)le_get64(v) * MS;
+    m->st.b = le_get32(v + 8);
     if (p->pub.algo == SL_SLIDING_WINDOW)
-      m->st.b = (int64_t)((uint64_t)m->st.b << 32 | get32(v + 12));
+      m->st.b = (int64_t)((uint64_t)m->st.b << 32 | le_get32(v + 12));
     break;
   default: /* a time, then ticks: tokens, or the TAT's rounding */
     if (!time_ok(v)) return -1;
     m->st.a = get_time(v);
-    m->st.b = get64(v + 12);
+    m->st.b = (int64_t)le_get64(v + 12);
     if (p->pub.algo == SL_TOKEN_BUCKET
             ? m->st.b > p->cap || m->st.b < p->cap - algo_fill_max(p)
             : m->st.b < 0 || m->st.b >= p->Lg)
@@ -151,8 +135,8 @@ static int load_log(mkey *m) {
   int rc = hash_get(m->k, mf, meta, META_LEN);
   RedisModule_FreeString(NULL, mf);
   if (rc) return -1;
-  m->head = get64(meta);
-  m->count = get32(meta + 8);
+  m->head = (int64_t)le_get64(meta);
+  m->count = le_get32(meta + 8);
   /* Each entry is a field of its own: a count beyond the hash's fields is
      not this layout (and must not size an allocation). */
   if (m->head < 0 || m->count == 0 ||
@@ -166,8 +150,8 @@ static int load_log(mkey *m) {
     RedisModule_FreeString(NULL, f);
     if (rc || !time_ok(ent)) return -1;
     log_t(m->log)[i] = get_time(ent);
-    log_c(m->log)[i] = get32(ent + 12);
-    m->log->sum += get32(ent + 12);
+    log_c(m->log)[i] = le_get32(ent + 12);
+    m->log->sum += le_get32(ent + 12);
   }
   m->log->count = m->count;
   return 0;
@@ -226,17 +210,17 @@ static void save_string(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
   size_t len = string_len(p->pub.algo);
   switch (p->pub.algo) {
   case SL_FIXED_WINDOW:
-    put64(v, st->a / MS);
-    put32(v + 8, (uint32_t)st->b);
+    le_put64(v, st->a / MS);
+    le_put32(v + 8, (uint32_t)st->b);
     break;
   case SL_SLIDING_WINDOW:
-    put64(v, st->a / MS);
-    put32(v + 8, (uint32_t)((uint64_t)st->b >> 32));
-    put32(v + 12, (uint32_t)st->b);
+    le_put64(v, st->a / MS);
+    le_put32(v + 8, (uint32_t)((uint64_t)st->b >> 32));
+    le_put32(v + 12, (uint32_t)st->b);
     break;
   default:
     put_time(v, st->a);
-    put64(v + 12, st->b);
+    le_put64(v + 12, st->b);
   }
   if (m->fresh || m->cell) {
     /* A new value (no key yet, or redis-cell's decimal): one string object
@@ -269,7 +253,7 @@ static void put_entry(RedisModuleCtx *ctx, mkey *m, int64_t i, slog *log,
                       uint32_t e) {
   unsigned char v[ENT_LEN];
   put_time(v, log_t(log)[e]);
-  put32(v + 12, log_c(log)[e]);
+  le_put32(v + 12, log_c(log)[e]);
   RedisModuleString *f = field_of(i);
   RedisModuleString *s = RedisModule_CreateString(ctx, (const char *)v, ENT_LEN);
   RedisModule_HashSet(m->k, 0, f, s, NULL);
@@ -309,13 +293,13 @@ static long long save_log(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
   uint32_t newest = log->head + log->count - 1, oldest = log->head;
   put_entry(ctx, m, nhead + log->count - 1, log, newest);
   unsigned char meta[META_LEN];
-  put64(meta, nhead);
-  put32(meta + 8, log->count);
-  put32(meta + 12, (uint32_t)log->sum);
+  le_put64(meta, nhead);
+  le_put32(meta + 8, log->count);
+  le_put32(meta + 12, (uint32_t)log->sum);
   put_time(meta + 16, log_t(log)[newest]);
-  put32(meta + 28, log_c(log)[newest]);
+  le_put32(meta + 28, log_c(log)[newest]);
   put_time(meta + 32, log_t(log)[oldest]);
-  put32(meta + 44, log_c(log)[oldest]);
+  le_put32(meta + 44, log_c(log)[oldest]);
   RedisModuleString *mf = RedisModule_CreateString(ctx, "m", 1);
   RedisModuleString *mv = RedisModule_CreateString(ctx, (const char *)meta,
                                                    META_LEN);
