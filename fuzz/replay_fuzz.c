@@ -43,8 +43,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!in || !out || !devnull) abort();
   FILE *saved = stderr;
   stderr = devnull; /* bad lines are expected; their messages are noise */
-  replay_counts n = {0, 0, 0};
-  int rc = replay_stream(in, out, "fuzz", lim, store, &n);
+  replay_counts n = {0};
+  int rc = replay_stream(in, out, "fuzz", lim, NULL, store, &n);
   stderr = saved;
   fclose(in);
   fclose(out);
