@@ -148,8 +148,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (keep > sizeof v - tail) continue;
       if (size && data[size - 1] % 4 == 0 && keep) keep--;
       memcpy(v, ch->value ? ch->value : "", keep);
-      for (size_t i = 0; i < tail; i++)
-        v[keep + i] = (char)(data[size - tail + i] - 'A');
+      for (size_t j = 0; j < tail; j++)
+        v[keep + j] = (char)(data[size - tail + j] - 'A');
       for (size_t extra = 0; extra <= tail; extra += 4) {
         eng_descriptor one = {.n = 1, .hits = -1};
         one.entries[0] = (cfg_entry){ch->key, strlen(ch->key), v, keep + extra};
