@@ -10,6 +10,8 @@
 #   make bench-server    the daemon beside redis-server and nginx, one run
 #   make bench-fleet     fleet mode (state in Redis) beside its anchors
 #   make fuzz            the libFuzzer harnesses, FUZZ_SECONDS each (clang)
+#   make fuzz-replay     each harness once over its seeds, no libFuzzer
+#                        (part of make check)
 #   make layers          every #include points down the layers
 #   make sizes           no file over 1,000 lines, no function over 150
 #   make SANITIZE=address,undefined check    (or SANITIZE=thread)
@@ -95,7 +97,7 @@ TOOL_BIN = $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
 INTEG    = $(filter-out %_lib.sh,$(wildcard tests/integration/*.sh))
 
 
-.PHONY: all check unit integration examples layers sizes run demo docs screenshots bench fuzz deps deps-bench deps-fuzz clean
+.PHONY: all check unit integration examples layers sizes run demo docs screenshots bench fuzz fuzz-replay deps deps-bench deps-fuzz clean
 all: $(BUILD)/libsluice.a $(BUILD)/libsluice.so $(BUILD)/sluice $(MODULE_ALL)
 
 $(BUILD)/obj/%.o: %.c
@@ -285,14 +287,15 @@ deps:
 deps-bench:
 	@scripts/deps.sh build bench
 
-# Every test: unit tests (cmocka), the integration scripts (the CLI's, and
-# the daemon's against real peers: curl, redis-cli, nginx, wrk), and the
-# README's C example (built against the static library and run).
+# Every test: unit tests (cmocka), the fuzz harnesses over their seeds
+# (fuzz-replay, below), the integration scripts (the CLI's, and the daemon's
+# against real peers: curl, redis-cli, nginx, wrk), and the README's C
+# example (built against the static library and run).
 check: deps
 	@$(MAKE) --no-print-directory layers sizes
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(TOOL_BIN) \
-	  $(BUILD)/examples/quickstart
-	@$(MAKE) --no-print-directory unit integration examples
+	  $(FUZZ_REPLAY) $(BUILD)/examples/quickstart
+	@$(MAKE) --no-print-directory unit fuzz-replay integration examples
 
 # Includes point only down the layers (scripts/layers.py says which), and
 # no file or function is too long to read (scripts/sizes.py).
@@ -373,51 +376,89 @@ soak: deps
 	@$(MAKE) --no-print-directory all
 	@python3 scripts/soak.py --sluice $(BUILD)/sluice --seconds $(SOAK_SECONDS)
 
-# libFuzzer harnesses (clang), each run for FUZZ_SECONDS from the committed
-# seeds in fuzz/corpus/NAME; new inputs go to build/fuzz/corpus-NAME, a failing
-# input to build/fuzz/NAME-crash-* (and make fails).
+# ---- Fuzz harnesses (fuzz/NAME_fuzz.c, seeds in fuzz/corpus/NAME) ----
+#
+# Each harness is built two ways from the same lists:
+#   build/fuzz/NAME_fuzz        libFuzzer (clang), by `make fuzz` only: each
+#                               runs FUZZ_SECONDS from the committed seeds;
+#                               new inputs go to build/fuzz/corpus-NAME, a
+#                               failing input to build/fuzz/NAME-crash-* (and
+#                               make fails).
+#   $(BUILD)/fuzz-replay/NAME   the harness with fuzz/replay_main.c instead of
+#                               libFuzzer, with this build's compiler and
+#                               flags (so sanitized in SANITIZE= builds),
+#                               linked like the unit tests: `make
+#                               fuzz-replay` (part of `make check`) runs each
+#                               once over fuzz/corpus/NAME, so a harness that
+#                               stops compiling or a seed that starts failing
+#                               breaks CI.
+# Every harness gets the library and the daemon's parts that need no h2o
+# (the replay links them as $(LIB_INTERNAL) and libsluice-server.a; the
+# libFuzzer build compiles their sources). What one harness needs beyond
+# them: FUZZ_SRC_NAME (sources: compiled in by the libFuzzer build, linked as
+# this build's objects by the replay), FUZZ_LIBS_NAME (libraries) and
+# FUZZ_FLAGS_NAME (compiler flags).
 FUZZ_SECONDS ?= 30
 FUZZ_CC ?= clang
-FUZZ_BIN = $(patsubst fuzz/%.c,build/fuzz/%,$(wildcard fuzz/*_fuzz.c))
+FUZZ_NAMES = $(patsubst fuzz/%_fuzz.c,%,$(wildcard fuzz/*_fuzz.c))
+FUZZ_BIN = $(FUZZ_NAMES:%=build/fuzz/%_fuzz)
+FUZZ_REPLAY = $(FUZZ_NAMES:%=$(BUILD)/fuzz-replay/%)
 FUZZ_CFLAGS = -std=c17 -g -O1 -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=all $(CPPFLAGS) $(GLIB_CFLAGS) -pthread
+# The daemon's parts that need no h2o: YAML rules, engine, RESP parser
+# (CORE_SRV_OBJ's sources).
+FUZZ_SRV = $(RULES_SRC) $(ENGINE_SRC) $(FLEET_SRC) $(SIM_SRC) \
+  src/server/resp_parse.c src/server/resp_txn.c
 
-FUZZ_CLI = src/cli/replay.c src/cli/sim.c $(SIM_SRC)
-# The daemon's parts that need no h2o: YAML rules, engine, RESP parser.
-FUZZ_SRV = $(RULES_SRC) $(ENGINE_SRC) $(FLEET_SRC) src/server/resp_parse.c \
-  src/server/resp_txn.c
+# `sluice replay`'s trace reader is the CLI's (sim's harness needs only
+# src/sim/, in the core).
+FUZZ_SRC_replay = src/cli/replay.c
 # The module's harness runs its commands through the unit tests' fake Redis.
-build/fuzz/module_fuzz: FUZZ_SRV += $(MODULE_SRC) tests/unit/fake_redis.c
-build/fuzz/module_fuzz: $(MODULE_SRC) tests/unit/fake_redis.c
-build/fuzz/module_fuzz: FUZZ_CFLAGS += -DSL_DECIDE_SHA='"$(DECIDE_SHA)"'
-build/fuzz/%_fuzz: fuzz/%_fuzz.c $(LIB_SRC) $(FUZZ_CLI) $(FUZZ_SRV)
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc -o $@ $< $(LIB_SRC) $(FUZZ_CLI) \
-	  $(FUZZ_SRV) -lyaml -lhiredis -lcrypto -lglib-2.0 $(LIBS)
-
+FUZZ_SRC_module = $(MODULE_SRC) tests/unit/fake_redis.c
+FUZZ_FLAGS_module = -DSL_DECIDE_SHA='"$(DECIDE_SHA)"'
 # The gRPC messages' harness also needs their translation and protoc-c's
 # code (no gRPC, no h2o).
-build/fuzz/rls_fuzz: FUZZ_SRV += src/server/grpc_msg.c \
-  src/server/limit_headers.c $(PB_C)
-build/fuzz/rls_fuzz: FUZZ_CFLAGS += -Ibuild/gen
-build/fuzz/rls_fuzz: LIBS += -lprotobuf-c
-build/fuzz/rls_fuzz: $(PB_C) src/server/grpc_msg.c src/server/limit_headers.c
-
+FUZZ_SRC_rls = src/server/grpc_msg.c src/server/limit_headers.c $(PB_C)
+FUZZ_FLAGS_rls = -Ibuild/gen
+FUZZ_LIBS_rls = -lprotobuf-c
 # The gRPC transport's harness: HTTP/2 through grpc_conn.c's nghttp2
 # session in memory (no socket), its calls decided and answered by
 # grpc_server.c (h2o's library linked, its loop never run).
-GRPC_FUZZ_SRC = src/server/grpc_conn.c src/server/grpc_server.c \
-  src/server/grpc_msg.c src/server/limit_headers.c
-build/fuzz/grpc_h2_fuzz: FUZZ_SRV += $(GRPC_FUZZ_SRC) $(PB_C)
-build/fuzz/grpc_h2_fuzz: FUZZ_CFLAGS += -Ibuild/gen
-build/fuzz/grpc_h2_fuzz: LIBS += -lprotobuf-c -lnghttp2 -lh2o-evloop -lssl
-build/fuzz/grpc_h2_fuzz: $(PB_C) $(GRPC_FUZZ_SRC)
-
+FUZZ_SRC_grpc_h2 = src/server/grpc_conn.c src/server/grpc_server.c \
+  src/server/grpc_msg.c src/server/limit_headers.c $(PB_C)
+FUZZ_FLAGS_grpc_h2 = -Ibuild/gen
+FUZZ_LIBS_grpc_h2 = -lprotobuf-c -lnghttp2 -lh2o-evloop -lssl
 # The proto3 JSON mapping's harness: pb_json.c and protoc-c's code.
-build/fuzz/pbjson_fuzz: FUZZ_SRV += src/server/pb_json.c $(PB_C)
-build/fuzz/pbjson_fuzz: FUZZ_CFLAGS += -Ibuild/gen
-build/fuzz/pbjson_fuzz: LIBS += -lprotobuf-c -ljansson
-build/fuzz/pbjson_fuzz: $(PB_C) src/server/pb_json.c
+FUZZ_SRC_pbjson = src/server/pb_json.c $(PB_C)
+FUZZ_FLAGS_pbjson = -Ibuild/gen
+FUZZ_LIBS_pbjson = -lprotobuf-c -ljansson
+
+# This build's object for each source (protoc-c's in build/gen included).
+fuzz_obj = $(patsubst build/gen/%.c,$(BUILD)/obj/gen/%.o,$(filter build/gen/%,$(1))) \
+  $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out build/gen/%,$(1)))
+
+# The per-harness lists are read in the prerequisites, by the stem.
+.SECONDEXPANSION:
+build/fuzz/%_fuzz: fuzz/%_fuzz.c $(LIB_SRC) $(FUZZ_SRV) $$(FUZZ_SRC_$$*)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_FLAGS_$*) -Isrc -o $@ $< $(LIB_SRC) \
+	  $(FUZZ_SRV) $(FUZZ_SRC_$*) $(FUZZ_LIBS_$*) $(CORE_SRV_LIBS) $(LIBS)
+
+$(BUILD)/fuzz-replay/%: fuzz/%_fuzz.c $(BUILD)/obj/fuzz/replay_main.o \
+    $$(call fuzz_obj,$$(FUZZ_SRC_$$*)) $(LIB_INTERNAL) \
+    $(BUILD)/libsluice-server.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Isrc $(FUZZ_FLAGS_$*) $(ALL_CFLAGS) $(LDFLAGS) \
+	  -o $@ $< $(filter %.o,$^) $(BUILD)/libsluice-server.a \
+	  $(LIB_INTERNAL) $(FUZZ_LIBS_$*) $(CORE_SRV_LIBS) $(LIBS) -lm
+
+# (Named here so that make keeps it: a pattern rule's prerequisite alone
+# would be an intermediate file, deleted after the link.)
+$(FUZZ_REPLAY): $(BUILD)/obj/fuzz/replay_main.o
+
+fuzz-replay: $(FUZZ_REPLAY)
+	@set -e; for n in $(FUZZ_NAMES); do \
+	  $(BUILD)/fuzz-replay/$$n fuzz/corpus/$$n; done
 
 fuzz: deps-fuzz $(FUZZ_BIN)
 	@set -e; for f in $(FUZZ_BIN); do n=$$(basename $$f _fuzz); \
@@ -437,4 +478,4 @@ clean:
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(MODULE_OBJ:.o=.d) $(SRV_OBJ:.o=.d) \
   $(PB_OBJ:.o=.d) $(TEST_BIN:=.d) \
-  $(TOOL_BIN:=.d)
+  $(TOOL_BIN:=.d) $(FUZZ_REPLAY:=.d) $(BUILD)/obj/fuzz/replay_main.d
