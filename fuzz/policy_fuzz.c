@@ -4,7 +4,8 @@
  *
  * Properties beyond "no crash, no sanitizer report": a spec that parses has
  * a canonical spelling that parses back to the same policy, validates, and
- * decides requests (fresh key, full burst, over-burst is SL_ECOST).
+ * decides requests (fresh key, full burst, over-burst is SL_ECOST; for
+ * concurrency the "burst" is one lease).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -38,7 +39,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!store && sl_store_new(NULL, &store) != 0) abort();
   sl_limiter *lim;
   if (sl_limiter_new(store, &p, &lim) != 0) abort();
-  int64_t cap = p.burst ? p.burst : p.limit, now = INT64_C(1) << 60;
+  /* The largest cost one take may ask: the burst, or the limit; for
+     concurrency, 1 (a lease is one slot; a cost above 1 is SL_ECOST). */
+  int64_t cap = p.algo == SL_CONCURRENCY ? 1 : p.burst ? p.burst : p.limit;
+  int64_t now = INT64_C(1) << 60;
   sl_decision d;
   if (sl_limiter_take(lim, "k", 1, cap, now, &d) != 0 || !d.allowed) abort();
   if (sl_limiter_take(lim, "k", 1, cap + 1, now, &d) != SL_ECOST) abort();
