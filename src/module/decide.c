@@ -35,9 +35,8 @@ static int64_t test_clock = -1;
 void md_set_clock(int64_t ns) { test_clock = ns; }
 
 void md_clock(int64_t *now, long long *real_ms) {
-  /* One reading serves both: a reading is a gettimeofday, about 2% of a
-     command's time on a virtual machine, where Redis's own command
-     already pays for two. */
+  /* One reading serves both: the decision and its keys' expiry agree on
+     the instant, and the command reads the clock once. */
   long long us = RedisModule_Microseconds ? RedisModule_Microseconds() : -1;
   *real_ms = us >= 0 ? us / 1000 : RedisModule_Milliseconds();
   *now = test_clock >= 0 ? test_clock : us >= 0 ? us * 1000 : *real_ms * MS;
@@ -99,7 +98,6 @@ int md_request(RedisModuleCtx *ctx, const mcheck *c, size_t n, int mode,
 }
 
 /* ---- SL.DECIDE's arguments ---- */
-
 
 /* A decimal 0 <= v < max of s[0..n); -1 when it is not one. */
 static int parse_dec(const char *s, size_t n, int64_t max, int64_t *v) {
