@@ -214,10 +214,11 @@ void rc_split_free(rc_split *s) {
  * decide.lua's CALL: EVALSHA sha nk KEYS[1..nk] now mode VALUES[3 nk],
  * mode = '0' (one request of every key), or 'g' or 'f' and a byte per
  * request (its number of keys, the keys consecutive, three values per
- * key), '0' and 'g' perhaps after a 'p' (dropped in the parts). Part i: EVALSHA sha k_i its keys now mode' k_i its values, mode'
- * being mode[0] k_i, or '1' (dry: decided, not charged) when dry. Without
- * dry: a 'g' or 'f' batch of two or more requests only; with it: any 'g'
- * or '0' call (a '1' is dry already, an 'f' must charge).
+ * key); '0' and 'g' perhaps after a 'p' (dropped in the parts). Part i:
+ * EVALSHA sha k_i its keys now mode' k_i its values, mode' being mode[0]
+ * k_i, or '1' (dry: decided, not charged) when dry. Without dry: a 'g'
+ * or 'f' batch of two or more requests only; with it: any 'g' or '0'
+ * call (a '1' is dry already, an 'f' must charge).
  */
 static rc_split *split_as(const char *cmd, size_t len, int dry) {
   const char **argv, **a = NULL;
