@@ -90,6 +90,10 @@ is() {
   if [ "$_g" = "$_w" ]; then pass; else fail "$_n: got '$_g', want '$_w'"; fi
 }
 
+info_field() { # PORT SECTION FIELD
+  redis-cli -p "$1" INFO "$2" | tr -d '\r' | sed -n "s/^$3://p"
+}
+
 redis main "$tmp/main"
 P=$port
 T0=1767225600000000000 # 2026-01-01, in ns
@@ -187,12 +191,15 @@ is "getkeys throttle" "k" COMMAND GETKEYS SL.THROTTLE k token_bucket:1/s
 redis-cli -p $P SL.THROTTLE keep token_bucket:10/1h 4 >/dev/null
 redis repl "$tmp/repl" --replicaof 127.0.0.1 $P
 R=$port
+# (A replica answers LOADING, not the key, until its sync is over: the
+# link's state tells; the sync waits repl-diskless-sync-delay, 5 s.)
 _i=0
-while [ "$(redis-cli -p $R GET keep 2>/dev/null | wc -c)" -lt 2 ] && [ $_i -lt 50 ]; do
+until [ "$(info_field $R replication master_link_status)" = up ] ||
+  [ $_i -gt 150 ]; do
   sleep 0.1; _i=$((_i + 1))
 done
 redis-cli -p $P SL.THROTTLE keep token_bucket:10/1h 2 >/dev/null
-sleep 0.3
+redis-cli -p $P WAIT 1 5000 >/dev/null
 if [ "$(redis-cli -p $P GET keep | od -An -tx1)" = "$(redis-cli -p $R GET keep | od -An -tx1)" ]; then
   pass
 else
@@ -242,9 +249,6 @@ port=$P
 # (src/module/repl.h) With no replica, backlog or AOF the module does not
 # build the replicated command, but still counts the change, which RDB's
 # save points go by.
-info_field() { # PORT SECTION FIELD
-  redis-cli -p "$1" INFO "$2" | tr -d '\r' | sed -n "s/^$3://p"
-}
 redis feeds "$tmp/feeds"
 F=$port
 _c0=$(info_field $F persistence rdb_changes_since_last_save)
@@ -253,8 +257,8 @@ _c1=$(info_field $F persistence rdb_changes_since_last_save)
 if [ "${_c1:-0}" -gt "${_c0:-0}" ]; then pass; else
   fail "unreplicated write: changes since the last save $_c0 -> $_c1"
 fi
-# An AOF turned on at run time (no event tells the module): the next
-# write is in it.
+# An AOF turned on at run time (CONFIG SET's event tells the module, and
+# the fork of its rewrite): the next write is in it.
 redis-cli -p $F CONFIG SET appendonly yes >/dev/null
 _i=0
 until [ "$(info_field $F persistence aof_rewrite_in_progress)" = 0 ] &&
