@@ -11,19 +11,24 @@
  * have changed it: a replica syncs only through a fork (its stream starts
  * at the fork, and the fork's event comes before the next command) or
  * from a backlog that is there already. It is read again when the fork
- * ends, when a replica comes or goes and when the role changes, and can
- * only be wrong towards replicating a write nobody takes.
+ * ends, when a replica comes or goes, when the role changes and when the
+ * configuration does (an AOF turned on or off), and can only be wrong
+ * towards replicating a write nobody takes.
  */
 #include <string.h>
 
 #include "repl.h"
 
-static int feeds = 1; /* until the first reading: replicate */
+static int feeds = 1;    /* until the first reading: replicate */
+static int aof_live = 1; /* no configuration event: read the AOF per write */
 
-/* INFO's replication section, read now: a replica's role, replicas, or a
-   backlog mean writes may be taken. */
+/* INFO's replication section and the AOF's flag, read now: a replica's
+   role, replicas, a backlog or an AOF (being turned on included) mean
+   writes may be taken. */
 static void read_state(RedisModuleCtx *ctx) {
-  int slave = (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_SLAVE) != 0;
+  int flags = RedisModule_GetContextFlags(ctx);
+  int here = (flags & REDISMODULE_CTX_FLAGS_SLAVE) ||
+             (!aof_live && (flags & REDISMODULE_CTX_FLAGS_AOF));
   RedisModuleServerInfoData *info =
       RedisModule_GetServerInfo(ctx, "replication");
   if (!info) {
@@ -36,7 +41,7 @@ static void read_state(RedisModuleCtx *ctx) {
   long long backlog =
       RedisModule_ServerInfoGetFieldSigned(info, "repl_backlog_active", &e2);
   RedisModule_FreeServerInfo(ctx, info);
-  feeds = slave || e1 || e2 || replicas != 0 || backlog != 0;
+  feeds = here || e1 || e2 || replicas != 0 || backlog != 0;
 }
 
 /* A fork's birth (a replica's sync among them) makes writes count until
@@ -61,13 +66,18 @@ int mrep_init(RedisModuleCtx *ctx) {
     if (RedisModule_SubscribeToServerEvent(ctx, events[i], on_event) !=
         REDISMODULE_OK)
       return REDISMODULE_ERR;
+  /* Redis fires it after CONFIG SET has applied every value, before the
+     next command: an AOF turned on or off is read there. */
+  RedisModuleEvent config = {REDISMODULE_EVENT_CONFIG, 1};
+  aof_live = RedisModule_SubscribeToServerEvent(ctx, config, on_event) !=
+             REDISMODULE_OK;
   read_state(ctx);
   return REDISMODULE_OK;
 }
 
 int mrep_feeds(RedisModuleCtx *ctx) {
-  return feeds ||
-         (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_AOF) != 0;
+  return feeds || (aof_live && (RedisModule_GetContextFlags(ctx) &
+                                REDISMODULE_CTX_FLAGS_AOF) != 0);
 }
 
 int mrep_skip(RedisModuleCtx *ctx) { return RedisModule_ReplicateVerbatim(ctx); }

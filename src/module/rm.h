@@ -51,6 +51,7 @@ typedef void (*RedisModuleEventCallback)(RedisModuleCtx *ctx,
 #define REDISMODULE_EVENT_FORK_CHILD 13
 #define REDISMODULE_SUBEVENT_FORK_CHILD_BORN 0
 #define REDISMODULE_SUBEVENT_FORK_CHILD_DIED 1
+#define REDISMODULE_EVENT_CONFIG 16
 #define REDISMODULE_ERRORMSG_WRONGTYPE \
   "WRONGTYPE Operation against a key holding the wrong kind of value"
 

@@ -127,6 +127,11 @@ static fkey *add_key(const char *name, size_t len, int type) {
   return k;
 }
 
+/* An event this Redis does not have (fake_refuse_event), or 0. */
+static uint64_t refused;
+
+void fake_refuse_event(uint64_t id) { refused = id; }
+
 void fake_reset(void) {
   while (nkeys) del_key(keys[0]->name, keys[0]->nlen);
 }
@@ -603,7 +608,8 @@ static long long fk_ServerInfoGetFieldSigned(RedisModuleServerInfoData *d,
 
 static int fk_SubscribeToServerEvent(RedisModuleCtx *ctx, RedisModuleEvent e,
                                      RedisModuleEventCallback cb) {
-  (void)ctx, (void)e;
+  (void)ctx;
+  if (refused && e.id == refused) return REDISMODULE_ERR;
   if (handler && handler != cb) violation("two event handlers");
   handler = cb;
   return REDISMODULE_OK;

@@ -105,6 +105,10 @@ int fake_reply_ok(const RedisModuleCtx *ctx);
 void fake_set_feeds(long long replicas, long long backlog, int flags);
 /* Fires server event id (subevent sub) at the module's handler. */
 void fake_fire(uint64_t id, uint64_t sub);
+
+/* Makes the module's subscription to event id fail, as on a Redis that
+   does not have it (0: none fails), from the next load on. */
+void fake_refuse_event(uint64_t id);
 /* Calls of RedisModule_ReplicateVerbatim since the module's load. */
 long fake_verbatim(void);
 

@@ -65,6 +65,7 @@ static int teardown(void **state) {
   (void)state;
   fake_ctx_clear(&ctx);
   fake_reset();
+  fake_refuse_event(0);
   return 0;
 }
 
@@ -188,16 +189,41 @@ static void a_write_nothing_takes_is_only_counted(void **state) {
   EXPECT("1 10 7 0 1080000 0", "sl.throttle", "tb", "token_bucket:10/1h");
   assert_int_equal(ctx.nrepl, 0);
   assert_int_equal(fake_verbatim(), 6);
-  /* An AOF turned on, which has no event: read at every write. */
+  /* An AOF turned on (CONFIG SET appendonly yes): read at the
+     configuration's event, which Redis fires before the next command. */
   fake_set_feeds(0, 0, REDISMODULE_CTX_FLAGS_AOF);
+  fake_fire(REDISMODULE_EVENT_CONFIG, 0);
   EXPECT("1 10 6 0 1440000 0", "sl.throttle", "tb", "token_bucket:10/1h");
   assert_int_equal(ctx.nrepl, 1);
+  /* And turned off again: counted only. */
+  fake_set_feeds(0, 0, 0);
+  fake_fire(REDISMODULE_EVENT_CONFIG, 0);
+  EXPECT("1 10 5 0 1800000 0", "sl.throttle", "tb", "token_bucket:10/1h");
+  assert_int_equal(ctx.nrepl, 0);
+  assert_int_equal(fake_verbatim(), 7);
   /* A replica's role: replicated (its own writes Redis drops itself). */
   fake_set_feeds(0, 0, REDISMODULE_CTX_FLAGS_SLAVE);
   fake_fire(REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED, 1);
-  EXPECT("1 10 5 0 1800000 0", "sl.throttle", "tb", "token_bucket:10/1h");
+  EXPECT("1 10 4 0 2160000 0", "sl.throttle", "tb", "token_bucket:10/1h");
   assert_int_equal(ctx.nrepl, 1);
-  assert_int_equal(fake_verbatim(), 6);
+  assert_int_equal(fake_verbatim(), 7);
+}
+
+/* A Redis without the configuration event (before 7.0) tells nobody of
+   an AOF turned on: the module reads its flag at every write there. */
+static void without_the_config_event_the_aof_is_read_per_write(void **state) {
+  teardown(state);
+  fake_refuse_event(REDISMODULE_EVENT_CONFIG);
+  setup(state);
+  fake_set_feeds(0, 0, 0);
+  fake_fire(REDISMODULE_EVENT_REPLICA_CHANGE, 1);
+  long counted = fake_verbatim();
+  EXPECT("1 10 9 0 360000 0", "sl.throttle", "tb", "token_bucket:10/1h");
+  assert_int_equal(ctx.nrepl, 0);
+  assert_int_equal(fake_verbatim(), counted + 1);
+  fake_set_feeds(0, 0, REDISMODULE_CTX_FLAGS_AOF);
+  EXPECT("1 10 8 0 720000 0", "sl.throttle", "tb", "token_bucket:10/1h");
+  assert_int_equal(ctx.nrepl, 1);
 }
 
 static void redis_cell_readme(void **state) {
@@ -618,6 +644,9 @@ int main(void) {
           a_write_is_replicated_with_its_absolute_expiry, setup, teardown),
       cmocka_unit_test_setup_teardown(a_write_nothing_takes_is_only_counted,
                                       setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          without_the_config_event_the_aof_is_read_per_write, setup,
+          teardown),
       cmocka_unit_test_setup_teardown(redis_cell_readme, setup, teardown),
       cmocka_unit_test_setup_teardown(reads_redis_cells_keys, setup,
                                       teardown),
