@@ -4,12 +4,15 @@
 #
 #   SLUICE=build/sluice MODULE=build/sluice-redis.so sh bench/fleet/module.sh
 #
-# Two redis-servers, the same but for the module (loaded in one), no
-# persistence. redis-benchmark -c 50 -P 16 -r KEYS (random keys), each
-# figure the best of BENCH_REPEAT (3) interleaved runs of BENCH_N requests,
-# once per key space of BENCH_KEYS ("10000 100000"), each on servers of its
-# own: 10,000 keys of each kind fit in a cache, 100,000 (400,000 keys in
-# one Redis, with the daemons') do not, and the module's remaining cost is
+# Three redis-servers, no persistence: one with the module for the
+# commands sent straight at Redis, and one for each daemon, the same but
+# for the module (loaded in one), so that the two daemons' Redis hold the
+# same keys and nothing else. redis-benchmark -c 50 -P 16 -r KEYS (random
+# keys), each figure the best of BENCH_REPEAT (3) interleaved runs of
+# BENCH_N requests, once per key space of BENCH_KEYS ("10000 100000"),
+# each on servers of its own: 10,000 keys of each kind fit in a cache,
+# 100,000 (300,000 in the first Redis) need a large share of the last
+# level's, which neighbours share, and the module's remaining cost is
 # Redis's lookups of its keys, which wait on memory there:
 #   module  SL.THROTTLE key token_bucket:1000/h 1, straight at Redis
 #   lua     EVALSHA of bench/server/tokenbucket.lua (the usual token bucket
@@ -96,17 +99,21 @@ cpu_us() { awk -v t="$(cat "$tmp/$1.ticks")" -v n="$(cat "$tmp/$1.reqs")" -v k="
 space() {
 KEYS=$1 spids=""
 rm -f "$tmp"/module* "$tmp"/lua* "$tmp"/incr* "$tmp"/daemon_*
-rm_port=$(free_port); rp_port=$(free_port)
+rx_port=$(free_port); rm_port=$(free_port); rp_port=$(free_port)
+so="$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE")"
+$on_redis redis-server --port "$rx_port" --bind 127.0.0.1 --save '' --appendonly no \
+  --loadmodule "$so" >"$tmp/rx.log" 2>&1 &
+rx_pid=$!
+spids="$spids $!" pids="$pids $!"
 $on_redis redis-server --port "$rm_port" --bind 127.0.0.1 --save '' --appendonly no \
-  --loadmodule "$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE")" \
-  >"$tmp/rm.log" 2>&1 &
+  --loadmodule "$so" >"$tmp/rm.log" 2>&1 &
 rm_pid=$!
 spids="$spids $!" pids="$pids $!"
 $on_redis redis-server --port "$rp_port" --bind 127.0.0.1 --save '' --appendonly no \
   >"$tmp/rp.log" 2>&1 &
 rp_pid=$!
 spids="$spids $!" pids="$pids $!"
-wait_port "$rm_port"; wait_port "$rp_port"
+wait_port "$rx_port"; wait_port "$rm_port"; wait_port "$rp_port"
 sm_port=$(free_port); sp_port=$(free_port)
 $on_rest "$SLUICE" serve --grpc off --store "redis://127.0.0.1:$rm_port" --http off \
   --resp "127.0.0.1:$sm_port" -t 1 --redis-timeout 5000 >"$tmp/sm.log" 2>&1 &
@@ -115,25 +122,25 @@ $on_rest "$SLUICE" serve --grpc off --store "redis://127.0.0.1:$rp_port" --http 
   --resp "127.0.0.1:$sp_port" -t 1 --redis-timeout 5000 >"$tmp/sp.log" 2>&1 &
 spids="$spids $!" pids="$pids $!"
 wait_port "$sm_port"; wait_port "$sp_port"
-sha=$(redis-cli -p "$rm_port" SCRIPT LOAD "$(cat "$here/../server/tokenbucket.lua")")
+sha=$(redis-cli -p "$rx_port" SCRIPT LOAD "$(cat "$here/../server/tokenbucket.lua")")
 
 # Warm-up: each figure's keys made before any is measured (and the
 # daemons' first connections, where the module is asked). A run that
 # creates its keys measures their creation and Redis growing its tables,
 # which INCR's keys (no expiry, shared small integers) barely pay: every
 # figure below is of keys that exist, as in a limiter's steady state.
-rps "$rm_port" SL.THROTTLE key:__rand_int__ token_bucket:1000/h 1 >/dev/null
-rps "$rm_port" EVALSHA "$sha" 1 tb:__rand_int__ 1000 1000 3600000 1 >/dev/null
-rps "$rm_port" INCR c:__rand_int__ >/dev/null
+rps "$rx_port" SL.THROTTLE key:__rand_int__ token_bucket:1000/h 1 >/dev/null
+rps "$rx_port" EVALSHA "$sha" 1 tb:__rand_int__ 1000 1000 3600000 1 >/dev/null
+rps "$rx_port" INCR c:__rand_int__ >/dev/null
 rps "$sm_port" SL.THROTTLE key:__rand_int__ token_bucket:1000/h 1 >/dev/null
 rps "$sp_port" SL.THROTTLE key:__rand_int__ token_bucket:1000/h 1 >/dev/null
 redis-cli -p "$rm_port" CONFIG RESETSTAT >/dev/null
 redis-cli -p "$rp_port" CONFIG RESETSTAT >/dev/null
 r=0
 while [ $r -lt "$REPEAT" ]; do
-  measure module "$rm_pid" "$rm_port" SL.THROTTLE key:__rand_int__ token_bucket:1000/h 1
-  measure lua "$rm_pid" "$rm_port" EVALSHA "$sha" 1 tb:__rand_int__ 1000 1000 3600000 1
-  measure incr "$rm_pid" "$rm_port" INCR c:__rand_int__
+  measure module "$rx_pid" "$rx_port" SL.THROTTLE key:__rand_int__ token_bucket:1000/h 1
+  measure lua "$rx_pid" "$rx_port" EVALSHA "$sha" 1 tb:__rand_int__ 1000 1000 3600000 1
+  measure incr "$rx_pid" "$rx_port" INCR c:__rand_int__
   measure daemon_module "$rm_pid" "$sm_port" SL.THROTTLE key:__rand_int__ token_bucket:1000/h 1
   measure daemon_lua "$rp_pid" "$sp_port" SL.THROTTLE key:__rand_int__ token_bucket:1000/h 1
   r=$((r + 1))
