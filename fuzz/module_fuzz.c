@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "../tests/unit/fake_redis.h"
+#include "base/le.h"
 #include "module/module.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -88,7 +89,7 @@ static size_t arg(in *s, char *buf) {
     for (int i = 0; i < 4; i++) {
       int v = byte(s);
       int64_t x = nums[(v < 0 ? 0 : v) % (sizeof nums / sizeof nums[0])];
-      for (int b = 0; b < 8; b++) buf[8 * i + b] = (char)((uint64_t)x >> (8 * b));
+      le_put64(buf + 8 * i, (uint64_t)x);
     }
     return 32;
   }

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/le.h"
 #include "limiter.h"
 #include "store/snapshot.h"
 
@@ -44,7 +45,8 @@ static int resolve(void *ud, const char *name, size_t len,
 }
 
 static void put(uint8_t *b, size_t *n, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; i++) b[(*n)++] = (uint8_t)(v >> (8 * i));
+  le_put(b + *n, v, (size_t)bytes);
+  *n += (size_t)bytes;
 }
 
 /* A header naming the six as ids 0..5, data, and a valid end. */

@@ -22,6 +22,7 @@
 
 #include "../algo/cell.h"
 #include "../base/clock.h"
+#include "../base/le.h"
 #include "../base/strbuf.h"
 #include "walk.h"
 
@@ -29,18 +30,11 @@
 #define END_BYTES (1 + 8 + crypto_generichash_BYTES)
 static const char magic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'S', 'T'};
 
-/* ---- little-endian integers ---- */
-
+/* v's low n bytes, little-endian, appended to b. */
 static void put_le(strbuf *b, uint64_t v, int n) {
   uint8_t x[8];
-  for (int i = 0; i < n; i++) x[i] = (uint8_t)(v >> (8 * i));
+  le_put(x, v, (size_t)n);
   strbuf_add(b, x, (size_t)n);
-}
-
-static uint64_t get_le(const uint8_t *p, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
-  return v;
 }
 
 /* ---- writing ---- */
@@ -193,7 +187,7 @@ static const uint8_t *take(reader *r, size_t n, const char *what) {
 static int take_le(reader *r, int n, const char *what, uint64_t *v) {
   const uint8_t *p = take(r, (size_t)n, what);
   if (!p) return -1;
-  *v = get_le(p, n);
+  *v = le_get(p, (size_t)n);
   return 0;
 }
 
@@ -226,13 +220,13 @@ static int read_head(reader *r, target *map, store_resolve_fn resolve,
   if (!h) return -1;
   if (memcmp(h, magic, sizeof magic))
     return fail_at(r, 0, "not a sluice state file (no SLUICEST magic)");
-  if (get_le(h + 8, 4) != STORE_SNAP_VERSION)
+  if (le_get32(h + 8) != STORE_SNAP_VERSION)
     return fail_at(r, 8, "version %llu; this sluice reads version %d",
-                   (unsigned long long)get_le(h + 8, 4), STORE_SNAP_VERSION);
-  if (get_le(h + 12, 4) != HEADER_BYTES)
+                   (unsigned long long)le_get32(h + 8), STORE_SNAP_VERSION);
+  if (le_get32(h + 12) != HEADER_BYTES)
     return fail_at(r, 12, "header length %llu, expected %d",
-                   (unsigned long long)get_le(h + 12, 4), HEADER_BYTES);
-  uint64_t nnames = get_le(h + 24, 4);
+                   (unsigned long long)le_get32(h + 12), HEADER_BYTES);
+  uint64_t nnames = le_get32(h + 24);
   if (nnames > 65536)
     return fail_at(r, 24, "%llu names; at most 65536",
                    (unsigned long long)nnames);
@@ -284,8 +278,8 @@ static int read_log(reader *r, sl_store *s, const target *t, const uint8_t *key,
   if (!e) return -1;
   int64_t prev = 0;
   for (uint64_t i = 0; t->p && i < n; i++) {
-    int64_t ti = (int64_t)get_le(e + 12 * i, 8);
-    uint64_t ci = get_le(e + 12 * i + 8, 4);
+    int64_t ti = (int64_t)le_get64(e + 12 * i);
+    uint64_t ci = le_get32(e + 12 * i + 8);
     if (ti < prev || ti >= SL_TIME_MAX_NS || ci == 0)
       return fail_at(r, at + 12 * i, "log entry %llu is out of order or range",
                      (unsigned long long)i);
@@ -296,10 +290,10 @@ static int read_log(reader *r, sl_store *s, const target *t, const uint8_t *key,
   store_ref_init(s, &ref, t->p, t->id, key, klen);
   int live = 0, rc = 0;
   for (uint64_t i = 0; i < n && !rc; i++) {
-    int64_t ti = (int64_t)get_le(e + 12 * i, 8), level;
+    int64_t ti = (int64_t)le_get64(e + 12 * i), level;
     if (ti <= now - t->p->W) continue; /* out of the window by now */
     live = 1;
-    rc = store_force(s, &ref, (int64_t)get_le(e + 12 * i + 8, 4), ti, &level);
+    rc = store_force(s, &ref, (int64_t)le_get32(e + 12 * i + 8), ti, &level);
   }
   if (rc) store_remove(s, &ref);
   if (!live) stats->fresh++;
