@@ -78,7 +78,13 @@ static int read_duration(const char **s, const char *what, int64_t *ns,
 /* "concurrency:N[:lease=DURATION]", s just after the algorithm's name. */
 static int parse_concurrency(const char *spec, const char *s, sl_policy *out,
                              char *err, size_t err_len) {
-  sl_policy p = {SL_CONCURRENCY, 0, 0, SL_LEASE_DEFAULT_NS};
+  /* Zeroed whole, padding included, as the other algorithms' policies
+     are (sl_policy_parse's "{0}"), so that equal policies have equal
+     bytes. */
+  sl_policy p;
+  memset(&p, 0, sizeof p);
+  p.algo = SL_CONCURRENCY;
+  p.period_ns = SL_LEASE_DEFAULT_NS;
   if (*s != ':')
     return algo_policy_error(err, err_len,
                              "missing ':N' after 'concurrency' in '%s' "
