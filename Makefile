@@ -437,9 +437,15 @@ FUZZ_LIBS_pbjson = -lprotobuf-c -ljansson
 fuzz_obj = $(patsubst build/gen/%.c,$(BUILD)/obj/gen/%.o,$(filter build/gen/%,$(1))) \
   $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out build/gen/%,$(1)))
 
+# Every header a harness may include: a libFuzzer build compiles all its
+# sources in one command, which leaves no per-object dependency files, so
+# a change to any header rebuilds every harness.
+FUZZ_HDR = $(wildcard include/*.h src/*.h src/*/*.h tests/unit/*.h)
+
 # The per-harness lists are read in the prerequisites, by the stem.
 .SECONDEXPANSION:
-build/fuzz/%_fuzz: fuzz/%_fuzz.c $(LIB_SRC) $(FUZZ_SRV) $$(FUZZ_SRC_$$*)
+build/fuzz/%_fuzz: fuzz/%_fuzz.c $(LIB_SRC) $(FUZZ_SRV) $$(FUZZ_SRC_$$*) \
+    $(FUZZ_HDR)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_FLAGS_$*) -Isrc -o $@ $< $(LIB_SRC) \
 	  $(FUZZ_SRV) $(FUZZ_SRC_$*) $(FUZZ_LIBS_$*) $(CORE_SRV_LIBS) $(LIBS)
