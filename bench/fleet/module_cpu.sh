@@ -15,9 +15,11 @@
 # evalShaCommand: what usec_per_call times) are divided by the calls
 # INFO commandstats counted; and the daemons once more at -c 16 -P 16,
 # where they batch decisions, divided by the decisions (requests). Target (issue 19): module / Lua <= 0.3.
-# Last, the whole of Redis's work per request at -c 50 -P 16 (whole()),
-# SL.THROTTLE against INCR: where Redis is the bottleneck, the ratio of
-# their rates (target >= 0.7).
+# Last, the whole of Redis's user-space work per request at -c 50 -P 16
+# (whole()), SL.THROTTLE against INCR: not the ratio of their rates where
+# Redis is the bottleneck (target >= 0.7, measured by module.sh), since
+# the kernel's socket work, which callgrind does not see, is a larger
+# share of INCR's time than of SL.THROTTLE's.
 set -u
 SLUICE=${SLUICE:-build/sluice}
 MODULE=$(cd "$(dirname "${MODULE:-build/sluice-redis.so}")" && pwd)/$(basename "${MODULE:-build/sluice-redis.so}")
@@ -115,7 +117,7 @@ whole() {
 }
 wt=$(whole SL.THROTTLE k:__rand_int__ token_bucket:1000/h 1)
 wi=$(whole INCR k:__rand_int__)
-echo "whole request, -c 50 -P 16: SL.THROTTLE $wt, INCR $wi instructions: INCR / SL.THROTTLE $(awk -v a="$wi" -v b="$wt" 'BEGIN { printf "%.2f", a / b }')x (target >= 0.7)"
+echo "whole request, -c 50 -P 16: SL.THROTTLE $wt, INCR $wi instructions: INCR / SL.THROTTLE $(awk -v a="$wi" -v b="$wt" 'BEGIN { printf "%.2f", a / b }')x (user space only: the 0.7x target is of time, kernel included, module.sh)"
 awk -v dm="$(cat "$tmp/dm")" -v dl="$(cat "$tmp/dl")" \
   -v bm="$(cat "$tmp/bm")" -v bl="$(cat "$tmp/bl")" \
   -v tm="$(cat "$tmp/tm")" -v tl="$(cat "$tmp/tl")" 'BEGIN {
