@@ -52,11 +52,12 @@ wait_port() {
 # else (the daemons, redis-benchmark) on the others, so that
 # usec_per_call, wall time inside a command, is not inflated by Redis
 # being descheduled in the middle of one by a process sharing its core.
-# Not by default: on a small machine the daemons and the client then
-# share what is left, and the daemons' rates measure that. (Redis's CPU
-# time per request, also printed, is not inflated by descheduling.)
+# By default only on 4 cores or more: on a smaller machine the daemons
+# and the client then share what is left, and the daemons' rates measure
+# that. (Redis's CPU time per request, also printed, is not inflated by
+# descheduling.) BENCH_PIN=0 turns it off everywhere.
 CORES=$(nproc)
-PIN=${BENCH_PIN:-0}
+PIN=${BENCH_PIN:-$([ "$CORES" -ge 4 ] && echo 1 || echo 0)}
 on_redis="" on_rest=""
 if [ "$PIN" = 1 ] && [ "$CORES" -ge 2 ] && command -v taskset >/dev/null; then
   on_redis="taskset -c $((CORES - 1))" on_rest="taskset -c 0-$((CORES - 2))"
