@@ -95,6 +95,17 @@ usec() { # PORT COMMAND: Redis's total usec in that command
 cpu_us() { awk -v t="$(cat "$tmp/$1.ticks")" -v n="$(cat "$tmp/$1.reqs")" -v k="$TCK" \
   'BEGIN { printf "%.3f", t / k / n * 1e6 }'; }
 
+# redis_at PORT NAME [ARGS...]: a redis-server without persistence in the
+# background ($! is its pid), logging to $tmp/NAME.log, stopped with the
+# key space's servers.
+redis_at() {
+  _port=$1 _name=$2
+  shift 2
+  $on_redis redis-server --port "$_port" --bind 127.0.0.1 --save '' \
+    --appendonly no "$@" >"$tmp/$_name.log" 2>&1 &
+  spids="$spids $!" pids="$pids $!"
+}
+
 # space KEYS: every figure on KEYS random keys of each kind, on servers
 # started for it and stopped after.
 space() {
@@ -102,18 +113,9 @@ KEYS=$1 spids=""
 rm -f "$tmp"/module* "$tmp"/lua* "$tmp"/incr* "$tmp"/daemon_*
 rx_port=$(free_port); rm_port=$(free_port); rp_port=$(free_port)
 so="$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE")"
-$on_redis redis-server --port "$rx_port" --bind 127.0.0.1 --save '' --appendonly no \
-  --loadmodule "$so" >"$tmp/rx.log" 2>&1 &
-rx_pid=$!
-spids="$spids $!" pids="$pids $!"
-$on_redis redis-server --port "$rm_port" --bind 127.0.0.1 --save '' --appendonly no \
-  --loadmodule "$so" >"$tmp/rm.log" 2>&1 &
-rm_pid=$!
-spids="$spids $!" pids="$pids $!"
-$on_redis redis-server --port "$rp_port" --bind 127.0.0.1 --save '' --appendonly no \
-  >"$tmp/rp.log" 2>&1 &
-rp_pid=$!
-spids="$spids $!" pids="$pids $!"
+redis_at "$rx_port" rx --loadmodule "$so"; rx_pid=$!
+redis_at "$rm_port" rm --loadmodule "$so"; rm_pid=$!
+redis_at "$rp_port" rp; rp_pid=$!
 wait_port "$rx_port"; wait_port "$rm_port"; wait_port "$rp_port"
 sm_port=$(free_port); sp_port=$(free_port)
 $on_rest "$SLUICE" serve --grpc off --store "redis://127.0.0.1:$rm_port" --http off \
