@@ -2,10 +2,9 @@
  * le.h — integers as little-endian bytes: the layouts decide.lua packs
  * and unpacks ('<i8', '<I4'), which the daemon's calls, the Redis module's
  * state keys and its packed replies share, and the memory store's
- * snapshots. Inline, through memcpy and the
- * byte order's conversion, which the compiler makes one load or store
- * (a byte at a time, in loops, was about an eighth of the module's
- * instructions per decision).
+ * snapshots. Inline, through memcpy and the byte order's conversion,
+ * which the compiler makes one load or store (a byte at a time, in loops,
+ * was about an eighth of the module's instructions per decision).
  */
 #ifndef SLUICE_BASE_LE_H
 #define SLUICE_BASE_LE_H

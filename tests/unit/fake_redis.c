@@ -127,11 +127,6 @@ static fkey *add_key(const char *name, size_t len, int type) {
   return k;
 }
 
-/* An event this Redis does not have (fake_refuse_event), or 0. */
-static uint64_t refused;
-
-void fake_refuse_event(uint64_t id) { refused = id; }
-
 void fake_reset(void) {
   while (nkeys) del_key(keys[0]->name, keys[0]->nlen);
 }
@@ -605,6 +600,11 @@ static long long fk_ServerInfoGetFieldSigned(RedisModuleServerInfoData *d,
   *err = 1;
   return 0;
 }
+
+/* An event this Redis does not have (fake_refuse_event), or 0. */
+static uint64_t refused;
+
+void fake_refuse_event(uint64_t id) { refused = id; }
 
 static int fk_SubscribeToServerEvent(RedisModuleCtx *ctx, RedisModuleEvent e,
                                      RedisModuleEventCallback cb) {
