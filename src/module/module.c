@@ -174,6 +174,7 @@ int md_cell(RedisModuleCtx *ctx, RedisModuleString *name,
                    (ttl % 1000000 != 0 || ttl < 1000000);
     RedisModule_SetAbsExpire(k, at);
     MREP(ctx, "SET", "sbcl", name, buf, len, "PXAT", at);
+    RedisModule_SignalModifiedKey(ctx, name);
   }
   RedisModule_CloseKey(k);
   return 0;
@@ -214,6 +215,7 @@ int md_cmd_reset(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   if (had) {
     RedisModule_DeleteKey(k);
     MREP(ctx, "DEL", "s", argv[1]);
+    RedisModule_SignalModifiedKey(ctx, argv[1]);
   }
   RedisModule_CloseKey(k);
   return RedisModule_ReplyWithLongLong(ctx, had);
@@ -258,6 +260,13 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv,
   if (rm_init(ctx, "sluice", 1) != REDISMODULE_OK || mkey_init() ||
       mrep_init(ctx) != REDISMODULE_OK)
     return REDISMODULE_ERR;
+  /* Redis would signal every key opened for writing as modified when it
+     is closed: a denied decision, which writes nothing, would then abort
+     a client's WATCH and invalidate client-side caches. The module
+     signals each key it writes itself (state.c, md_cell, SL.RESET), as
+     the script's own writes do. */
+  RedisModule_SetModuleOptions(ctx,
+                               REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED);
   int testclock = 0;
   for (int i = 0; i < argc; i++) {
     if (!arg_is(argv[i], "TESTCLOCK")) {

@@ -52,6 +52,7 @@ typedef void (*RedisModuleEventCallback)(RedisModuleCtx *ctx,
 #define REDISMODULE_SUBEVENT_FORK_CHILD_BORN 0
 #define REDISMODULE_SUBEVENT_FORK_CHILD_DIED 1
 #define REDISMODULE_EVENT_CONFIG 16
+#define REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED (1 << 1)
 #define REDISMODULE_ERRORMSG_WRONGTYPE \
   "WRONGTYPE Operation against a key holding the wrong kind of value"
 
@@ -61,6 +62,7 @@ typedef void (*RedisModuleEventCallback)(RedisModuleCtx *ctx,
     (RedisModuleCtx *, const char *, RedisModuleCmdFunc, const char *, int,  \
      int, int))                                                              \
   X(SetModuleAttribs, void, (RedisModuleCtx *, const char *, int, int))      \
+  X(SetModuleOptions, void, (RedisModuleCtx *, int))                         \
   X(WrongArity, int, (RedisModuleCtx *))                                     \
   X(ReplyWithLongLong, int, (RedisModuleCtx *, long long))                   \
   X(ReplyWithError, int, (RedisModuleCtx *, const char *))                   \
@@ -80,6 +82,7 @@ typedef void (*RedisModuleEventCallback)(RedisModuleCtx *ctx,
   X(StringTruncate, int, (RedisModuleKey *, size_t))                         \
   X(SetAbsExpire, int, (RedisModuleKey *, long long))                        \
   X(DeleteKey, int, (RedisModuleKey *))                                      \
+  X(SignalModifiedKey, int, (RedisModuleCtx *, RedisModuleString *))         \
   X(HashGet, int, (RedisModuleKey *, int, ...))                              \
   X(HashSet, int, (RedisModuleKey *, int, ...))                              \
   X(Replicate, int, (RedisModuleCtx *, const char *, const char *, ...))     \

@@ -313,19 +313,18 @@ static long long save_log(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
 void mkey_save(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
                const algo_state *next, int64_t t, int64_t cost,
                long long real_ms) {
-  long long at;
-  if (p->pub.algo == SL_SLIDING_LOG) {
-    at = save_log(ctx, m, p, t, cost, real_ms);
-  } else {
-    at = real_ms + ttl_ms(p->ops->fresh_at(p, next), t);
+  if (p->pub.algo != SL_SLIDING_LOG) {
+    long long at = real_ms + ttl_ms(p->ops->fresh_at(p, next), t);
     save_string(ctx, m, p, next, at);
-    return;
+  } else {
+    long long at = save_log(ctx, m, p, t, cost, real_ms);
+    RedisModule_SetAbsExpire(m->k, at);
+    char num[FMT_INT_MAX];
+    MREP(ctx, "PEXPIREAT", "sb", m->name, num, fmt_i64(num, at));
+    m->st.a = (int64_t)(uintptr_t)m->log;
   }
-  RedisModule_SetAbsExpire(m->k, at);
-  char num[FMT_INT_MAX];
-  MREP(ctx, "PEXPIREAT", "sb", m->name, num,
-                        fmt_i64(num, at));
-  m->st.a = (int64_t)(uintptr_t)m->log;
+  /* Redis signals nothing for the module (module.c's OnLoad). */
+  RedisModule_SignalModifiedKey(ctx, m->name);
 }
 
 void mkey_close(mkey *m) {

@@ -41,7 +41,8 @@ int mkey_open(RedisModuleCtx *ctx, mkey *m, RedisModuleString *name,
 /*
  * Writes a charge: for sliding_log, commits `cost` at t into the loaded
  * log; for the others stores *next. The key expires at its time to fresh
- * from `t` (on Redis's own clock, real_ms now). Replicated.
+ * from `t` (on Redis's own clock, real_ms now). Replicated, and signalled
+ * as modified (WATCH, client-side caching): a key only opened is not.
  */
 void mkey_save(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
                const algo_state *next, int64_t t, int64_t cost,

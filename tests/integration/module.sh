@@ -8,7 +8,8 @@
 # replies on a fixed clock (redis-cell's README example among them), every
 # bad input answered with a Redis-style error (arity, policies, numbers,
 # huge costs, keys of another type: WRONGTYPE), TTLs equal to the time to
-# fresh, SL.RESET, the keys Redis is told (COMMAND GETKEYS), state kept
+# fresh, SL.RESET, a WATCH broken by a write and not by a denial, the keys
+# Redis is told (COMMAND GETKEYS), state kept
 # through an RDB restart and an AOF-only one (the same values and expiry
 # times) and copied to a replica; writes with nowhere to go counted, an
 # AOF turned on at run time fed, a replica synced under writes equal to
@@ -121,6 +122,24 @@ is "sliding log" "1 2 1 0 3600000 0" SL.THROTTLE sl sliding_log:2/1h
 is "sliding log hash" "hash" TYPE sl
 is "sliding window" "1 4 3 0 7200000 0" SL.THROTTLE sw sliding_window:4/1h
 is "gcra" "1 16 15 0 2000 0" SL.THROTTLE g2 gcra:30/60s:burst=16 1
+# A WATCH is broken by a write only: a denial writes nothing and leaves a
+# transaction on its key to run, as with the script (Redis would signal
+# every key the module opened for writing, had it not opted out).
+# watched NAME KEY WANT CMD...: on one connection WATCH KEY, CMD, then
+# MULTI, PING, EXEC, whose answer is WANT (PONG: ran; "": aborted).
+watched() {
+  _n=$1 _k=$2 _w=$3
+  shift 3
+  _g=$(printf 'WATCH %s\n%s\nMULTI\nPING\nEXEC\n' "$_k" "$*" |
+    timeout 5 redis-cli -p "$port" 2>&1 | tail -1)
+  if [ "$_g" = "$_w" ]; then pass; else fail "$_n: EXEC gave '$_g', want '$_w'"; fi
+}
+watched "watch: allowed" w "" SL.THROTTLE w fixed_window:1/1h
+watched "watch: denied" w PONG SL.THROTTLE w fixed_window:1/1h
+watched "watch: cell allowed" wc "" CL.THROTTLE wc 0 1 3600 1
+watched "watch: cell denied" wc PONG CL.THROTTLE wc 0 1 3600 1
+watched "watch: reset nothing" wn PONG SL.RESET wn
+watched "watch: reset" w "" SL.RESET w
 # redis-cell's README: 15 max burst, 30 per 60 s; one redis-cli session,
 # so that the 2 s key outlives it.
 port=$P

@@ -52,6 +52,7 @@ static char first_violation[200];
 static fake_cmd cmds[16];
 static int ncmds;
 static const char *hidden;
+static int module_options; /* RedisModule_SetModuleOptions's */
 
 int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv,
                        int argc);
@@ -346,6 +347,50 @@ const char *fake_reply_text(const RedisModuleCtx *ctx) {
   return buf;
 }
 
+/* ---- what a command wrote and signalled ---- */
+
+enum { WROTE, SIGNALLED };
+
+/* Notes that the command of ctx wrote key name, or signalled it. */
+static void mark(RedisModuleCtx *ctx, const char *name, size_t len, int what) {
+  uint64_t h = 1469598103934665603u;
+  for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)name[i]) * 1099511628211u;
+  int i = 0;
+  while (i < ctx->nmarks && ctx->marks[i].h != h) i++;
+  if (i == (int)(sizeof ctx->marks / sizeof ctx->marks[0])) return;
+  if (i == ctx->nmarks) ctx->marks[ctx->nmarks++].h = h;
+  if (what == WROTE)
+    ctx->marks[i].wrote = 1;
+  else
+    ctx->marks[i].signalled = 1;
+}
+
+/* After a command: Redis tells WATCH and client-side caching of exactly
+   the keys that changed. */
+static void check_marks(const RedisModuleCtx *ctx) {
+  for (int i = 0; i < ctx->nmarks; i++)
+    if (ctx->marks[i].wrote != ctx->marks[i].signalled)
+      violation("%s: a key %s", ctx->cmd,
+                ctx->marks[i].wrote ? "written and not signalled as modified"
+                                    : "signalled as modified, not written");
+}
+
+int fake_signalled(const RedisModuleCtx *ctx) {
+  int n = 0;
+  for (int i = 0; i < ctx->nmarks; i++) n += ctx->marks[i].signalled;
+  return n;
+}
+
+static int fk_SignalModifiedKey(RedisModuleCtx *ctx, RedisModuleString *name) {
+  mark(ctx, name->p, name->len, SIGNALLED);
+  return REDISMODULE_OK;
+}
+
+static void fk_SetModuleOptions(RedisModuleCtx *ctx, int options) {
+  (void)ctx;
+  module_options = options;
+}
+
 /* ---- keys ---- */
 
 static RedisModuleKey *fk_OpenKey(RedisModuleCtx *ctx, RedisModuleString *name,
@@ -363,6 +408,11 @@ static RedisModuleKey *fk_OpenKey(RedisModuleCtx *ctx, RedisModuleString *name,
 
 static void fk_CloseKey(RedisModuleKey *h) {
   if (!h) return;
+  /* Redis 7.0's moduleCloseKey: a key opened for writing is signalled as
+     modified, whatever was done with it, unless the module opted out. */
+  if ((h->mode & REDISMODULE_WRITE) &&
+      !(module_options & REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED))
+    mark(h->ctx, h->name, h->nlen, SIGNALLED);
   free(h->name);
   free(h);
 }
@@ -395,7 +445,10 @@ static char *fk_StringDMA(RedisModuleKey *h, size_t *len, int mode) {
   if (k->type != FK_STRING) return NULL;
   if ((mode & REDISMODULE_WRITE) && !(h->mode & REDISMODULE_WRITE))
     violation("StringDMA for writing on a key opened for reading");
-  if (mode & REDISMODULE_WRITE) k->written = 1;
+  if (mode & REDISMODULE_WRITE) {
+    k->written = 1;
+    mark(h->ctx, h->name, h->nlen, WROTE);
+  }
   *len = k->vlen;
   return k->v;
 }
@@ -416,6 +469,7 @@ static int fk_StringTruncate(RedisModuleKey *h, size_t len) {
   k->v = v;
   k->vlen = len;
   k->written = 1;
+  mark(h->ctx, h->name, h->nlen, WROTE);
   return REDISMODULE_OK;
 }
 
@@ -430,6 +484,7 @@ static int fk_StringSet(RedisModuleKey *h, RedisModuleString *str) {
   k->v[str->len] = '\0';
   k->vlen = str->len;
   k->written = 1;
+  mark(h->ctx, h->name, h->nlen, WROTE);
   return REDISMODULE_OK;
 }
 
@@ -437,11 +492,13 @@ static int fk_SetAbsExpire(RedisModuleKey *h, long long at) {
   fkey *k = key_of(h);
   if (!(h->mode & REDISMODULE_WRITE) || !k || at < 0) return REDISMODULE_ERR;
   k->expire = at;
+  mark(h->ctx, h->name, h->nlen, WROTE);
   return REDISMODULE_OK;
 }
 
 static int fk_DeleteKey(RedisModuleKey *h) {
   if (!(h->mode & REDISMODULE_WRITE)) return REDISMODULE_ERR;
+  if (key_of(h)) mark(h->ctx, h->name, h->nlen, WROTE);
   del_key(h->name, h->nlen);
   return REDISMODULE_OK;
 }
@@ -468,6 +525,7 @@ static int fk_HashSet(RedisModuleKey *h, int flags, ...) {
   if (flags) violation("HashSet flags %d (the fake knows 0 only)", flags);
   if (!k) k = add_key(h->name, h->nlen, FK_HASH);
   k->written = 1;
+  mark(h->ctx, h->name, h->nlen, WROTE);
   int n = 0;
   va_list ap;
   va_start(ap, flags);
@@ -722,6 +780,7 @@ int fake_init(long long ms, const char *const *args, int n,
   violations = 0;
   first_violation[0] = '\0';
   hidden = hide;
+  module_options = 0;
   handler = NULL;
   verbatim = 0;
   fake_set_feeds(1, 1, 0);
@@ -753,6 +812,7 @@ static int call(RedisModuleCtx *ctx, const char *name, int n,
   ctx->cmd = c->name;
   ctx->keys_request = getkeys;
   int rc = c->fn(ctx, a, n + 1);
+  check_marks(ctx);
   for (int i = 0; i <= n; i++) free_string(a[i]);
   free(a);
   return rc;

@@ -14,7 +14,8 @@
  * its words), and counts the strings it hands out, so a test can see a
  * command free everything it created. Misuse a real Redis would crash on
  * or reject (a reply after the reply, an unknown Replicate format, a
- * DMA write to a non-string) is recorded as a violation instead.
+ * DMA write to a non-string) is recorded as a violation instead, and so
+ * is a key written and not signalled as modified, or the reverse.
  */
 #ifndef SLUICE_TESTS_FAKE_REDIS_H
 #define SLUICE_TESTS_FAKE_REDIS_H
@@ -48,6 +49,15 @@ struct RedisModuleCtx {
                       each, binary bytes as \xNN */
   size_t repl_len;
   int nrepl;
+  /* The keys the command wrote and those signalled as modified (by the
+     module, or by Redis at CloseKey unless the module opted out), by a
+     hash of the name: after the command the fake checks they are the
+     same keys, since a WATCH aborts on a signal alone. */
+  struct {
+    uint64_t h;
+    int wrote, signalled;
+  } marks[64];
+  int nmarks;
 };
 
 /* A registered command. */
@@ -109,6 +119,8 @@ void fake_fire(uint64_t id, uint64_t sub);
 /* Makes the module's subscription to event id fail, as on a Redis that
    does not have it (0: none fails), from the next load on. */
 void fake_refuse_event(uint64_t id);
+/* The keys the last command signalled as modified. */
+int fake_signalled(const RedisModuleCtx *ctx);
 /* Calls of RedisModule_ReplicateVerbatim since the module's load. */
 long fake_verbatim(void);
 

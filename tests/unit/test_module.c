@@ -10,7 +10,8 @@
  * sliding_log's hash, SL.DECIDE's keys, modes and all-or-nothing, redis-
  * cell's own key format, and the library's decisions on random traces.
  * Every command is checked to answer exactly one well-formed reply, to
- * free every string it made, and to use the API as Redis allows.
+ * free every string it made, to use the API as Redis allows, and to
+ * signal as modified exactly the keys it wrote.
  */
 #include "helpers.h"
 
@@ -155,6 +156,29 @@ static void a_write_is_replicated_with_its_absolute_expiry(void **state) {
   EXPECT("0", "sl.reset", "tb");
   assert_int_equal(ctx.nrepl, 0);
   assert_int_equal(fake_type("tb"), FK_NONE);
+}
+
+/* Only a write tells WATCH and client-side caching that a key changed,
+   as only the script's writes do: a denial, a peek or a reset of nothing
+   signals nothing (Redis itself would signal every key the module opened
+   for writing; checked() also fails any command whose written and
+   signalled keys differ). */
+static void only_a_write_signals_a_change(void **state) {
+  (void)state;
+  EXPECT("1 1 0 0 3600000 0", "sl.throttle", "w", "fixed_window:1/1h");
+  assert_int_equal(fake_signalled(&ctx), 1);
+  EXPECT("0 1 0 3600000 3600000 0", "sl.throttle", "w", "fixed_window:1/1h");
+  assert_int_equal(fake_signalled(&ctx), 0);
+  EXPECT("0 1 0 -1 3600", "cl.throttle", "c", "0", "1", "3600", "1");
+  assert_int_equal(fake_signalled(&ctx), 1);
+  EXPECT("1 1 0 3600 3600", "cl.throttle", "c", "0", "1", "3600", "1");
+  assert_int_equal(fake_signalled(&ctx), 0);
+  EXPECT("1 2 1 0 3600000 0", "sl.throttle", "s", "sliding_log:2/1h");
+  assert_int_equal(fake_signalled(&ctx), 1);
+  EXPECT("0", "sl.reset", "none");
+  assert_int_equal(fake_signalled(&ctx), 0);
+  EXPECT("1", "sl.reset", "w");
+  assert_int_equal(fake_signalled(&ctx), 1);
 }
 
 /* Where Redis has nothing to feed (no replica, no backlog, no AOF), a
@@ -642,6 +666,8 @@ int main(void) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(
           a_write_is_replicated_with_its_absolute_expiry, setup, teardown),
+      cmocka_unit_test_setup_teardown(only_a_write_signals_a_change, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(a_write_nothing_takes_is_only_counted,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(
