@@ -217,12 +217,15 @@ until [ "$(info_field $R replication master_link_status)" = up ] ||
   [ $_i -gt 150 ]; do
   sleep 0.1; _i=$((_i + 1))
 done
-redis-cli -p $P SL.THROTTLE keep token_bucket:10/1h 2 >/dev/null
-redis-cli -p $P WAIT 1 5000 >/dev/null
+# (WAIT waits for the offset of its own connection's last write: on a
+# connection of its own it has none, and returns before the replica has
+# the write.)
+_acked=$(printf 'SL.THROTTLE keep token_bucket:10/1h 2\nWAIT 1 5000\n' |
+  redis-cli -p $P | tail -1)
 if [ "$(redis-cli -p $P GET keep | od -An -tx1)" = "$(redis-cli -p $R GET keep | od -An -tx1)" ]; then
   pass
 else
-  fail "replica: keep differs from the master's"
+  fail "replica: keep differs from the master's (link $(info_field $R replication master_link_status), WAIT acked $_acked)"
 fi
 _t=$(redis-cli -p $R PTTL keep)
 if [ "${_t:-0}" -gt 2000000 ] && [ "$_t" -le 2160000 ]; then pass; else
