@@ -175,6 +175,7 @@ int md_cell(RedisModuleCtx *ctx, RedisModuleString *name,
     RedisModule_SetAbsExpire(k, at);
     MREP(ctx, "SET", "sbcl", name, buf, len, "PXAT", at);
     RedisModule_SignalModifiedKey(ctx, name);
+    mkey_notify_set(ctx, name);
   }
   RedisModule_CloseKey(k);
   return 0;
@@ -216,6 +217,8 @@ int md_cmd_reset(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     RedisModule_DeleteKey(k);
     MREP(ctx, "DEL", "s", argv[1]);
     RedisModule_SignalModifiedKey(ctx, argv[1]);
+    RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_GENERIC, "del",
+                                    argv[1]);
   }
   RedisModule_CloseKey(k);
   return RedisModule_ReplyWithLongLong(ctx, had);

@@ -53,6 +53,9 @@ typedef void (*RedisModuleEventCallback)(RedisModuleCtx *ctx,
 #define REDISMODULE_SUBEVENT_FORK_CHILD_DIED 1
 #define REDISMODULE_EVENT_CONFIG 16
 #define REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED (1 << 1)
+#define REDISMODULE_NOTIFY_GENERIC (1 << 2)
+#define REDISMODULE_NOTIFY_STRING (1 << 3)
+#define REDISMODULE_NOTIFY_HASH (1 << 6)
 #define REDISMODULE_ERRORMSG_WRONGTYPE \
   "WRONGTYPE Operation against a key holding the wrong kind of value"
 
@@ -83,6 +86,8 @@ typedef void (*RedisModuleEventCallback)(RedisModuleCtx *ctx,
   X(SetAbsExpire, int, (RedisModuleKey *, long long))                        \
   X(DeleteKey, int, (RedisModuleKey *))                                      \
   X(SignalModifiedKey, int, (RedisModuleCtx *, RedisModuleString *))         \
+  X(NotifyKeyspaceEvent, int,                                                \
+    (RedisModuleCtx *, int, const char *, RedisModuleString *))              \
   X(HashGet, int, (RedisModuleKey *, int, ...))                              \
   X(HashSet, int, (RedisModuleKey *, int, ...))                              \
   X(Replicate, int, (RedisModuleCtx *, const char *, const char *, ...))     \

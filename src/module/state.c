@@ -204,6 +204,15 @@ static long long ttl_ms(int64_t fresh_at, int64_t t) {
   return ms < 1 ? 1 : ms;
 }
 
+/* The keyspace events of the script's SET key value PX ms, for whoever
+   listens (notify-keyspace-events, or another module): the same whether
+   a key is written here or by decide.lua. */
+void mkey_notify_set(RedisModuleCtx *ctx, RedisModuleString *name) {
+  RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_STRING, "set", name);
+  RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_GENERIC, "expire",
+                                  name);
+}
+
 static void save_string(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
                         const algo_state *st, long long at) {
   unsigned char v[TAT_LEN];
@@ -234,6 +243,7 @@ static void save_string(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
     MREP(ctx, "SET", "sssb", m->name, s, pxat, num,
                           fmt_i64(num, at));
     RedisModule_FreeString(NULL, s);
+    mkey_notify_set(ctx, m->name);
     return;
   }
   /* A loaded key is a string of this layout's length already: written in
@@ -246,6 +256,7 @@ static void save_string(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
   char num[FMT_INT_MAX];
   MREP(ctx, "SET", "sbsb", m->name, (const char *)v, len,
                         pxat, num, fmt_i64(num, at));
+  mkey_notify_set(ctx, m->name);
 }
 
 /* Hash field i := the log's entry e. */
@@ -279,6 +290,8 @@ static long long save_log(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
     if (m->count) {
       RedisModule_DeleteKey(m->k);
       MREP(ctx, "DEL", "s", m->name);
+      RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_GENERIC, "del",
+                                      m->name);
     }
     nhead = 0;
   } else {
@@ -287,6 +300,10 @@ static long long save_log(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
       RedisModule_HashSet(m->k, 0, f, REDISMODULE_HASH_DELETE, NULL);
       MREP(ctx, "HDEL", "ss", m->name, f);
       RedisModule_FreeString(NULL, f);
+      /* (the script's HDEL takes up to 1,000 fields, an event each) */
+      if (i % 1000 == 0)
+        RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_HASH, "hdel",
+                                        m->name);
     }
   }
   /* No wrap: the log was loaded at 0 with room for one more. */
@@ -305,6 +322,8 @@ static long long save_log(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
                                                    META_LEN);
   RedisModule_HashSet(m->k, 0, mf, mv, NULL);
   MREP(ctx, "HSET", "sss", m->name, mf, mv);
+  RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_HASH, "hset",
+                                  m->name);
   RedisModule_FreeString(ctx, mf);
   RedisModule_FreeString(ctx, mv);
   return real_ms + ttl_ms(log_t(log)[newest] + p->W, t);
@@ -321,6 +340,8 @@ void mkey_save(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
     RedisModule_SetAbsExpire(m->k, at);
     char num[FMT_INT_MAX];
     MREP(ctx, "PEXPIREAT", "sb", m->name, num, fmt_i64(num, at));
+    RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_GENERIC, "expire",
+                                    m->name);
     m->st.a = (int64_t)(uintptr_t)m->log;
   }
   /* Redis signals nothing for the module (module.c's OnLoad). */

@@ -41,12 +41,17 @@ int mkey_open(RedisModuleCtx *ctx, mkey *m, RedisModuleString *name,
 /*
  * Writes a charge: for sliding_log, commits `cost` at t into the loaded
  * log; for the others stores *next. The key expires at its time to fresh
- * from `t` (on Redis's own clock, real_ms now). Replicated, and signalled
- * as modified (WATCH, client-side caching): a key only opened is not.
+ * from `t` (on Redis's own clock, real_ms now). Replicated, signalled as
+ * modified (WATCH, client-side caching: a key only opened is not) and
+ * announced with the script's keyspace events.
  */
 void mkey_save(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
                const algo_state *next, int64_t t, int64_t cost,
                long long real_ms);
+
+/* The keyspace events ("set", "expire") of a string state written, as the
+   script's SET key value PX ms fires them. */
+void mkey_notify_set(RedisModuleCtx *ctx, RedisModuleString *name);
 
 /* Closes the key and frees what mkey_open loaded. */
 void mkey_close(mkey *m);

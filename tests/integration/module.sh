@@ -8,7 +8,8 @@
 # replies on a fixed clock (redis-cell's README example among them), every
 # bad input answered with a Redis-style error (arity, policies, numbers,
 # huge costs, keys of another type: WRONGTYPE), TTLs equal to the time to
-# fresh, SL.RESET, a WATCH broken by a write and not by a denial, the keys
+# fresh, SL.RESET, a WATCH broken by a write and not by a denial, keyspace
+# events as the script's writes fire them, the keys
 # Redis is told (COMMAND GETKEYS), state kept
 # through an RDB restart and an AOF-only one (the same values and expiry
 # times) and copied to a replica; writes with nowhere to go counted, an
@@ -140,6 +141,34 @@ watched "watch: cell allowed" wc "" CL.THROTTLE wc 0 1 3600 1
 watched "watch: cell denied" wc PONG CL.THROTTLE wc 0 1 3600 1
 watched "watch: reset nothing" wn PONG SL.RESET wn
 watched "watch: reset" w "" SL.RESET w
+# Keyspace events: a state written fires what the script's SET key value
+# PX ms fires (Redis's own SET, on another key, is the reference), a
+# denial nothing, a reset "del".
+redis-cli -p $P CONFIG SET notify-keyspace-events KA >/dev/null
+timeout 10 redis-cli -p $P --csv PSUBSCRIBE '__keyspace@0__:ev*' \
+  >"$tmp/events" 2>&1 &
+_sub=$!
+_i=0
+while [ "$(redis-cli -p $P PUBSUB NUMPAT)" != 1 ] && [ $_i -lt 50 ]; do
+  sleep 0.1; _i=$((_i + 1))
+done
+redis-cli -p $P SET evref x PX 3600000 >/dev/null
+redis-cli -p $P SL.THROTTLE ev1 token_bucket:1/1h >/dev/null
+redis-cli -p $P SL.THROTTLE ev1 token_bucket:1/1h >/dev/null
+redis-cli -p $P SL.RESET ev1 >/dev/null
+redis-cli -p $P PUBLISH __keyspace@0__:evend end >/dev/null
+_i=0
+while ! grep -q evend "$tmp/events" && [ $_i -lt 50 ]; do
+  sleep 0.1; _i=$((_i + 1))
+done
+kill $_sub 2>/dev/null; wait $_sub 2>/dev/null
+redis-cli -p $P CONFIG SET notify-keyspace-events "" >/dev/null
+# (--csv: "pmessage","pattern","__keyspace@0__:KEY","EVENT")
+_ev() { tr -d '"' <"$tmp/events" | awk -F, -v k="__keyspace@0__:$1" '$3 == k { printf "%s ", $4 }'; }
+_want="$(_ev evref)del "
+if [ -n "$(_ev evref)" ] && [ "$(_ev ev1)" = "$_want" ]; then pass; else
+  fail "keyspace events: ev1 '$(_ev ev1)', want '$_want'"
+fi
 # redis-cell's README: 15 max burst, 30 per 60 s; one redis-cli session,
 # so that the 2 s key outlives it.
 port=$P

@@ -386,6 +386,30 @@ static int fk_SignalModifiedKey(RedisModuleCtx *ctx, RedisModuleString *name) {
   return REDISMODULE_OK;
 }
 
+/* Recorded as "event key;" (types as Redis 7.0's notify.c would file
+   them: the module's events are the script's commands'). */
+static int fk_NotifyKeyspaceEvent(RedisModuleCtx *ctx, int type,
+                                  const char *event, RedisModuleString *key) {
+  static const struct {
+    const char *event;
+    int type;
+  } known[] = {{"set", REDISMODULE_NOTIFY_STRING},
+               {"expire", REDISMODULE_NOTIFY_GENERIC},
+               {"del", REDISMODULE_NOTIFY_GENERIC},
+               {"hset", REDISMODULE_NOTIFY_HASH},
+               {"hdel", REDISMODULE_NOTIFY_HASH}};
+  size_t i = 0;
+  while (i < sizeof known / sizeof known[0] && strcmp(known[i].event, event))
+    i++;
+  if (i == sizeof known / sizeof known[0] || known[i].type != type)
+    violation("keyspace event %s of type %d", event, type);
+  size_t room = sizeof ctx->events - ctx->events_len;
+  int n = snprintf(ctx->events + ctx->events_len, room, "%s %.*s;", event,
+                   (int)key->len, key->p);
+  if (n > 0 && (size_t)n < room) ctx->events_len += (size_t)n;
+  return REDISMODULE_OK;
+}
+
 static void fk_SetModuleOptions(RedisModuleCtx *ctx, int options) {
   (void)ctx;
   module_options = options;

@@ -49,6 +49,8 @@ struct RedisModuleCtx {
                       each, binary bytes as \xNN */
   size_t repl_len;
   int nrepl;
+  char events[1024]; /* keyspace events: "event key;" each */
+  size_t events_len;
   /* The keys the command wrote and those signalled as modified (by the
      module, or by Redis at CloseKey unless the module opted out), by a
      hash of the name: after the command the fake checks they are the

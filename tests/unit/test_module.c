@@ -181,6 +181,43 @@ static void only_a_write_signals_a_change(void **state) {
   assert_int_equal(fake_signalled(&ctx), 1);
 }
 
+/* The keyspace events of what is written are the script's own (SET key
+   value PX: "set", "expire"; sliding_log's DEL, HDEL, HSET, PEXPIRE), so
+   a listener cannot tell the module from decide.lua; nothing written,
+   nothing announced. */
+static void writes_fire_the_scripts_keyspace_events(void **state) {
+  (void)state;
+  struct {
+    int64_t at_ms;
+    const char *cmd, *key, *arg, *events;
+  } steps[] = {
+      {0, "sl.throttle", "tb", "token_bucket:1/1h", "set tb;expire tb;"},
+      {0, "sl.throttle", "tb", "token_bucket:1/1h", ""},
+      {0, "cl.throttle", "c", NULL, "set c;expire c;"},
+      {0, "cl.throttle", "c", NULL, ""},
+      {0, "sl.throttle", "s", "sliding_log:2/1s", "hset s;expire s;"},
+      {600, "sl.throttle", "s", "sliding_log:2/1s", "hset s;expire s;"},
+      {1200, "sl.throttle", "s", "sliding_log:2/1s",
+       "hdel s;hset s;expire s;"},
+      {5000, "sl.throttle", "s", "sliding_log:2/1s",
+       "del s;hset s;expire s;"},
+      {5000, "sl.reset", "s", NULL, "del s;"},
+      {5000, "sl.reset", "s", NULL, ""},
+  };
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+    clock_at(steps[i].at_ms);
+    if (!strcmp(steps[i].cmd, "cl.throttle"))
+      RUN(steps[i].cmd, steps[i].key, "0", "1", "3600", "1");
+    else if (steps[i].arg)
+      RUN(steps[i].cmd, steps[i].key, steps[i].arg);
+    else
+      RUN(steps[i].cmd, steps[i].key);
+    if (strcmp(ctx.events, steps[i].events))
+      fail_msg("step %zu (%s %s): events '%s', want '%s'", i, steps[i].cmd,
+               steps[i].key, ctx.events, steps[i].events);
+  }
+}
+
 /* Where Redis has nothing to feed (no replica, no backlog, no AOF), a
    write is only counted as a change; a fork, an AOF or a backlog make the
    module replicate again, and a fork's end reads the state anew. */
@@ -668,6 +705,8 @@ int main(void) {
           a_write_is_replicated_with_its_absolute_expiry, setup, teardown),
       cmocka_unit_test_setup_teardown(only_a_write_signals_a_change, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(writes_fire_the_scripts_keyspace_events,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(a_write_nothing_takes_is_only_counted,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(
