@@ -18,6 +18,9 @@
 #   lua     EVALSHA of bench/server/tokenbucket.lua (the usual token bucket
 #           in a script) at the same Redis
 #   incr    INCR at the same Redis: the cheapest write there is
+#   setpx   SET key value PX ms (a 20-byte value, as a token bucket's
+#           state) at the same Redis, for scale, not a target: the
+#           cheapest write that, like every state key, has a TTL
 #   daemon  sluice serve --store redis://... --threads 1 (exact mode,
 #           --redis-timeout 5000: no decision falls back on a loaded
 #           machine, which would flatter the figures), its
@@ -38,6 +41,7 @@ set -u
 SLUICE=${SLUICE:-build/sluice}
 MODULE=${MODULE:-build/sluice-redis.so}
 N=${BENCH_N:-300000}
+SETV=xxxxxxxxxxxxxxxxxxxx
 REPEAT=${BENCH_REPEAT:-3}
 SPACES=${BENCH_KEYS:-10000 100000}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -110,7 +114,7 @@ redis_at() {
 # started for it and stopped after.
 space() {
 KEYS=$1 spids=""
-rm -f "$tmp"/module* "$tmp"/lua* "$tmp"/incr* "$tmp"/daemon_*
+rm -f "$tmp"/module* "$tmp"/lua* "$tmp"/incr* "$tmp"/setpx* "$tmp"/daemon_*
 rx_port=$(free_port); rm_port=$(free_port); rp_port=$(free_port)
 so="$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE")"
 redis_at "$rx_port" rx --loadmodule "$so"; rx_pid=$!
@@ -135,6 +139,7 @@ sha=$(redis-cli -p "$rx_port" SCRIPT LOAD "$(cat "$here/../server/tokenbucket.lu
 rps "$rx_port" SL.THROTTLE key:__rand_int__ token_bucket:1000/h 1 >/dev/null
 rps "$rx_port" EVALSHA "$sha" 1 tb:__rand_int__ 1000 1000 3600000 1 >/dev/null
 rps "$rx_port" INCR c:__rand_int__ >/dev/null
+rps "$rx_port" SET s:__rand_int__ "$SETV" PX 3600000 >/dev/null
 rps "$sm_port" SL.THROTTLE key:__rand_int__ token_bucket:1000/h 1 >/dev/null
 rps "$sp_port" SL.THROTTLE key:__rand_int__ token_bucket:1000/h 1 >/dev/null
 redis-cli -p "$rm_port" CONFIG RESETSTAT >/dev/null
@@ -144,6 +149,7 @@ while [ $r -lt "$REPEAT" ]; do
   measure module "$rx_pid" "$rx_port" SL.THROTTLE key:__rand_int__ token_bucket:1000/h 1
   measure lua "$rx_pid" "$rx_port" EVALSHA "$sha" 1 tb:__rand_int__ 1000 1000 3600000 1
   measure incr "$rx_pid" "$rx_port" INCR c:__rand_int__
+  measure setpx "$rx_pid" "$rx_port" SET s:__rand_int__ "$SETV" PX 3600000
   measure daemon_module "$rm_pid" "$sm_port" SL.THROTTLE key:__rand_int__ token_bucket:1000/h 1
   measure daemon_lua "$rp_pid" "$sp_port" SL.THROTTLE key:__rand_int__ token_bucket:1000/h 1
   r=$((r + 1))
@@ -161,7 +167,8 @@ cpu_mod=$(usec "$rm_port" sl.decide); cpu_lua=$(usec "$rp_port" evalsha)
 echo "# $KEYS random keys of each kind"
 [ -n "$on_redis" ] && echo "# redis-servers on core $((CORES - 1)) alone, the daemons and redis-benchmark on cores 0-$((CORES - 2))"
 awk -v m="$(cat "$tmp/module")" -v l="$(cat "$tmp/lua")" \
-    -v i="$(cat "$tmp/incr")" -v dm="$(cat "$tmp/daemon_module")" \
+    -v i="$(cat "$tmp/incr")" -v sx="$(cat "$tmp/setpx")" \
+    -v usx="$(cpu_us setpx)" -v dm="$(cat "$tmp/daemon_module")" \
     -v dl="$(cat "$tmp/daemon_lua")" -v cm="${cpu_mod:-0}" \
     -v cl="${cpu_lua:-0}" -v n="$decisions" -v um="$(cpu_us module)" \
     -v ul="$(cpu_us lua)" -v ui="$(cpu_us incr)" -v udm="$(cpu_us daemon_module)" \
@@ -169,12 +176,14 @@ awk -v m="$(cat "$tmp/module")" -v l="$(cat "$tmp/lua")" \
   printf "module SL.THROTTLE -P 16      %9d req/s\n", m
   printf "EVALSHA tokenbucket.lua -P 16 %9d req/s\n", l
   printf "INCR -P 16                    %9d req/s\n", i
+  printf "SET key value PX -P 16        %9d req/s\n", sx
   printf "daemon exact, module          %9d req/s\n", dm
   printf "daemon exact, Lua path        %9d req/s\n", dl
   printf "Redis CPU per exact decision: module %.2f us, Lua %.2f us\n",
     cm / n, cl / n
   v = m / l;   printf "module / EVALSHA      %5.3fx (target >= 4)   %s\n", v, (v >= 4 ? "ok" : "MISSED")
   v = m / i;   printf "module / INCR         %5.3fx (target >= 0.7) %s\n", v, (v >= 0.7 ? "ok" : "MISSED")
+  v = m / sx;  printf "module / SET PX       %5.3fx (for scale)\n", v
   v = cl ? cm / cl : 0
   printf "CPU module / Lua      %5.3fx (target <= 0.3) %s\n", v, (v <= 0.3 ? "ok" : "MISSED")
   v = dm / dl; printf "daemon module / Lua   %5.3fx (target >= 1.3) %s\n", v, (v >= 1.3 ? "ok" : "MISSED")
@@ -185,6 +194,7 @@ awk -v m="$(cat "$tmp/module")" -v l="$(cat "$tmp/lua")" \
   printf "Redis CPU per request: SL.THROTTLE %.2f us, EVALSHA %.2f us, INCR %.2f us\n", um, ul, ui
   v = um ? ul / um : 0; printf "module / EVALSHA, Redis-bound  %5.3fx (target >= 4)   %s\n", v, (v >= 4 ? "ok" : "MISSED")
   v = um ? ui / um : 0; printf "module / INCR, Redis-bound     %5.3fx (target >= 0.7) %s\n", v, (v >= 0.7 ? "ok" : "MISSED")
+  v = um ? usx / um : 0; printf "module / SET PX, Redis-bound   %5.3fx (for scale; SET PX %.2f us)\n", v, usx
   printf "Redis CPU per exact decision (its process): module %.2f us, Lua %.2f us\n", udm, udl
   v = udl ? udm / udl : 0; printf "CPU module / Lua, its process  %5.3fx (target <= 0.3) %s\n", v, (v <= 0.3 ? "ok" : "MISSED")
 }'
