@@ -243,7 +243,6 @@ static void save_string(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
     MREP(ctx, "SET", "sssb", m->name, s, pxat, num,
                           fmt_i64(num, at));
     RedisModule_FreeString(NULL, s);
-    mkey_notify_set(ctx, m->name);
     return;
   }
   /* A loaded key is a string of this layout's length already: written in
@@ -256,7 +255,6 @@ static void save_string(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
   char num[FMT_INT_MAX];
   MREP(ctx, "SET", "sbsb", m->name, (const char *)v, len,
                         pxat, num, fmt_i64(num, at));
-  mkey_notify_set(ctx, m->name);
 }
 
 /* Hash field i := the log's entry e. */
@@ -335,6 +333,7 @@ void mkey_save(RedisModuleCtx *ctx, mkey *m, const algo_policy *p,
   if (p->pub.algo != SL_SLIDING_LOG) {
     long long at = real_ms + ttl_ms(p->ops->fresh_at(p, next), t);
     save_string(ctx, m, p, next, at);
+    mkey_notify_set(ctx, m->name);
   } else {
     long long at = save_log(ctx, m, p, t, cost, real_ms);
     RedisModule_SetAbsExpire(m->k, at);

@@ -8,6 +8,8 @@
  */
 #include "fake_redis.h"
 
+#include "../../src/base/hash.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -353,8 +355,7 @@ enum { WROTE, SIGNALLED };
 
 /* Notes that the command of ctx wrote key name, or signalled it. */
 static void mark(RedisModuleCtx *ctx, const char *name, size_t len, int what) {
-  uint64_t h = 1469598103934665603u;
-  for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)name[i]) * 1099511628211u;
+  uint64_t h = fnv1a(FNV1A_INIT, name, len);
   int i = 0;
   while (i < ctx->nmarks && ctx->marks[i].h != h) i++;
   if (i == (int)(sizeof ctx->marks / sizeof ctx->marks[0])) return;
@@ -417,6 +418,13 @@ static void fk_SetModuleOptions(RedisModuleCtx *ctx, int options) {
 
 /* ---- keys ---- */
 
+/* Key k (h's) written through the API: for fake_key_at, and for the
+   command's check that it was signalled. */
+static void wrote(RedisModuleKey *h, fkey *k) {
+  k->written = 1;
+  mark(h->ctx, h->name, h->nlen, WROTE);
+}
+
 static RedisModuleKey *fk_OpenKey(RedisModuleCtx *ctx, RedisModuleString *name,
                                   int mode) {
   fkey *k = lookup(name->p, name->len);
@@ -469,10 +477,7 @@ static char *fk_StringDMA(RedisModuleKey *h, size_t *len, int mode) {
   if (k->type != FK_STRING) return NULL;
   if ((mode & REDISMODULE_WRITE) && !(h->mode & REDISMODULE_WRITE))
     violation("StringDMA for writing on a key opened for reading");
-  if (mode & REDISMODULE_WRITE) {
-    k->written = 1;
-    mark(h->ctx, h->name, h->nlen, WROTE);
-  }
+  if (mode & REDISMODULE_WRITE) wrote(h, k);
   *len = k->vlen;
   return k->v;
 }
@@ -492,8 +497,7 @@ static int fk_StringTruncate(RedisModuleKey *h, size_t len) {
   free(k->v);
   k->v = v;
   k->vlen = len;
-  k->written = 1;
-  mark(h->ctx, h->name, h->nlen, WROTE);
+  wrote(h, k);
   return REDISMODULE_OK;
 }
 
@@ -507,8 +511,7 @@ static int fk_StringSet(RedisModuleKey *h, RedisModuleString *str) {
   memcpy(k->v, str->p, str->len);
   k->v[str->len] = '\0';
   k->vlen = str->len;
-  k->written = 1;
-  mark(h->ctx, h->name, h->nlen, WROTE);
+  wrote(h, k);
   return REDISMODULE_OK;
 }
 
@@ -548,8 +551,7 @@ static int fk_HashSet(RedisModuleKey *h, int flags, ...) {
   if (!(h->mode & REDISMODULE_WRITE) || (k && k->type != FK_HASH)) return 0;
   if (flags) violation("HashSet flags %d (the fake knows 0 only)", flags);
   if (!k) k = add_key(h->name, h->nlen, FK_HASH);
-  k->written = 1;
-  mark(h->ctx, h->name, h->nlen, WROTE);
+  wrote(h, k);
   int n = 0;
   va_list ap;
   va_start(ap, flags);
